@@ -1,0 +1,495 @@
+/* SPDX-License-Identifier: MIT
+ * client.c: the lock operations, run on the Lua thread.
+ *
+ * Lock order: c->mu is the only mutex. It is never held across I/O:
+ * each operation reads what it needs from the registry, drops the mutex,
+ * runs one script, then retakes it to record what Redis confirmed. Holds
+ * are unlinked only on this thread, so a hold found before the I/O is
+ * still valid after it (the watchdog may have marked it lost meanwhile).
+ */
+#define _GNU_SOURCE
+#include "client.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define LOST_GONE "lost: the lock expired or was deleted"
+
+int dl_client_same_process(const dl_client *c)
+{
+    return c->pid == getpid();
+}
+
+void dl_client_lose(dl_client *c, dl_hold *h, const char *reason)
+{
+    if (h->lost)
+        return;
+    dl_registry_mark_lost(&c->reg, h, reason);
+    c->stats.lost++;
+    __atomic_store_n(&c->pending, 1, __ATOMIC_RELEASE);
+}
+
+dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
+                         char *err, size_t errlen)
+{
+    *out = NULL;
+    dl_client *c = calloc(1, sizeof *c);
+    if (!c) {
+        dl_endpoint_free(&opts->ep);
+        free(opts->prefix);
+        return dl_fail(err, errlen, DL_ECONN, "out of memory");
+    }
+    c->opts = *opts;
+    memset(opts, 0, sizeof *opts);
+    c->pid = getpid();
+    pthread_mutex_init(&c->mu, NULL);
+    dl_conn_init(&c->cmd, &c->opts.ep, c->opts.connect_timeout_us,
+                 c->opts.command_timeout_us);
+    dl_waiter_init(&c->sub, &c->opts.ep, c->opts.connect_timeout_us,
+                   c->opts.command_timeout_us);
+    dl_status st = DL_OK;
+    if (dl_registry_init(&c->reg) != 0)
+        st = dl_fail(err, errlen, DL_ECONN, "out of memory");
+    else if (dl_random_hex(c->id, DL_ID_BYTES) != 0)
+        st = dl_fail(err, errlen, DL_ECONN, "no randomness for the client id");
+    if (st == DL_OK)
+        st = dl_conn_ensure(&c->cmd, err, errlen);
+    if (st == DL_OK)
+        st = dl_scripts_load(&c->cmd, &c->scripts, err, errlen);
+    if (st == DL_OK)
+        st = dl_watchdog_start(c, err, errlen);
+    if (st != DL_OK) {
+        dl_client_close(c);
+        return st;
+    }
+    *out = c;
+    return DL_OK;
+}
+
+/* Best effort: take this client's field out of every lock it holds, in
+ * one pipelined round trip, waking waiters where a lock becomes free. */
+static void release_all(dl_client *c)
+{
+    char err[DL_ERRLEN];
+    size_t sent = 0;
+    dl_hold *lists[2] = { c->reg.head, c->reg.orphans };
+    for (int i = 0; i < 2; i++) {
+        for (dl_hold *h = lists[i]; h; h = i ? h->onext : h->next) {
+            if (h->lost || h->count <= 0)
+                continue;
+            const char *argv[DL_SCRIPT_HEAD + 4];
+            size_t lens[DL_SCRIPT_HEAD + 4];
+            argv[3] = h->key;   lens[3] = h->keylen;
+            argv[4] = h->owner; lens[4] = h->ownerlen;
+            argv[5] = h->chan;  lens[5] = h->chanlen;
+            argv[6] = "publish"; lens[6] = 7;
+            if (dl_script_append(&c->cmd, &c->scripts, DL_S_DROP, 1, 7, argv,
+                                 lens, err, sizeof err) != DL_OK)
+                return;
+            sent++;
+        }
+    }
+    for (size_t i = 0; i < sent; i++) {
+        redisReply *r;
+        if (dl_conn_read(&c->cmd, &r, err, sizeof err) != DL_OK)
+            return;
+        freeReplyObject(r);
+    }
+}
+
+void dl_client_close(dl_client *c)
+{
+    if (!c)
+        return;
+    if (dl_client_same_process(c)) {
+        dl_watchdog_stop(c);
+        if (c->scripts.loaded)
+            release_all(c);
+        pthread_mutex_destroy(&c->mu);
+    } else {
+        /* A forked child: the watchdog thread does not exist here and the
+         * parent's holds are not ours to release. Free memory only;
+         * closing our copies of the sockets sends nothing. */
+        c->wd.running = 0;
+        dl_watchdog_stop(c);
+    }
+    dl_waiter_free(&c->sub);
+    dl_conn_drop(&c->cmd);
+    dl_registry_free(&c->reg);
+    dl_endpoint_free(&c->opts.ep);
+    free(c->opts.prefix);
+    free(c);
+}
+
+/* Read integer element i of an array reply, or fail. */
+static int int_at(const redisReply *r, size_t i, int64_t *v)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements <= i ||
+        r->element[i]->type != REDIS_REPLY_INTEGER)
+        return -1;
+    *v = r->element[i]->integer;
+    return 0;
+}
+
+static void fmt_i64(char *buf, size_t n, int64_t v, const char **argv,
+                    size_t *len)
+{
+    snprintf(buf, n, "%lld", (long long)v);
+    *argv = buf;
+    *len = strlen(buf);
+}
+
+/* Sleep up to us; used only while the subscriber connection is down. */
+static void nap(int64_t us)
+{
+    poll(NULL, 0, (int)((us + 999) / 1000));
+}
+
+/* Record a successful acquire: count n, token tok, sent at t0. */
+static dl_status record_acquire(dl_client *c, const dl_lockref *l,
+                                int64_t n, int64_t tok, int64_t t0,
+                                int64_t ms, int watchdog, int ref,
+                                int *ref_kept, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&c->mu);
+    dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
+                                  l->ownerlen);
+    if (!h)
+        h = dl_registry_add(&c->reg, l->key, l->keylen, l->fence,
+                            l->fencelen, l->chan, l->chanlen, l->owner,
+                            l->ownerlen);
+    if (!h) {
+        pthread_mutex_unlock(&c->mu);
+        return dl_fail(err, errlen, DL_EREDIS, "out of memory");
+    }
+    if (h->count <= 0 || h->lost) {         /* a fresh hold */
+        h->lost = NULL;
+        h->watchdog = watchdog;
+        h->acquired_us = t0;
+        h->owner_num = l->owner_num;
+        h->ref = ref;
+        *ref_kept = 1;
+    }
+    h->count = n;
+    h->token = tok;
+    h->lease_ms = ms;
+    h->gen++;
+    h->deadline_us = t0 + ms * 1000;
+    h->renew_at_us = t0 + ms * 1000 / 3;
+    c->stats.acquired++;
+    dl_watchdog_poke(c, h->watchdog ? h->renew_at_us : h->deadline_us);
+    pthread_mutex_unlock(&c->mu);
+    return DL_OK;
+}
+
+dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
+                            int64_t wait_us, int64_t lease_ms, int ref,
+                            int *ref_kept, char *err, size_t errlen)
+{
+    int64_t start = dl_now_us();
+    int64_t until = wait_us < 0 ? INT64_MAX : start + wait_us;
+    int64_t expect = 0, ms;
+    int watchdog;
+    *ref_kept = 0;
+
+    pthread_mutex_lock(&c->mu);
+    dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
+                                  l->ownerlen);
+    if (h && !h->lost && h->count > 0) {    /* reentry keeps the mode */
+        expect = h->count;
+        watchdog = h->watchdog;
+        ms = watchdog ? c->opts.lease_ms : lease_ms ? lease_ms : h->lease_ms;
+    } else {
+        watchdog = lease_ms == 0;
+        ms = watchdog ? c->opts.lease_ms : lease_ms;
+    }
+    pthread_mutex_unlock(&c->mu);
+
+    char ms_s[24], exp_s[24];
+    const char *argv[DL_SCRIPT_HEAD + 5];
+    size_t lens[DL_SCRIPT_HEAD + 5];
+    argv[3] = l->key;   lens[3] = l->keylen;
+    argv[4] = l->fence; lens[4] = l->fencelen;
+    argv[5] = l->owner; lens[5] = l->ownerlen;
+    fmt_i64(ms_s, sizeof ms_s, ms, &argv[6], &lens[6]);
+    fmt_i64(exp_s, sizeof exp_s, expect, &argv[7], &lens[7]);
+
+    int waited = 0;
+    for (;;) {
+        int64_t t0 = dl_now_us(), code, a, b;
+        redisReply *r;
+        dl_status st = dl_script_eval(&c->cmd, &c->scripts, DL_S_ACQUIRE, 2,
+                                      8, argv, lens, &r, err, errlen);
+        if (st != DL_OK)
+            return st;
+        int bad = int_at(r, 0, &code) || int_at(r, 1, &a) ||
+                  (code == 1 && int_at(r, 2, &b));
+        if (code == -1)
+            bad = 0;
+        freeReplyObject(r);
+        if (bad)
+            return dl_fail(err, errlen, DL_EREDIS, "unexpected acquire reply");
+        if (code == 1)
+            return record_acquire(c, l, a, b, t0, ms, watchdog, ref,
+                                  ref_kept, err, errlen);
+        if (code == -1) {                   /* a reentry found it gone */
+            pthread_mutex_lock(&c->mu);
+            h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
+                                 l->ownerlen);
+            const char *why = LOST_GONE;
+            if (h) {
+                dl_client_lose(c, h, LOST_GONE);
+                why = h->lost;
+            }
+            pthread_mutex_unlock(&c->mu);
+            return dl_fail(err, errlen, DL_ELOST, "%s", why);
+        }
+        /* Busy: a holds the holder's remaining TTL in ms. */
+        int64_t now = dl_now_us();
+        if (wait_us == 0 || now >= until) {
+            c->stats.timeouts++;
+            return dl_fail(err, errlen, DL_ETIMEOUT, "timeout");
+        }
+        if (!waited) {
+            waited = 1;
+            c->stats.waits++;
+        }
+        if (!dl_waiter_subscribed(&c->sub, l->chan, l->chanlen) &&
+            dl_waiter_subscribe(&c->sub, l->chan, l->chanlen, err,
+                                errlen) == DL_OK)
+            continue;               /* subscribed: retry before waiting */
+        int64_t bound = a > 0 ? a * 1000 + 1000 : 100000;
+        if (bound > until - now)
+            bound = until - now;
+        int w = dl_waiter_subscribed(&c->sub, l->chan, l->chanlen)
+                    ? dl_waiter_wait(&c->sub, l->chan, l->chanlen, bound)
+                    : -1;
+        if (w > 0)
+            c->stats.wakeups++;
+        else if (w < 0)             /* no subscriber: TTL-bounded naps */
+            nap(bound < 100000 ? bound : 100000);
+    }
+}
+
+/* With c->mu held: take one hold off h after a release; drop it at 0. */
+static void drop_one(dl_client *c, dl_hold *h, int64_t left, int *unref)
+{
+    h->count = left;
+    h->gen++;
+    if (left <= 0) {
+        *unref = h->ref;
+        h->ref = DL_NOREF;
+        dl_registry_remove(&c->reg, h);
+    }
+}
+
+dl_status dl_client_release(dl_client *c, const dl_lockref *l,
+                            int64_t *remaining, int *unref,
+                            char *err, size_t errlen)
+{
+    *unref = DL_NOREF;
+    *remaining = 0;
+    pthread_mutex_lock(&c->mu);
+    dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
+                                  l->ownerlen);
+    if (!h || h->count <= 0) {
+        pthread_mutex_unlock(&c->mu);
+        return dl_fail(err, errlen, DL_ENOTHELD, "not held");
+    }
+    if (h->lost) {                          /* each release reports it */
+        const char *why = h->lost;
+        drop_one(c, h, h->count - 1, unref);
+        pthread_mutex_unlock(&c->mu);
+        return dl_fail(err, errlen, DL_ELOST, "%s", why);
+    }
+    int64_t expect = h->count, token = h->token;
+    h->releasing = 1;
+    pthread_mutex_unlock(&c->mu);
+
+    char exp_s[24], tok_s[24];
+    const char *argv[DL_SCRIPT_HEAD + 7];
+    size_t lens[DL_SCRIPT_HEAD + 7];
+    argv[3] = l->key;   lens[3] = l->keylen;
+    argv[4] = l->fence; lens[4] = l->fencelen;
+    argv[5] = l->owner; lens[5] = l->ownerlen;
+    fmt_i64(exp_s, sizeof exp_s, expect, &argv[6], &lens[6]);
+    fmt_i64(tok_s, sizeof tok_s, token, &argv[7], &lens[7]);
+    argv[8] = l->chan;  lens[8] = l->chanlen;
+    argv[9] = "publish"; lens[9] = 7;
+    redisReply *r;
+    int64_t code = 0, left = 0;
+    dl_status st = dl_script_eval(&c->cmd, &c->scripts, DL_S_RELEASE, 2, 10,
+                                  argv, lens, &r, err, errlen);
+    if (st == DL_OK) {
+        if (int_at(r, 0, &code) || (code == 1 && int_at(r, 1, &left)))
+            st = dl_fail(err, errlen, DL_EREDIS, "unexpected release reply");
+        freeReplyObject(r);
+    }
+
+    pthread_mutex_lock(&c->mu);
+    h->releasing = 0;
+    if (st == DL_OK && code == 1) {
+        c->stats.released++;
+        drop_one(c, h, left, unref);
+        *remaining = left;
+    } else if (st == DL_OK) {
+        dl_client_lose(c, h, LOST_GONE);
+        st = dl_fail(err, errlen, DL_ELOST, "%s", h->lost);
+        drop_one(c, h, h->count - 1, unref);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
+dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
+                           int64_t lease_ms, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&c->mu);
+    dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
+                                  l->ownerlen);
+    const char *lost = h ? h->lost : NULL;
+    int held = h && h->count > 0;
+    pthread_mutex_unlock(&c->mu);
+    if (!held)
+        return dl_fail(err, errlen, DL_ENOTHELD, "not held");
+    if (lost)
+        return dl_fail(err, errlen, DL_ELOST, "%s", lost);
+
+    char ms_s[24];
+    const char *argv[DL_SCRIPT_HEAD + 3];
+    size_t lens[DL_SCRIPT_HEAD + 3];
+    argv[3] = l->key;   lens[3] = l->keylen;
+    argv[4] = l->owner; lens[4] = l->ownerlen;
+    fmt_i64(ms_s, sizeof ms_s, lease_ms, &argv[5], &lens[5]);
+    int64_t t0 = dl_now_us();
+    redisReply *r;
+    dl_status st = dl_script_eval(&c->cmd, &c->scripts, DL_S_EXTEND, 1, 6,
+                                  argv, lens, &r, err, errlen);
+    if (st != DL_OK)
+        return st;
+    int ok = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+
+    pthread_mutex_lock(&c->mu);
+    if (ok) {
+        h->deadline_us = t0 + lease_ms * 1000;
+        if (!h->watchdog)
+            h->lease_ms = lease_ms;
+        h->renew_at_us = t0 + lease_ms * 1000 / 3;
+        dl_watchdog_poke(c, h->watchdog ? h->renew_at_us : h->deadline_us);
+    } else {
+        dl_client_lose(c, h, LOST_GONE);
+        st = dl_fail(err, errlen, DL_ELOST, "%s", h->lost);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
+dl_status dl_client_ttl(dl_client *c, const dl_lockref *l, int64_t *ttl_ms,
+                        char *err, size_t errlen)
+{
+    const char *argv[2] = { "PTTL", l->key };
+    size_t lens[2] = { 4, l->keylen };
+    redisReply *r;
+    dl_status st = dl_conn_call(&c->cmd, 2, argv, lens, &r, err, errlen);
+    if (st != DL_OK)
+        return st;
+    if (r->type == REDIS_REPLY_INTEGER)
+        *ttl_ms = r->integer;
+    else
+        st = dl_fail(err, errlen, DL_EREDIS, "%s",
+                     r->type == REDIS_REPLY_ERROR ? r->str : "bad PTTL reply");
+    freeReplyObject(r);
+    return st;
+}
+
+dl_status dl_client_force_release(dl_client *c, const dl_lockref *l,
+                                  int *existed, char *err, size_t errlen)
+{
+    const char *argv[DL_SCRIPT_HEAD + 3];
+    size_t lens[DL_SCRIPT_HEAD + 3];
+    argv[3] = l->key;  lens[3] = l->keylen;
+    argv[4] = l->chan; lens[4] = l->chanlen;
+    argv[5] = "publish"; lens[5] = 7;
+    redisReply *r;
+    dl_status st = dl_script_eval(&c->cmd, &c->scripts, DL_S_FORCE, 1, 6,
+                                  argv, lens, &r, err, errlen);
+    if (st != DL_OK)
+        return st;
+    *existed = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    return DL_OK;
+}
+
+dl_status dl_client_ping(dl_client *c, char *err, size_t errlen)
+{
+    const char *argv[1] = { "PING" };
+    redisReply *r;
+    dl_status st = dl_conn_call(&c->cmd, 1, argv, NULL, &r, err, errlen);
+    if (st != DL_OK)
+        return st;
+    if (r->type == REDIS_REPLY_ERROR)
+        st = dl_fail(err, errlen, DL_EREDIS, "%s", r->str);
+    freeReplyObject(r);
+    return st;
+}
+
+void dl_client_hold_info(dl_client *c, const dl_lockref *l, dl_holdinfo *hi)
+{
+    memset(hi, 0, sizeof *hi);
+    int64_t now = dl_now_us();
+    pthread_mutex_lock(&c->mu);
+    dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
+                                  l->ownerlen);
+    if (h && h->count > 0) {
+        hi->lost = h->lost;
+        hi->held = !h->lost && now < h->deadline_us;
+        hi->watchdog = h->watchdog;
+        if (hi->held) {
+            hi->count = h->count;
+            hi->token = h->token;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+size_t dl_client_take_events(dl_client *c, dl_event *buf, size_t max)
+{
+    if (!__atomic_load_n(&c->pending, __ATOMIC_ACQUIRE))
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    size_t n = c->reg.nevents < max ? c->reg.nevents : max;
+    memcpy(buf, c->reg.events, n * sizeof *buf);
+    memmove(c->reg.events, c->reg.events + n,
+            (c->reg.nevents - n) * sizeof *buf);
+    c->reg.nevents -= n;
+    if (c->reg.nevents == 0)
+        __atomic_store_n(&c->pending, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+void dl_client_owner_gone(dl_client *c, uint64_t owner_num)
+{
+    pthread_mutex_lock(&c->mu);
+    if (dl_registry_orphan(&c->reg, owner_num) > 0)
+        dl_watchdog_poke(c, 0);
+    if (c->reg.nevents)
+        __atomic_store_n(&c->pending, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void dl_client_stats(dl_client *c, dl_stats *out, size_t *held)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&c->mu);
+    *out = c->stats;
+    for (dl_hold *h = c->reg.head; h; h = h->next)
+        if (h->watchdog && !h->lost && h->count > 0)
+            n++;
+    pthread_mutex_unlock(&c->mu);
+    *held = n;
+}

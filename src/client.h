@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT
+ * client.h: one dlock client: its command connection (Lua thread), its
+ * subscriber connection (Lua thread), its hold registry (shared, under
+ * mu) and its watchdog thread. The lock operations of the public API.
+ */
+#ifndef DLOCK_CLIENT_H
+#define DLOCK_CLIENT_H
+
+#include "conn.h"
+#include "registry.h"
+#include "script.h"
+#include "wait.h"
+#include "watchdog.h"
+
+#include <pthread.h>
+#include <sys/types.h>
+
+typedef struct dl_client_opts {
+    dl_endpoint ep;             /* owned */
+    char *prefix;               /* owned */
+    size_t prefixlen;
+    int64_t lease_ms;           /* watchdog lease */
+    int64_t max_hold_ms;        /* 0: no cap */
+    int64_t connect_timeout_us;
+    int64_t command_timeout_us;
+} dl_client_opts;
+
+typedef struct dl_stats {
+    uint64_t acquired, released, renewed, lost, waits, timeouts;
+    uint64_t renew_batches, renew_errors, wakeups;
+} dl_stats;
+
+/* The identity of one lock as one owner sees it. */
+typedef struct dl_lockref {
+    const char *key, *fence, *chan, *owner;
+    size_t keylen, fencelen, chanlen, ownerlen;
+    uint64_t owner_num;         /* coroutine owner number; 0: explicit */
+} dl_lockref;
+
+/* What the Lua thread may read of a hold without I/O. */
+typedef struct dl_holdinfo {
+    int64_t count;              /* 0 when not held or lost */
+    int64_t token;
+    int held;                   /* count > 0, not lost, deadline ahead */
+    int watchdog;
+    const char *lost;           /* reason, or NULL */
+} dl_holdinfo;
+
+typedef struct dl_client {
+    pthread_mutex_t mu;         /* guards reg, stats, wd.next_wake_us */
+    dl_registry reg;
+    dl_stats stats;
+    int pending;                /* notices queued; read unlocked as a hint */
+    dl_client_opts opts;
+    dl_conn cmd;                /* Lua thread only */
+    dl_waiter sub;              /* Lua thread only */
+    dl_watchdog wd;
+    dl_scripts scripts;         /* read-only once open */
+    char id[DL_ID_HEX + 1];
+    pid_t pid;                  /* the process that opened it */
+    uint64_t next_owner;
+} dl_client;
+
+/* Connect, load the scripts and start the watchdog. Takes ownership of
+ * opts' strings in every case. */
+dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
+                         char *err, size_t errlen);
+
+/* Release every hold (best effort), stop and join the watchdog, close
+ * connections, free. In a forked child: free only, no I/O. */
+void dl_client_close(dl_client *c);
+
+/* Whether this process is the one that opened c. */
+int dl_client_same_process(const dl_client *c);
+
+/* Acquire l. wait_us < 0 waits forever, 0 tries once. lease_ms 0 means
+ * watchdog mode. ref is the caller's reference to its lock object, kept
+ * by a fresh hold; *ref_kept says whether it was. */
+dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
+                            int64_t wait_us, int64_t lease_ms, int ref,
+                            int *ref_kept, char *err, size_t errlen);
+
+/* Release one hold. *remaining gets the count left; *unref gets a lock
+ * reference the caller must drop (DL_NOREF if none). */
+dl_status dl_client_release(dl_client *c, const dl_lockref *l,
+                            int64_t *remaining, int *unref,
+                            char *err, size_t errlen);
+
+dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
+                           int64_t lease_ms, char *err, size_t errlen);
+/* *ttl_ms < 0 when the key is absent. */
+dl_status dl_client_ttl(dl_client *c, const dl_lockref *l, int64_t *ttl_ms,
+                        char *err, size_t errlen);
+dl_status dl_client_force_release(dl_client *c, const dl_lockref *l,
+                                  int *existed, char *err, size_t errlen);
+dl_status dl_client_ping(dl_client *c, char *err, size_t errlen);
+
+void dl_client_hold_info(dl_client *c, const dl_lockref *l, dl_holdinfo *hi);
+
+/* Take up to max queued notices. */
+size_t dl_client_take_events(dl_client *c, dl_event *buf, size_t max);
+
+/* The coroutine behind owner_num was collected: its holds are released
+ * by the watchdog, not renewed. */
+void dl_client_owner_gone(dl_client *c, uint64_t owner_num);
+
+void dl_client_stats(dl_client *c, dl_stats *out, size_t *held);
+
+/* With c->mu held: mark h lost for reason (once), count it and flag the
+ * notice for the Lua thread. Used by both threads. */
+void dl_client_lose(dl_client *c, dl_hold *h, const char *reason);
+
+#endif

@@ -1,0 +1,363 @@
+/* SPDX-License-Identifier: MIT
+ * conn.c: URL parsing and one blocking hiredis connection.
+ *
+ * hiredis rules this file follows: a context that reported an error is
+ * unusable and must be freed (we drop it and reconnect on the next call);
+ * redisSetTimeout bounds each read/write with SO_RCVTIMEO/SO_SNDTIMEO, so
+ * a timed-out command shows up as an I/O error with errno EAGAIN.
+ */
+#define _GNU_SOURCE
+#include "conn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* ---- URL parsing ---------------------------------------------------- */
+
+static int hexval(int ch)
+{
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decode s[0..n) into a new NUL-terminated string. NULL on a bad
+ * escape, an embedded NUL, or no memory. */
+static char *decode(const char *s, size_t n)
+{
+    char *out = malloc(n + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        int ch = (unsigned char)s[i];
+        if (ch == '%') {
+            if (i + 2 >= n || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0)
+                goto bad;
+            ch = hexval(s[i + 1]) * 16 + hexval(s[i + 2]);
+            i += 2;
+        }
+        if (ch == 0)
+            goto bad;
+        *o++ = (char)ch;
+    }
+    *o = '\0';
+    return out;
+bad:
+    free(out);
+    return NULL;
+}
+
+/* Parse a decimal integer in [lo, hi] from s[0..n). */
+static int parse_int(const char *s, size_t n, long lo, long hi, int *out)
+{
+    long v = 0;
+    if (n == 0 || n > 10)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static const char *memfind(const char *s, const char *end, char ch)
+{
+    const char *p = memchr(s, ch, (size_t)(end - s));
+    return p ? p : end;
+}
+
+/* userinfo "[user][:pass]" */
+static int parse_userinfo(dl_endpoint *ep, const char *s, const char *end)
+{
+    const char *colon = memfind(s, end, ':');
+    if (colon > s && !(ep->username = decode(s, (size_t)(colon - s))))
+        return -1;
+    if (colon < end && !(ep->password = decode(colon + 1,
+                                               (size_t)(end - colon - 1))))
+        return -1;
+    return 0;
+}
+
+/* "?db=N" */
+static int parse_query(dl_endpoint *ep, const char *s, const char *end)
+{
+    if (s == end)
+        return 0;
+    if (end - s < 4 || memcmp(s, "?db=", 4) != 0)
+        return -1;
+    return parse_int(s + 4, (size_t)(end - s - 4), 0, INT_MAX, &ep->db);
+}
+
+static int parse_tcp(dl_endpoint *ep, const char *s, const char *end)
+{
+    const char *q = memfind(s, end, '?');
+    const char *slash = memfind(s, q, '/');
+    const char *at = NULL;
+    for (const char *p = s; p < slash; p++)
+        if (*p == '@')
+            at = p;                         /* the last '@' ends userinfo */
+    if (at) {
+        if (parse_userinfo(ep, s, at) != 0)
+            return -1;
+        s = at + 1;
+    }
+    const char *hend, *rest;
+    if (s < slash && *s == '[') {           /* [ipv6] */
+        hend = memfind(s, slash, ']');
+        if (hend == slash)
+            return -1;
+        if (!(ep->host = decode(s + 1, (size_t)(hend - s - 1))))
+            return -1;
+        rest = hend + 1;
+    } else {
+        hend = memfind(s, slash, ':');
+        if (hend > s && !(ep->host = decode(s, (size_t)(hend - s))))
+            return -1;
+        rest = hend;
+    }
+    if (!ep->host && !(ep->host = strdup("127.0.0.1")))
+        return -1;
+    ep->port = 6379;
+    if (rest < slash) {
+        if (*rest != ':' ||
+            parse_int(rest + 1, (size_t)(slash - rest - 1), 1, 65535,
+                      &ep->port) != 0)
+            return -1;
+    }
+    if (slash < q && q - slash > 1 &&
+        parse_int(slash + 1, (size_t)(q - slash - 1), 0, INT_MAX,
+                  &ep->db) != 0)
+        return -1;
+    return parse_query(ep, q, end);
+}
+
+static int parse_unix(dl_endpoint *ep, const char *s, const char *end)
+{
+    const char *q = memfind(s, end, '?');
+    const char *slash = memfind(s, q, '/');
+    const char *at = memfind(s, slash, '@');
+    if (at < slash) {
+        if (parse_userinfo(ep, s, at) != 0)
+            return -1;
+        s = at + 1;
+    }
+    if (s != slash || q - s < 2)
+        return -1;
+    if (!(ep->path = decode(s, (size_t)(q - s))))
+        return -1;
+    return parse_query(ep, q, end);
+}
+
+int dl_endpoint_parse(dl_endpoint *ep, const char *url, size_t len,
+                      char *err, size_t errlen)
+{
+    memset(ep, 0, sizeof *ep);
+    const char *end = url + len;
+    int rc = -1;
+    if (memchr(url, '\0', len)) {
+        dl_fail(err, errlen, DL_EREDIS, "contains a NUL byte");
+        return -1;
+    }
+    if (len > 8 && memcmp(url, "redis://", 8) == 0)
+        rc = parse_tcp(ep, url + 8, end);
+    else if (len >= 8 && memcmp(url, "unix://", 7) == 0)
+        rc = parse_unix(ep, url + 7, end);
+    else if (len >= 9 && memcmp(url, "rediss://", 9) == 0) {
+        dl_fail(err, errlen, DL_EREDIS, "TLS (rediss://) is not built in");
+        return -1;
+    } else if (len == 8 && memcmp(url, "redis://", 8) == 0)
+        rc = parse_tcp(ep, end, end);
+    else {
+        dl_fail(err, errlen, DL_EREDIS,
+                "expected redis://host:port/db or unix:///path");
+        return -1;
+    }
+    if (rc != 0) {
+        dl_endpoint_free(ep);
+        dl_fail(err, errlen, DL_EREDIS, "malformed URL");
+    }
+    return rc;
+}
+
+void dl_endpoint_free(dl_endpoint *ep)
+{
+    free(ep->host);
+    free(ep->path);
+    free(ep->username);
+    free(ep->password);
+    memset(ep, 0, sizeof *ep);
+}
+
+static int dup_opt(char **dst, const char *src)
+{
+    *dst = NULL;
+    return src && !(*dst = strdup(src)) ? -1 : 0;
+}
+
+int dl_endpoint_copy(dl_endpoint *dst, const dl_endpoint *src)
+{
+    memset(dst, 0, sizeof *dst);
+    dst->port = src->port;
+    dst->db = src->db;
+    if (dup_opt(&dst->host, src->host) || dup_opt(&dst->path, src->path) ||
+        dup_opt(&dst->username, src->username) ||
+        dup_opt(&dst->password, src->password)) {
+        dl_endpoint_free(dst);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- connection ----------------------------------------------------- */
+
+static struct timeval to_tv(int64_t us)
+{
+    struct timeval tv;
+    tv.tv_sec = (time_t)(us / 1000000);
+    tv.tv_usec = (suseconds_t)(us % 1000000);
+    return tv;
+}
+
+void dl_conn_init(dl_conn *c, const dl_endpoint *ep,
+                  int64_t connect_timeout_us, int64_t command_timeout_us)
+{
+    c->ctx = NULL;
+    c->ep = ep;
+    c->connect_timeout_us = connect_timeout_us;
+    c->command_timeout_us = command_timeout_us;
+}
+
+void dl_conn_drop(dl_conn *c)
+{
+    if (c->ctx) {
+        redisFree(c->ctx);
+        c->ctx = NULL;
+    }
+}
+
+static const char *where(const dl_conn *c, char *buf, size_t n)
+{
+    if (c->ep->path)
+        snprintf(buf, n, "%s", c->ep->path);
+    else
+        snprintf(buf, n, "%s:%d", c->ep->host, c->ep->port);
+    return buf;
+}
+
+dl_status dl_conn_error(dl_conn *c, char *err, size_t errlen)
+{
+    char addr[128];
+    const char *what = "connection lost";
+    if (c->ctx && c->ctx->err) {
+        what = c->ctx->errstr;
+        if (c->ctx->err == REDIS_ERR_IO &&
+            (errno == EAGAIN || errno == EWOULDBLOCK))
+            what = "timed out";
+        else if (c->ctx->err == REDIS_ERR_EOF)
+            what = "server closed the connection";
+    }
+    dl_fail(err, errlen, DL_ECONN, "%s (%s)", what,
+            where(c, addr, sizeof addr));
+    dl_conn_drop(c);
+    return DL_ECONN;
+}
+
+/* Run a set-up command on a fresh context; any error reply fails. */
+static dl_status setup_cmd(dl_conn *c, int argc, const char **argv,
+                           const char *what, char *err, size_t errlen)
+{
+    redisReply *r = redisCommandArgv(c->ctx, argc, argv, NULL);
+    if (!r)
+        return dl_conn_error(c, err, errlen);
+    dl_status st = DL_OK;
+    if (r->type == REDIS_REPLY_ERROR) {
+        char addr[128];
+        st = dl_fail(err, errlen, DL_ECONN, "%s failed: %s (%s)", what,
+                     r->str, where(c, addr, sizeof addr));
+        dl_conn_drop(c);
+    }
+    freeReplyObject(r);
+    return st;
+}
+
+dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
+{
+    if (c->ctx)
+        return DL_OK;
+    const dl_endpoint *ep = c->ep;
+    struct timeval tv = to_tv(c->connect_timeout_us);
+    c->ctx = ep->path ? redisConnectUnixWithTimeout(ep->path, tv)
+                      : redisConnectWithTimeout(ep->host, ep->port, tv);
+    if (!c->ctx)
+        return dl_fail(err, errlen, DL_ECONN, "out of memory");
+    if (c->ctx->err)
+        return dl_conn_error(c, err, errlen);
+    int fd = c->ctx->fd, one = 1;
+    (void)fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+    if (!ep->path)
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (c->command_timeout_us > 0 &&
+        redisSetTimeout(c->ctx, to_tv(c->command_timeout_us)) != REDIS_OK)
+        return dl_conn_error(c, err, errlen);
+    if (ep->password) {
+        const char *argv[3] = { "AUTH", ep->username, ep->password };
+        int argc = 3;
+        if (!ep->username) {
+            argv[1] = ep->password;
+            argc = 2;
+        }
+        if (setup_cmd(c, argc, argv, "AUTH", err, errlen) != DL_OK)
+            return DL_ECONN;
+    }
+    if (ep->db != 0) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", ep->db);
+        const char *argv[2] = { "SELECT", db };
+        if (setup_cmd(c, 2, argv, "SELECT", err, errlen) != DL_OK)
+            return DL_ECONN;
+    }
+    return DL_OK;
+}
+
+dl_status dl_conn_append(dl_conn *c, int argc, const char **argv,
+                         const size_t *lens, char *err, size_t errlen)
+{
+    if (dl_conn_ensure(c, err, errlen) != DL_OK)
+        return DL_ECONN;
+    if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK)
+        return dl_conn_error(c, err, errlen);
+    return DL_OK;
+}
+
+dl_status dl_conn_read(dl_conn *c, redisReply **out, char *err, size_t errlen)
+{
+    void *r = NULL;
+    *out = NULL;
+    if (!c->ctx)
+        return dl_fail(err, errlen, DL_ECONN, "connection lost");
+    if (redisGetReply(c->ctx, &r) != REDIS_OK || !r)
+        return dl_conn_error(c, err, errlen);
+    *out = r;
+    return DL_OK;
+}
+
+dl_status dl_conn_call(dl_conn *c, int argc, const char **argv,
+                       const size_t *lens, redisReply **out,
+                       char *err, size_t errlen)
+{
+    *out = NULL;
+    if (dl_conn_append(c, argc, argv, lens, err, errlen) != DL_OK)
+        return DL_ECONN;
+    return dl_conn_read(c, out, err, errlen);
+}

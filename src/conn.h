@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT
+ * conn.h: where a Redis server is (URL parsing) and one blocking
+ * connection to it, with connect/command timeouts and lazy reconnect.
+ * A dl_conn belongs to one thread at a time (hiredis: "A redisContext is
+ * not thread-safe").
+ */
+#ifndef DLOCK_CONN_H
+#define DLOCK_CONN_H
+
+#include "dlock.h"
+#include <hiredis/hiredis.h>
+
+#define DL_HIREDIS_AT_LEAST(maj, min) \
+    (HIREDIS_MAJOR > (maj) || (HIREDIS_MAJOR == (maj) && HIREDIS_MINOR >= (min)))
+
+/* A server address with credentials. Strings are owned (malloc). */
+typedef struct dl_endpoint {
+    char *host;         /* NULL for unix sockets */
+    int port;
+    char *path;         /* unix socket path, or NULL */
+    char *username;     /* NULL: no ACL user */
+    char *password;     /* NULL: no AUTH */
+    int db;
+} dl_endpoint;
+
+/* Parse "redis://[[user][:pass]@][host][:port][/db]" or
+ * "unix://[[user][:pass]@]/path[?db=N]" into ep (zeroed first).
+ * Returns 0, or -1 with a message in err; ep then owns nothing. */
+int dl_endpoint_parse(dl_endpoint *ep, const char *url, size_t len,
+                      char *err, size_t errlen);
+void dl_endpoint_free(dl_endpoint *ep);
+/* Deep copy; returns 0 or -1 on allocation failure. */
+int dl_endpoint_copy(dl_endpoint *dst, const dl_endpoint *src);
+
+typedef struct dl_conn {
+    redisContext *ctx;          /* NULL while disconnected */
+    const dl_endpoint *ep;      /* borrowed; outlives the conn */
+    int64_t connect_timeout_us;
+    int64_t command_timeout_us; /* 0: block without a bound */
+} dl_conn;
+
+void dl_conn_init(dl_conn *c, const dl_endpoint *ep,
+                  int64_t connect_timeout_us, int64_t command_timeout_us);
+
+/* Connect (if not connected), set TCP_NODELAY and timeouts, AUTH, SELECT.
+ * Returns DL_OK or DL_ECONN with a message in err. */
+dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen);
+
+/* Drop the connection (after an I/O error, or to close). */
+void dl_conn_drop(dl_conn *c);
+
+/* Send one command and read its reply. A Redis error reply is returned
+ * as DL_OK with *out of type REDIS_REPLY_ERROR: callers decide. I/O errors
+ * drop the connection and give DL_ECONN. On DL_OK the caller frees *out. */
+dl_status dl_conn_call(dl_conn *c, int argc, const char **argv,
+                       const size_t *lens, redisReply **out,
+                       char *err, size_t errlen);
+
+/* Pipelining: queue commands, then read their replies in order. */
+dl_status dl_conn_append(dl_conn *c, int argc, const char **argv,
+                         const size_t *lens, char *err, size_t errlen);
+dl_status dl_conn_read(dl_conn *c, redisReply **out, char *err, size_t errlen);
+
+/* Describe a hiredis context error as "connection: ..." text in err. */
+dl_status dl_conn_error(dl_conn *c, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT
+ * dlock.h: types and helpers shared by every file of the C core.
+ * No core file includes lua.h; only src/lua_*.c do.
+ */
+#ifndef DLOCK_H
+#define DLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The stable error codes of the public API. dl_strerror() is the only
+ * place their text is spelled out. */
+typedef enum {
+    DL_OK = 0,
+    DL_ETIMEOUT,    /* "timeout"    */
+    DL_ENOTHELD,    /* "not held"   */
+    DL_ELOST,       /* "lost"       */
+    DL_ECONN,       /* "connection" */
+    DL_EQUORUM,     /* "quorum"     */
+    DL_EREDIS       /* "redis"      */
+} dl_status;
+
+#define DL_ERRLEN 256           /* size of every caller-owned err buffer */
+#define DL_ID_BYTES 16          /* 128 random bits per client id */
+#define DL_ID_HEX (2 * DL_ID_BYTES)
+#define DL_MAX_LEASE_MS (INT64_C(1) << 45) /* ~1100 years; PEXPIRE-safe */
+#define DL_NOREF (-2)           /* "no Lua reference"; equals LUA_NOREF */
+
+const char *dl_strerror(dl_status st);
+
+/* Microseconds on CLOCK_MONOTONIC. Shared by all processes of one host. */
+int64_t dl_now_us(void);
+
+/* Fill out[0..2*nbytes] with lowercase hex of nbytes random bytes from the
+ * kernel, NUL-terminated. Returns 0, or -1 if no randomness was available. */
+int dl_random_hex(char *out, size_t nbytes);
+
+/* snprintf into err (may be NULL), never overflowing; returns st. */
+dl_status dl_fail(char *err, size_t errlen, dl_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+#endif

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT
+ * lua_dlock.h: what the two halves of the Lua binding share. Only the
+ * binding (src/lua_*.c) includes lua.h. */
+#ifndef DLOCK_LUA_H
+#define DLOCK_LUA_H
+
+#include "compat.h"
+#include "client.h"
+
+#define CLIENT_MT "dlock.Client"
+#define LOCK_MT   "dlock.Lock"
+#define OWNER_MT  "dlock.Owner"
+
+/* User values of a client userdata. */
+enum { UV_ONLOST = 1, UV_REFS, UV_OWNERS, UV_COUNT = UV_OWNERS };
+
+typedef struct lua_client {
+    dl_client *c;               /* NULL once closed */
+    int dispatching;            /* inside an on_lost callback */
+} lua_client;
+
+/* Push nil and "code: detail" (detail alone if it already starts with
+ * the code); returns 2. */
+int dlua_fail(lua_State *L, dl_status st, const char *detail);
+
+/* The open client at idx, or raise ("closed", "forked"). */
+lua_client *dlua_client(lua_State *L, int idx, const char *fname);
+
+/* Run queued on_lost callbacks of the client at ci; returns how many. */
+int dlua_dispatch(lua_State *L, int ci);
+
+/* Owner number of the running coroutine for the client at ci. */
+uint64_t dlua_owner(lua_State *L, int ci);
+
+/* Durations in seconds from the value at idx, raising on misuse with
+ * `what` named. dlua_wait: <0 means forever. */
+int64_t dlua_wait_us(lua_State *L, int idx, const char *fname,
+                     const char *what);
+int64_t dlua_lease_ms(lua_State *L, int idx, const char *fname,
+                      const char *what);
+int64_t dlua_seconds_us(lua_State *L, int idx, const char *fname,
+                        const char *what);
+
+/* Raise "bad option 'what' to 'fname' (msg)". */
+int dlua_opt_error(lua_State *L, const char *fname, const char *what,
+                   const char *msg);
+
+void dlua_new_class(lua_State *L, const char *name, const luaL_Reg *meta,
+                    const luaL_Reg *methods);
+
+/* client:lock(name [, opts]) with the client at index 1. */
+int dlua_lock_new(lua_State *L);
+/* Register the Lock class; leaves its methods table on the stack. */
+void dlua_lock_open(lua_State *L);
+
+#endif

@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT
+ * registry.c: a chained hash of holds keyed by (lock key, owner), a list
+ * of all holds for the watchdog to walk, and two hand-off queues.
+ *
+ * DESIGN. Holds are freed on the Lua thread, except one that was removed
+ * while a renewal of it was in flight: the watchdog owns a pointer to it
+ * until the reply is in, so removal only marks it dead and the watchdog
+ * frees it when it records the result. Orphans (holds of a collected
+ * coroutine) are unlinked on the Lua thread and handed whole to the
+ * watchdog, which releases them in Redis and frees them. Notices for the
+ * Lua thread carry a Lua reference as a plain int; nothing here knows Lua.
+ */
+#include "registry.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t hash(const char *key, size_t keylen,
+                     const char *owner, size_t ownerlen)
+{
+    uint64_t h = UINT64_C(1469598103934665603);
+    for (size_t i = 0; i < keylen; i++)
+        h = (h ^ (unsigned char)key[i]) * UINT64_C(1099511628211);
+    h = (h ^ 0xff) * UINT64_C(1099511628211);
+    for (size_t i = 0; i < ownerlen; i++)
+        h = (h ^ (unsigned char)owner[i]) * UINT64_C(1099511628211);
+    return h;
+}
+
+int dl_registry_init(dl_registry *reg)
+{
+    memset(reg, 0, sizeof *reg);
+    reg->nbuckets = 64;
+    reg->buckets = calloc(reg->nbuckets, sizeof *reg->buckets);
+    reg->next_id = 1;
+    return reg->buckets ? 0 : -1;
+}
+
+void dl_registry_free(dl_registry *reg)
+{
+    dl_hold *h, *next;
+    for (h = reg->head; h; h = next) {
+        next = h->next;
+        free(h);
+    }
+    for (h = reg->orphans; h; h = next) {
+        next = h->onext;
+        free(h);
+    }
+    free(reg->buckets);
+    free(reg->events);
+    memset(reg, 0, sizeof *reg);
+}
+
+static dl_hold **bucket(dl_registry *reg, const char *key, size_t keylen,
+                        const char *owner, size_t ownerlen)
+{
+    return &reg->buckets[hash(key, keylen, owner, ownerlen) &
+                         (reg->nbuckets - 1)];
+}
+
+dl_hold *dl_registry_find(dl_registry *reg, const char *key, size_t keylen,
+                          const char *owner, size_t ownerlen)
+{
+    dl_hold *h = *bucket(reg, key, keylen, owner, ownerlen);
+    for (; h; h = h->hnext)
+        if (h->keylen == keylen && h->ownerlen == ownerlen &&
+            memcmp(h->key, key, keylen) == 0 &&
+            memcmp(h->owner, owner, ownerlen) == 0)
+            return h;
+    return NULL;
+}
+
+static void grow(dl_registry *reg)
+{
+    size_t n = reg->nbuckets * 2;
+    dl_hold **b = calloc(n, sizeof *b);
+    if (!b)
+        return;                 /* keep the longer chains; still correct */
+    for (dl_hold *h = reg->head; h; h = h->next) {
+        dl_hold **slot = &b[hash(h->key, h->keylen, h->owner, h->ownerlen) &
+                            (n - 1)];
+        h->hnext = *slot;
+        *slot = h;
+    }
+    free(reg->buckets);
+    reg->buckets = b;
+    reg->nbuckets = n;
+}
+
+static const char *put(char **p, const char *s, size_t n)
+{
+    char *at = *p;
+    memcpy(at, s, n);
+    at[n] = '\0';
+    *p += n + 1;
+    return at;
+}
+
+dl_hold *dl_registry_add(dl_registry *reg,
+                         const char *key, size_t keylen,
+                         const char *fence, size_t fencelen,
+                         const char *chan, size_t chanlen,
+                         const char *owner, size_t ownerlen)
+{
+    if (reg->count >= reg->nbuckets)
+        grow(reg);
+    dl_hold *h = calloc(1, sizeof *h + keylen + fencelen + chanlen +
+                               ownerlen + 4);
+    if (!h)
+        return NULL;
+    char *p = (char *)(h + 1);
+    h->key = put(&p, key, keylen);
+    h->fence = put(&p, fence, fencelen);
+    h->chan = put(&p, chan, chanlen);
+    h->owner = put(&p, owner, ownerlen);
+    h->keylen = keylen;
+    h->fencelen = fencelen;
+    h->chanlen = chanlen;
+    h->ownerlen = ownerlen;
+    h->id = reg->next_id++;
+    h->ref = DL_NOREF;
+    dl_hold **slot = bucket(reg, key, keylen, owner, ownerlen);
+    h->hnext = *slot;
+    *slot = h;
+    h->next = reg->head;
+    if (reg->head)
+        reg->head->prev = h;
+    reg->head = h;
+    reg->count++;
+    return h;
+}
+
+void dl_registry_unlink(dl_registry *reg, dl_hold *h)
+{
+    dl_hold **slot = bucket(reg, h->key, h->keylen, h->owner, h->ownerlen);
+    while (*slot != h)
+        slot = &(*slot)->hnext;
+    *slot = h->hnext;
+    if (h->prev)
+        h->prev->next = h->next;
+    else
+        reg->head = h->next;
+    if (h->next)
+        h->next->prev = h->prev;
+    h->prev = h->next = h->hnext = NULL;
+    reg->count--;
+}
+
+void dl_registry_remove(dl_registry *reg, dl_hold *h)
+{
+    dl_registry_unlink(reg, h);
+    if (h->inflight)
+        h->dead = 1;
+    else
+        free(h);
+}
+
+int dl_registry_push_event(dl_registry *reg, int ref, const char *reason)
+{
+    if (reg->nevents == reg->capevents) {
+        size_t cap = reg->capevents ? reg->capevents * 2 : 16;
+        dl_event *e = realloc(reg->events, cap * sizeof *e);
+        if (!e)
+            return -1;
+        reg->events = e;
+        reg->capevents = cap;
+    }
+    reg->events[reg->nevents].ref = ref;
+    reg->events[reg->nevents].reason = reason;
+    reg->nevents++;
+    return 0;
+}
+
+void dl_registry_mark_lost(dl_registry *reg, dl_hold *h, const char *reason)
+{
+    if (h->lost)
+        return;
+    h->lost = reason;
+    if (dl_registry_push_event(reg, h->ref, reason) == 0)
+        h->ref = DL_NOREF;
+}
+
+size_t dl_registry_orphan(dl_registry *reg, uint64_t owner_num)
+{
+    size_t moved = 0;
+    dl_hold *h = reg->head, *next;
+    for (; h; h = next) {
+        next = h->next;
+        if (h->owner_num != owner_num)
+            continue;
+        if (h->ref != DL_NOREF && dl_registry_push_event(reg, h->ref, NULL) == 0)
+            h->ref = DL_NOREF;
+        dl_registry_unlink(reg, h);
+        if (h->inflight) {
+            h->dead = 1;        /* the watchdog frees it; it expires */
+            continue;
+        }
+        h->onext = reg->orphans;
+        reg->orphans = h;
+        moved++;
+    }
+    return moved;
+}

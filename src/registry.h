@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT
+ * registry.h: the holds one client believes it has, shared by the Lua
+ * thread and the watchdog thread. Every function here expects the
+ * client's mutex to be held by the caller.
+ */
+#ifndef DLOCK_REGISTRY_H
+#define DLOCK_REGISTRY_H
+
+#include "dlock.h"
+
+typedef struct dl_hold {
+    uint64_t id;                /* unique within the client, never reused */
+    struct dl_hold *hnext;      /* hash bucket chain */
+    struct dl_hold *prev, *next;/* list of all linked holds */
+    struct dl_hold *onext;      /* orphan list */
+    const char *key, *fence, *chan, *owner; /* inline after the struct */
+    size_t keylen, fencelen, chanlen, ownerlen;
+    uint64_t owner_num;         /* coroutine owner number; 0: explicit */
+    int64_t count;              /* reentrant holds as Redis last confirmed */
+    int64_t token;              /* fencing token of this hold */
+    int64_t lease_ms;           /* TTL set at acquire and each renewal */
+    int watchdog;               /* renewed by the watchdog */
+    int64_t acquired_us;        /* monotonic time of the fresh acquire */
+    int64_t deadline_us;        /* lease may have run out after this */
+    int64_t renew_at_us;        /* watchdog renews at or after this */
+    const char *lost;           /* NULL, or why the hold was lost */
+    int ref;                    /* Lua ref of the lock object, DL_NOREF */
+    uint64_t gen;               /* bumped on every confirmed count change */
+    int releasing;              /* a release of it is on the wire */
+    int inflight;               /* a renewal of it is on the wire */
+    int dead;                   /* unlinked while inflight: watchdog frees */
+} dl_hold;
+
+/* A lost-hold notice for the Lua thread: call on_lost(lock ref, reason),
+ * then unref. reason NULL: only unref (the hold went away silently). */
+typedef struct dl_event {
+    int ref;
+    const char *reason;
+} dl_event;
+
+typedef struct dl_registry {
+    dl_hold **buckets;
+    size_t nbuckets, count;
+    dl_hold *head;
+    uint64_t next_id;
+    dl_event *events;
+    size_t nevents, capevents;
+    dl_hold *orphans;           /* unlinked; the watchdog DROPs then frees */
+} dl_registry;
+
+int dl_registry_init(dl_registry *reg);
+/* Free every hold, orphan and event. */
+void dl_registry_free(dl_registry *reg);
+
+dl_hold *dl_registry_find(dl_registry *reg, const char *key, size_t keylen,
+                          const char *owner, size_t ownerlen);
+
+/* A new linked hold with count 0 and copies of the strings; NULL if out
+ * of memory. */
+dl_hold *dl_registry_add(dl_registry *reg,
+                         const char *key, size_t keylen,
+                         const char *fence, size_t fencelen,
+                         const char *chan, size_t chanlen,
+                         const char *owner, size_t ownerlen);
+
+/* Unlink h and free it, or leave it to the watchdog if a renewal of it is
+ * in flight. The caller has dealt with h->ref. */
+void dl_registry_remove(dl_registry *reg, dl_hold *h);
+void dl_registry_unlink(dl_registry *reg, dl_hold *h);
+
+/* Mark h lost for reason and queue the notice (the notice takes h->ref).
+ * Does nothing if h is already lost. */
+void dl_registry_mark_lost(dl_registry *reg, dl_hold *h, const char *reason);
+
+/* Queue a notice; returns 0, or -1 if out of memory. */
+int dl_registry_push_event(dl_registry *reg, int ref, const char *reason);
+
+/* Move every hold of coroutine owner owner_num to the orphan list (their
+ * refs become reason-less notices). Returns how many moved. */
+size_t dl_registry_orphan(dl_registry *reg, uint64_t owner_num);
+
+#endif

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT
+ * script.c: the Redis-side half of dlock.
+ *
+ * Retry safety: acquire and release take the count the client believes
+ * this owner holds ("expected"). A resent acquire finds count ==
+ * expected + 1 and does not count twice; a resent release finds count ==
+ * expected - 1 (or, for the last hold, fence.rel == its token) and does
+ * not decrement twice. A field that is gone while the client expected a
+ * hold means the hold was lost. Replies are arrays:
+ *   acquire: {1, count, token} | {0, pttl_ms} (busy) | {-1} (lost)
+ *   release: {1, remaining}    | {-1} (lost)
+ *   renew:   per key 1 (renewed) | 0 (key gone) | -1 (another owner)
+ */
+#include "script.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const src[DL_S_COUNT] = {
+    [DL_S_ACQUIRE] =
+        "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
+        "local e = tonumber(ARGV[3])\n"
+        "if n == 0 then\n"
+        "  if e > 0 then return {-1} end\n"
+        "  if redis.call('exists', KEYS[1]) == 1 then\n"
+        "    return {0, redis.call('pttl', KEYS[1])}\n"
+        "  end\n"
+        "  local t = redis.call('hincrby', KEYS[2], 'n', 1)\n"
+        "  redis.call('hset', KEYS[1], ARGV[1], 1)\n"
+        "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
+        "  return {1, 1, t}\n"
+        "end\n"
+        "if n ~= e + 1 then n = redis.call('hincrby', KEYS[1], ARGV[1], 1) end\n"
+        "redis.call('pexpire', KEYS[1], ARGV[2])\n"
+        "return {1, n, tonumber(redis.call('hget', KEYS[2], 'n'))}\n",
+
+    [DL_S_RELEASE] =
+        "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
+        "local e = tonumber(ARGV[2])\n"
+        "if n == e - 1 then\n"
+        "  if n > 0 then return {1, n} end\n"
+        "  if redis.call('hget', KEYS[2], 'rel') == ARGV[3] then\n"
+        "    return {1, 0}\n"
+        "  end\n"
+        "end\n"
+        "if n == 0 then return {-1} end\n"
+        "if n > 1 then\n"
+        "  return {1, redis.call('hincrby', KEYS[1], ARGV[1], -1)}\n"
+        "end\n"
+        "redis.call('del', KEYS[1])\n"
+        "redis.call('hset', KEYS[2], 'rel', ARGV[3])\n"
+        "redis.call(ARGV[5], ARGV[4], ARGV[3])\n"
+        "return {1, 0}\n",
+
+    [DL_S_RENEW] =
+        "local r = {}\n"
+        "for i = 1, #KEYS do\n"
+        "  if redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1 then\n"
+        "    redis.call('pexpire', KEYS[i], ARGV[1])\n"
+        "    r[i] = 1\n"
+        "  elseif redis.call('exists', KEYS[i]) == 1 then r[i] = -1\n"
+        "  else r[i] = 0 end\n"
+        "end\n"
+        "return r\n",
+
+    [DL_S_EXTEND] =
+        "if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then\n"
+        "  return redis.call('pexpire', KEYS[1], ARGV[2])\n"
+        "end\n"
+        "return 0\n",
+
+    [DL_S_FORCE] =
+        "if redis.call('del', KEYS[1]) == 1 then\n"
+        "  redis.call(ARGV[2], ARGV[1], 'force')\n"
+        "  return 1\n"
+        "end\n"
+        "return 0\n",
+
+    [DL_S_DROP] =
+        "if redis.call('hdel', KEYS[1], ARGV[1]) == 1\n"
+        "   and redis.call('exists', KEYS[1]) == 0 then\n"
+        "  redis.call(ARGV[3], ARGV[2], 'drop')\n"
+        "end\n"
+        "return 1\n",
+};
+
+dl_status dl_scripts_load(dl_conn *c, dl_scripts *s, char *err, size_t errlen)
+{
+    for (int i = 0; i < DL_S_COUNT; i++) {
+        const char *argv[3] = { "SCRIPT", "LOAD", src[i] };
+        if (dl_conn_append(c, 3, argv, NULL, err, errlen) != DL_OK)
+            return DL_ECONN;
+    }
+    dl_status st = DL_OK;
+    for (int i = 0; i < DL_S_COUNT; i++) {
+        redisReply *r;
+        if (dl_conn_read(c, &r, err, errlen) != DL_OK)
+            return DL_ECONN;
+        if (st == DL_OK && (r->type != REDIS_REPLY_STRING || r->len != 40))
+            st = dl_fail(err, errlen, DL_EREDIS, "SCRIPT LOAD failed: %s",
+                         r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+        else if (st == DL_OK)
+            memcpy(s->sha[i], r->str, 41);
+        freeReplyObject(r);
+    }
+    s->loaded = st == DL_OK;
+    return st;
+}
+
+static void fill_head(const dl_scripts *s, dl_script_id id, int nkeys,
+                      const char **argv, size_t *lens, char *nk, size_t nksz)
+{
+    snprintf(nk, nksz, "%d", nkeys);
+    argv[0] = "EVALSHA";
+    lens[0] = 7;
+    argv[1] = s->sha[id];
+    lens[1] = 40;
+    argv[2] = nk;
+    lens[2] = strlen(nk);
+}
+
+int dl_script_noscript(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+dl_status dl_script_append(dl_conn *c, const dl_scripts *s, dl_script_id id,
+                           int nkeys, int argc, const char **argv,
+                           size_t *lens, char *err, size_t errlen)
+{
+    char nk[16];
+    fill_head(s, id, nkeys, argv, lens, nk, sizeof nk);
+    return dl_conn_append(c, argc, argv, lens, err, errlen);
+}
+
+dl_status dl_script_eval(dl_conn *c, const dl_scripts *s, dl_script_id id,
+                         int nkeys, int argc, const char **argv, size_t *lens,
+                         redisReply **out, char *err, size_t errlen)
+{
+    char nk[16];
+    fill_head(s, id, nkeys, argv, lens, nk, sizeof nk);
+    dl_status st = dl_conn_call(c, argc, argv, lens, out, err, errlen);
+    if (st == DL_OK && dl_script_noscript(*out)) {
+        freeReplyObject(*out);
+        argv[0] = "EVAL";
+        lens[0] = 4;
+        argv[1] = src[id];
+        lens[1] = strlen(src[id]);
+        st = dl_conn_call(c, argc, argv, lens, out, err, errlen);
+    }
+    if (st == DL_OK && (*out)->type == REDIS_REPLY_ERROR) {
+        st = dl_fail(err, errlen, DL_EREDIS, "%s", (*out)->str);
+        freeReplyObject(*out);
+        *out = NULL;
+    }
+    return st;
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT
+ * script.h: the Lua scripts dlock runs inside Redis, their SHA1s, and
+ * EVALSHA with a fallback to EVAL when the server answers NOSCRIPT.
+ *
+ * Keys of one lock, all sharing the hash tag {name} (one Cluster slot):
+ *   P{name}        hash  owner -> reentrant hold count; has the lease TTL
+ *   P{name}:fence  hash  n = fencing counter, rel = token of the last
+ *                        hold released (lets a resent release be told apart
+ *                        from a lost hold); never expires
+ *   P{name}:ch     channel a release publishes on
+ */
+#ifndef DLOCK_SCRIPT_H
+#define DLOCK_SCRIPT_H
+
+#include "conn.h"
+
+typedef enum {
+    DL_S_ACQUIRE,   /* KEYS lock fence; ARGV owner lease_ms expected_count */
+    DL_S_RELEASE,   /* KEYS lock fence; ARGV owner expected token chan pub */
+    DL_S_RENEW,     /* KEYS lock...;    ARGV lease_ms owner...            */
+    DL_S_EXTEND,    /* KEYS lock;       ARGV owner lease_ms               */
+    DL_S_FORCE,     /* KEYS lock;       ARGV chan pub                     */
+    DL_S_DROP,      /* KEYS lock;       ARGV owner chan pub               */
+    DL_S_COUNT
+} dl_script_id;
+
+/* The three slots every argv passed to dl_script_eval/append reserves at
+ * its front for EVALSHA, the SHA and numkeys. */
+#define DL_SCRIPT_HEAD 3
+
+typedef struct dl_scripts {
+    char sha[DL_S_COUNT][41];
+    int loaded;
+} dl_scripts;
+
+/* Load every script with one pipelined round trip; fills s->sha. */
+dl_status dl_scripts_load(dl_conn *c, dl_scripts *s, char *err, size_t errlen);
+
+/* Run script id. argv[0..DL_SCRIPT_HEAD) and lens[...] are filled in
+ * here; the caller's arguments (keys then args) follow. On NOSCRIPT it
+ * retries once with EVAL. A Redis error reply becomes DL_EREDIS. */
+dl_status dl_script_eval(dl_conn *c, const dl_scripts *s, dl_script_id id,
+                         int nkeys, int argc, const char **argv, size_t *lens,
+                         redisReply **out, char *err, size_t errlen);
+
+/* Queue script id on a pipeline (no NOSCRIPT handling: the caller checks
+ * dl_script_noscript on the reply and uses dl_script_eval to resend). */
+dl_status dl_script_append(dl_conn *c, const dl_scripts *s, dl_script_id id,
+                           int nkeys, int argc, const char **argv,
+                           size_t *lens, char *err, size_t errlen);
+int dl_script_noscript(const redisReply *r);
+
+#endif

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT
+ * util.c: error text, the monotonic clock and random ids.
+ */
+#define _GNU_SOURCE
+#include "dlock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *dl_strerror(dl_status st)
+{
+    switch (st) {
+    case DL_OK:       return "ok";
+    case DL_ETIMEOUT: return "timeout";
+    case DL_ENOTHELD: return "not held";
+    case DL_ELOST:    return "lost";
+    case DL_ECONN:    return "connection";
+    case DL_EQUORUM:  return "quorum";
+    case DL_EREDIS:   return "redis";
+    }
+    return "redis";
+}
+
+int64_t dl_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int fill_random(unsigned char *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = getrandom(buf + got, n - got, 0);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        got += (size_t)r;
+    }
+    if (got == n)
+        return 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r <= 0 && errno != EINTR)
+            break;
+        if (r > 0)
+            got += (size_t)r;
+    }
+    close(fd);
+    return got == n ? 0 : -1;
+}
+
+int dl_random_hex(char *out, size_t nbytes)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char buf[64];
+    if (nbytes > sizeof buf || fill_random(buf, nbytes) != 0)
+        return -1;
+    for (size_t i = 0; i < nbytes; i++) {
+        out[2 * i] = hex[buf[i] >> 4];
+        out[2 * i + 1] = hex[buf[i] & 15];
+    }
+    out[2 * nbytes] = '\0';
+    return 0;
+}
+
+dl_status dl_fail(char *err, size_t errlen, dl_status st, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}

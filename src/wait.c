@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT
+ * wait.c: the subscriber connection.
+ *
+ * DESIGN. A waiter must never miss the release it waits for, yet expiry
+ * publishes nothing. So the client (1) subscribes and waits for the
+ * confirmation, (2) retries the acquire, and only then (3) blocks here,
+ * bounded by the holder's remaining TTL and the caller's wait. Messages
+ * for any cached channel are read as they come and remembered as
+ * "pending", so one that arrives between a failed try and the wait still
+ * wakes the waiter. hiredis is used only as a reply parser here: poll()
+ * bounds each wait, then redisBufferRead/redisGetReplyFromReader consume
+ * what is there.
+ */
+#include "wait.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+void dl_waiter_init(dl_waiter *w, const dl_endpoint *ep,
+                    int64_t connect_timeout_us, int64_t command_timeout_us)
+{
+    memset(w, 0, sizeof *w);
+    /* No socket timeout: every read here follows a poll() that said so. */
+    (void)command_timeout_us;
+    dl_conn_init(&w->conn, ep, connect_timeout_us, 0);
+}
+
+static void forget_all(dl_waiter *w)
+{
+    for (int i = 0; i < w->nsubs; i++)
+        free(w->subs[i].chan);
+    w->nsubs = 0;
+}
+
+void dl_waiter_free(dl_waiter *w)
+{
+    forget_all(w);
+    dl_conn_drop(&w->conn);
+}
+
+static dl_sub *find(dl_waiter *w, const char *chan, size_t len)
+{
+    for (int i = 0; i < w->nsubs; i++)
+        if (w->subs[i].len == len && memcmp(w->subs[i].chan, chan, len) == 0)
+            return &w->subs[i];
+    return NULL;
+}
+
+int dl_waiter_subscribed(dl_waiter *w, const char *chan, size_t len)
+{
+    return w->conn.ctx && find(w, chan, len) != NULL;
+}
+
+static int is(const redisReply *e, const char *word)
+{
+    size_t n = strlen(word);
+    return e->type == REDIS_REPLY_STRING && e->len == n &&
+           memcmp(e->str, word, n) == 0;
+}
+
+/* Consume every complete reply already read. Returns 1 if the
+ * subscription to (chan, len) was confirmed among them, -1 on a protocol
+ * error, else 0. */
+static int drain(dl_waiter *w, const char *chan, size_t len)
+{
+    int confirmed = 0;
+    for (;;) {
+        void *v = NULL;
+        if (redisGetReplyFromReader(w->conn.ctx, &v) != REDIS_OK)
+            return -1;
+        if (!v)
+            return confirmed;
+        redisReply *r = v;
+        if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
+            r->element[1]->type == REDIS_REPLY_STRING) {
+            redisReply *kind = r->element[0], *name = r->element[1];
+            if (is(kind, "message") || is(kind, "smessage")) {
+                dl_sub *s = find(w, name->str, name->len);
+                if (s)
+                    s->pending = 1;
+            } else if ((is(kind, "subscribe") || is(kind, "ssubscribe")) &&
+                       chan && name->len == len &&
+                       memcmp(name->str, chan, len) == 0) {
+                confirmed = 1;
+            }
+        }
+        freeReplyObject(r);
+    }
+}
+
+static int flush(dl_waiter *w)
+{
+    int done = 0;
+    while (!done)
+        if (redisBufferWrite(w->conn.ctx, &done) != REDIS_OK)
+            return -1;
+    return 0;
+}
+
+/* Wait for readability until deadline_us, then read. 1: read something,
+ * 0: deadline passed, -1: connection broke. */
+static int read_some(dl_waiter *w, int64_t deadline_us)
+{
+    for (;;) {
+        int64_t left = deadline_us - dl_now_us();
+        if (left <= 0)
+            return 0;
+        struct pollfd p = { .fd = w->conn.ctx->fd, .events = POLLIN };
+        int ms = (int)((left + 999) / 1000);
+        int n = poll(&p, 1, ms);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            continue;           /* re-check the clock; poll rounds */
+        return redisBufferRead(w->conn.ctx) == REDIS_OK ? 1 : -1;
+    }
+}
+
+static void broken(dl_waiter *w)
+{
+    forget_all(w);
+    dl_conn_drop(&w->conn);
+}
+
+static void evict_lru(dl_waiter *w)
+{
+    int lru = 0;
+    for (int i = 1; i < w->nsubs; i++)
+        if (w->subs[i].used < w->subs[lru].used)
+            lru = i;
+    const char *argv[2] = { "UNSUBSCRIBE", w->subs[lru].chan };
+    size_t lens[2] = { 11, w->subs[lru].len };
+    /* The reply is drained with the other traffic; nothing waits for it. */
+    (void)redisAppendCommandArgv(w->conn.ctx, 2, argv, lens);
+    free(w->subs[lru].chan);
+    w->subs[lru] = w->subs[--w->nsubs];
+}
+
+dl_status dl_waiter_subscribe(dl_waiter *w, const char *chan, size_t len,
+                              char *err, size_t errlen)
+{
+    if (dl_waiter_subscribed(w, chan, len))
+        return DL_OK;
+    if (dl_conn_ensure(&w->conn, err, errlen) != DL_OK) {
+        forget_all(w);
+        return DL_ECONN;
+    }
+    if (w->nsubs == DL_WAIT_MAX_SUBS)
+        evict_lru(w);
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return dl_fail(err, errlen, DL_ECONN, "out of memory");
+    memcpy(copy, chan, len);
+    copy[len] = '\0';
+    const char *argv[2] = { "SUBSCRIBE", chan };
+    size_t lens[2] = { 9, len };
+    if (redisAppendCommandArgv(w->conn.ctx, 2, argv, lens) != REDIS_OK ||
+        flush(w) != 0) {
+        free(copy);
+        dl_conn_error(&w->conn, err, errlen);
+        broken(w);
+        return DL_ECONN;
+    }
+    dl_sub *s = &w->subs[w->nsubs++];
+    s->chan = copy;
+    s->len = len;
+    s->pending = 0;
+    s->used = ++w->tick;
+    int64_t bound = w->conn.connect_timeout_us > 0 ? w->conn.connect_timeout_us
+                                                   : 1000000;
+    int64_t deadline = dl_now_us() + bound;
+    for (;;) {
+        int c = drain(w, chan, len);
+        if (c > 0)
+            return DL_OK;
+        int rd = c < 0 ? -1 : read_some(w, deadline);
+        if (rd <= 0) {
+            broken(w);
+            return dl_fail(err, errlen, DL_ECONN, rd == 0 ?
+                           "SUBSCRIBE not confirmed in time" :
+                           "subscriber connection lost");
+        }
+    }
+}
+
+int dl_waiter_wait(dl_waiter *w, const char *chan, size_t len,
+                   int64_t timeout_us)
+{
+    dl_sub *s = find(w, chan, len);
+    if (!w->conn.ctx || !s)
+        return -1;
+    s->used = ++w->tick;
+    int64_t deadline = dl_now_us() + timeout_us;
+    for (;;) {
+        if (drain(w, NULL, 0) < 0) {
+            broken(w);
+            return -1;
+        }
+        if (s->pending) {
+            s->pending = 0;
+            return 1;
+        }
+        int rd = read_some(w, deadline);
+        if (rd == 0)
+            return 0;
+        if (rd < 0) {
+            broken(w);
+            return -1;
+        }
+    }
+}

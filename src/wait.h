@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT
+ * wait.h: event-driven waiting for a lock. One subscriber connection per
+ * client carries every lock channel it waits on (no connection per
+ * waiter); channels stay subscribed in a small LRU cache so a contended
+ * lock does not pay SUBSCRIBE on each wait. Lua thread only.
+ */
+#ifndef DLOCK_WAIT_H
+#define DLOCK_WAIT_H
+
+#include "conn.h"
+
+#define DL_WAIT_MAX_SUBS 64
+
+typedef struct dl_sub {
+    char *chan;
+    size_t len;
+    int pending;            /* a message arrived since the last wait */
+    uint64_t used;          /* LRU stamp */
+} dl_sub;
+
+typedef struct dl_waiter {
+    dl_conn conn;
+    dl_sub subs[DL_WAIT_MAX_SUBS];
+    int nsubs;
+    uint64_t tick;
+} dl_waiter;
+
+void dl_waiter_init(dl_waiter *w, const dl_endpoint *ep,
+                    int64_t connect_timeout_us, int64_t command_timeout_us);
+void dl_waiter_free(dl_waiter *w);
+
+/* Whether chan is subscribed (confirmed by the server). */
+int dl_waiter_subscribed(dl_waiter *w, const char *chan, size_t len);
+
+/* Subscribe to chan and wait for the server's confirmation, so that a
+ * release published after this returns is seen by dl_waiter_wait. */
+dl_status dl_waiter_subscribe(dl_waiter *w, const char *chan, size_t len,
+                              char *err, size_t errlen);
+
+/* Block until a message on chan arrives (1), timeout_us passes (0), or
+ * the connection breaks (-1, subscriptions forgotten). A message that
+ * arrived since the previous wait on chan counts. */
+int dl_waiter_wait(dl_waiter *w, const char *chan, size_t len,
+                   int64_t timeout_us);
+
+#endif

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT
+ * watchdog.h: one OS thread per client that renews watchdog-mode holds in
+ * batches over its own connection, and marks holds lost when Redis says
+ * so or when their local deadline passes unconfirmed. It never touches a
+ * lua_State.
+ */
+#ifndef DLOCK_WATCHDOG_H
+#define DLOCK_WATCHDOG_H
+
+#include "conn.h"
+#include "registry.h"
+#include <pthread.h>
+
+#define DL_RENEW_BATCH 100      /* keys per renewal script call */
+
+struct dl_client;
+
+typedef struct dl_watchdog {
+    pthread_t thread;
+    pthread_cond_t cv;          /* signalled on new work and on stop */
+    int running;                /* the thread was started (and not joined) */
+    int cv_ready;               /* cv was initialised */
+    int stopping;
+    int64_t next_wake_us;       /* when the thread looks next; INT64_MAX */
+    dl_conn conn;               /* used by the thread only */
+    dl_hold **batch;            /* holds being renewed (inflight) */
+    uint64_t *gens;             /* their generations when sent */
+    int *res;                   /* their results: 1, 0, -1, or RES_ERROR */
+    size_t nbatch, capbatch;
+    const char **argv;          /* reused argument vectors */
+    size_t *lens;
+    size_t capargv;
+} dl_watchdog;
+
+/* Start the thread for client c. Returns DL_OK or DL_ECONN with err. */
+dl_status dl_watchdog_start(struct dl_client *c, char *err, size_t errlen);
+
+/* Stop and join the thread, free its connection and buffers. Safe to
+ * call when it never started. Must not be called with c->mu held. */
+void dl_watchdog_stop(struct dl_client *c);
+
+/* With c->mu held: wake the thread if it sleeps past when_us. */
+void dl_watchdog_poke(struct dl_client *c, int64_t when_us);
+
+#endif
