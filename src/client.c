@@ -219,16 +219,16 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
 
     int waited = 0;
     for (;;) {
-        int64_t t0 = dl_now_us(), code, a, b;
+        int64_t t0 = dl_now_us(), code = 0, a = 0, b = 0;
         redisReply *r;
         dl_status st = dl_script_eval(&c->cmd, &c->scripts, DL_S_ACQUIRE, 2,
                                       8, argv, lens, &r, err, errlen);
         if (st != DL_OK)
             return st;
-        int bad = int_at(r, 0, &code) || int_at(r, 1, &a) ||
+        /* {1, count, token} | {0, pttl} | {-1} */
+        int bad = int_at(r, 0, &code) ||
+                  (code != -1 && int_at(r, 1, &a)) ||
                   (code == 1 && int_at(r, 2, &b));
-        if (code == -1)
-            bad = 0;
         freeReplyObject(r);
         if (bad)
             return dl_fail(err, errlen, DL_EREDIS, "unexpected acquire reply");

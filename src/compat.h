@@ -41,6 +41,9 @@ static void dl_compat_setiuv(lua_State *L, int idx, int n)
 #define lua_getiuservalue(L, idx, n)  dl_compat_getiuv(L, (idx), (n))
 #define lua_setiuservalue(L, idx, n)  (dl_compat_setiuv(L, (idx), (n)), 1)
 #define luaL_pushfail(L)              lua_pushnil(L)
+#define luaL_typeerror(L, arg, tname) \
+    luaL_argerror(L, (arg), lua_pushfstring(L, "%s expected, got %s", \
+                  (tname), luaL_typename(L, (arg))))
 #define lua_warning(L, msg, tocont)   ((void)(L), (void)(msg), (void)(tocont))
 #endif
 

@@ -1,0 +1,78 @@
+# dlock: build, test and run the examples. `make help` lists the targets.
+LUA      ?= lua5.4
+LUA_PC   ?= $(LUA)
+BUSTED   ?= busted
+CC       ?= cc
+CFLAGS   ?= -O2 -g
+PREFIX   ?= /usr/local
+LUA_VER  ?= $(patsubst lua%,%,$(LUA_PC))
+LIBDIR   ?= $(PREFIX)/lib/lua/$(LUA_VER)
+SHAREDIR ?= $(PREFIX)/share/lua/$(LUA_VER)
+
+WARN = -std=c99 -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes \
+       -Wstrict-prototypes -Wpointer-arith -Wformat=2
+ALL_CFLAGS = $(CFLAGS) $(WARN) -fPIC -fvisibility=hidden
+PKG_CFLAGS = $(shell pkg-config --cflags $(LUA_PC) hiredis 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs hiredis 2>/dev/null) -lpthread -lm
+
+SRC = src/util.c src/conn.c src/script.c src/registry.c src/wait.c \
+      src/watchdog.c src/client.c src/lua_dlock.c src/lua_lock.c
+HDR = $(wildcard src/*.h)
+SO  = build/dlock/core.so
+
+# Tests and examples load the module from the tree.
+export LUA_PATH  := $(CURDIR)/lua/?.lua;$(CURDIR)/spec/?.lua;;
+export LUA_CPATH := $(CURDIR)/build/?.so;;
+export DLOCK_LUA := $(LUA)
+
+.PHONY: all deps test demo bench asan valgrind lint install clean help
+
+all: $(SO)
+
+$(SO): $(SRC) $(HDR) | deps
+	@mkdir -p build/dlock
+	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -shared -o $@ $(SRC) $(PKG_LIBS) $(LDFLAGS)
+
+deps:                      ## install missing Debian packages (as root)
+	@sh tools/deps.sh $(LUA_PC)
+
+test: all                  ## build, then run the busted suite on real redis-servers
+	sh tools/with-tmp.sh sh tools/busted.sh $(LUA) spec
+
+demo: all                  ## build, then run examples/ ($REDIS_URL or a throwaway server)
+	sh tools/demo.sh
+
+bench: all                 ## benchmarks against a throwaway redis-server
+	sh tools/with-tmp.sh $(LUA) bench/run.lua $(BENCH_ARGS)
+
+asan:                      ## the suite under ASan+UBSan
+	$(MAKE) clean
+	$(MAKE) all CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
+	    LDFLAGS="-fsanitize=address,undefined"
+	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=slow spec
+	$(MAKE) clean
+
+valgrind: all              ## the suite under valgrind
+	DLOCK_VALGRIND=1 sh tools/with-tmp.sh valgrind -q --error-exitcode=9 \
+	    --leak-check=full --errors-for-leak-kinds=definite --trace-children=no \
+	    $(LUA) $$(command -v $(BUSTED)) --exclude-tags=slow spec
+
+lint:                      ## cppcheck, and the rule that only the binding sees lua.h
+	@! grep -l '#include.*\(lua\.h\|lauxlib\.h\|compat\.h\|lua_dlock\.h\)' \
+	    $(filter-out src/lua_% src/compat.h,$(wildcard src/*.c src/*.h)) \
+	    || (echo "lint: only src/lua_*.c may see Lua" && false)
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
+	    --std=c99 --suppress=missingIncludeSystem --inline-suppr -Isrc src
+
+install: all
+	install -d $(DESTDIR)$(LIBDIR)/dlock $(DESTDIR)$(SHAREDIR)
+	install -m 0755 $(SO) $(DESTDIR)$(LIBDIR)/dlock/core.so
+	install -m 0644 lua/dlock.lua $(DESTDIR)$(SHAREDIR)/dlock.lua
+
+clean:
+	rm -rf build
+
+help:
+	@grep -E '^[a-z]+:.*##' Makefile | sed 's/:.*##/\t/'

@@ -1,0 +1,34 @@
+rockspec_format = "3.0"
+package = "dlock"
+version = "scm-1"
+source = {
+  url = "git+file:///dev/null",   -- built from the checkout: luarocks make
+}
+description = {
+  summary = "Reentrant distributed locks on Redis for plain Lua",
+  detailed = [[
+    A C core over hiredis with a watchdog thread that renews leases,
+    reentrancy per coroutine, fencing tokens and event-driven waiting
+    (pub/sub on release), with lock:with(fn) and Lua 5.4 <close>.
+  ]],
+  license = "MIT",
+}
+dependencies = { "lua >= 5.3" }
+external_dependencies = {
+  HIREDIS = { header = "hiredis/hiredis.h", library = "hiredis" },
+}
+build = {
+  type = "builtin",
+  modules = {
+    ["dlock.core"] = {
+      sources = { "src/util.c", "src/conn.c", "src/script.c",
+                  "src/registry.c", "src/wait.c", "src/watchdog.c",
+                  "src/client.c", "src/lua_dlock.c", "src/lua_lock.c" },
+      libraries = { "hiredis", "pthread", "m" },
+      incdirs = { "src", "$(HIREDIS_INCDIR)" },
+      libdirs = { "$(HIREDIS_LIBDIR)" },
+    },
+    dlock = "lua/dlock.lua",
+  },
+}
+test = { type = "busted" }

@@ -1,0 +1,161 @@
+-- Test helper: real redis-server processes on free loopback ports, stopped
+-- at exit (tools/with-tmp.sh also kills whatever is left in $DLOCK_TMP).
+-- Specs ask for URLs here and never hard-code a port.
+local dlock = require "dlock"
+
+local helper = {}
+local tmp = os.getenv("DLOCK_TMP")
+if not tmp then
+  tmp = os.tmpname()
+  os.remove(tmp)
+  assert(os.execute("mkdir -p " .. tmp))
+end
+helper.tmp = tmp
+helper.lua = os.getenv("DLOCK_LUA") or "lua5.4"
+
+local function sh(cmd)
+  local ok = os.execute(cmd)
+  return ok == true or ok == 0
+end
+
+local function read(cmd)
+  local f = assert(io.popen(cmd))
+  local out = f:read("a")
+  f:close()
+  return out
+end
+
+function helper.read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+--- Poll cond() until it returns truthy or `timeout` seconds pass.
+function helper.wait_for(cond, timeout, step)
+  local deadline = dlock.now() + (timeout or 5)
+  repeat
+    local v = cond()
+    if v then return v end
+    dlock.sleep(step or 0.02)
+  until dlock.now() > deadline
+  return cond()
+end
+
+local servers = {}
+math.randomseed(os.time() + math.floor(dlock.now() * 1e6) % 1000003)
+
+--- Start a redis-server on a free loopback port; returns a handle with
+--- port, url, pid, cli(...), stop(), signal(sig).
+function helper.start_redis(extra)
+  for _ = 1, 20 do
+    local port = math.random(20000, 60000)
+    local base = string.format("%s/redis-%d", tmp, port)
+    local cmd = string.format(
+      "redis-server --port %d --bind 127.0.0.1 --save '' --appendonly no " ..
+      "--daemonize yes --pidfile %s.pid --logfile %s.log --dir %s %s",
+      port, base, base, tmp, extra or "")
+    if sh(cmd .. " >/dev/null 2>&1") then
+      local up = helper.wait_for(function()
+        local r = read(("redis-cli -p %d ping 2>&1"):format(port))
+        return r:match("PONG") or r:match("NOAUTH")
+      end, 3, 0.02)
+      if up then
+        local pid = helper.wait_for(function()
+          local s = helper.read_file(base .. ".pid")
+          return s and tonumber(s:match("%d+"))
+        end, 2)
+        local srv = { port = port, pid = pid,
+                      url = ("redis://127.0.0.1:%d/0"):format(port) }
+        function srv.cli(...)
+          local args = {}
+          for i, a in ipairs({ ... }) do args[i] = ("'%s'"):format(a) end
+          return read(("redis-cli -p %d %s 2>&1"):format(port, table.concat(args, " ")))
+            :gsub("%s+$", "")
+        end
+        function srv.signal(sig) return sh(("kill -%s %d"):format(sig, srv.pid)) end
+        function srv.stop()
+          if srv.pid then srv.signal("KILL"); srv.pid = nil end
+        end
+        servers[#servers + 1] = srv
+        return srv
+      end
+    end
+  end
+  error("could not start redis-server on a free loopback port")
+end
+
+local default
+--- The shared server of this run (started on first use).
+function helper.redis()
+  if not default or not default.pid then default = helper.start_redis() end
+  return default
+end
+
+function helper.url() return helper.redis().url end
+
+--- A client of the shared server; opts are merged over { url = ... }.
+function helper.client(opts)
+  local o = { url = helper.url() }
+  for k, v in pairs(opts or {}) do o[k] = v end
+  return dlock.connect(o)
+end
+
+local n = 0
+function helper.unique_name(tag)
+  n = n + 1
+  return ("%s:%d:%d"):format(tag or "t", math.random(1, 1e9), n)
+end
+
+--- The command prefix that runs a Lua script with this tree's modules.
+function helper.lua_cmd()
+  return ("LUA_PATH='%s' LUA_CPATH='%s' %s"):format(package.path,
+    package.cpath, helper.lua)
+end
+
+--- Start `worker.lua mode args...` in the background; returns its pid
+--- and the path of its output file.
+function helper.spawn(mode, ...)
+  n = n + 1
+  local out = ("%s/worker-%d-%d.out"):format(tmp, n, math.random(1, 1e9))
+  local args = { mode, ... }
+  for i, a in ipairs(args) do args[i] = ("'%s'"):format(tostring(a)) end
+  local pid = read(("%s spec/worker.lua %s >%s 2>&1 & echo $!"):format(
+    helper.lua_cmd(), table.concat(args, " "), out)):match("%d+")
+  return { pid = tonumber(pid), out = out,
+           output = function() return helper.read_file(out) or "" end,
+           signal = function(sig) return sh(("kill -%s %s"):format(sig, pid)) end,
+           alive = function() return sh(("kill -0 %s 2>/dev/null"):format(pid)) end }
+end
+
+--- Run `worker.lua mode args...` in n processes at once and wait for all.
+--- Returns the outputs.
+function helper.run_parallel(nproc, mode, ...)
+  local args = { mode, ... }
+  for i, a in ipairs(args) do args[i] = ("'%s'"):format(tostring(a)) end
+  local outs, cmds = {}, {}
+  for i = 1, nproc do
+    outs[i] = ("%s/par-%d-%d.out"):format(tmp, i, math.random(1, 1e9))
+    cmds[i] = ("%s spec/worker.lua %s %d >%s 2>&1 &"):format(
+      helper.lua_cmd(), table.concat(args, " "), i, outs[i])
+  end
+  sh("sh -c \"" .. table.concat(cmds, " "):gsub('"', '\\"') .. " wait\"")
+  for i = 1, nproc do outs[i] = helper.read_file(outs[i]) or "" end
+  return outs
+end
+
+--- Threads of this process (the watchdog is one per open client).
+function helper.threads()
+  local s = helper.read_file("/proc/self/status") or ""
+  return tonumber(s:match("Threads:%s*(%d+)"))
+end
+
+--- Open file descriptors of this process.
+function helper.fds()
+  -- popen's shell is our child: $PPID is this Lua process
+  return tonumber(read("ls -1 /proc/$PPID/fd | wc -l")) - 1
+end
+
+return helper

@@ -1,0 +1,90 @@
+-- Misuse raises an error that names the bad argument; nothing crashes.
+local dlock = require "dlock"
+local helper = require "helper"
+
+describe("bad input", function()
+  local client, lock
+
+  lazy_setup(function()
+    client = assert(helper.client())
+    lock = client:lock(helper.unique_name())
+  end)
+  lazy_teardown(function() client:close() end)
+
+  local nan, inf = 0 / 0, math.huge
+
+  local rows = {
+    { "connect(true)",              function() dlock.connect(true) end, "bad argument #1 to 'connect'" },
+    { "connect(42)",                function() dlock.connect(42) end, "bad argument #1 to 'connect'" },
+    { "connect bad scheme",         function() dlock.connect("http://x") end, "bad URL" },
+    { "connect bad port",           function() dlock.connect("redis://127.0.0.1:99999") end, "bad URL" },
+    { "connect port not a number",  function() dlock.connect("redis://127.0.0.1:ab") end, "bad URL" },
+    { "connect bad db",             function() dlock.connect("redis://127.0.0.1:6379/x") end, "bad URL" },
+    { "connect bad escape",         function() dlock.connect("redis://:%zz@127.0.0.1") end, "bad URL" },
+    { "connect NUL in URL",         function() dlock.connect("redis://127.0.0.1\0:1") end, "bad URL" },
+    { "connect unknown option",     function() dlock.connect{ url = helper.url(), leese = 1 } end, "unknown option" },
+    { "connect two topologies",     function() dlock.connect{ url = "redis://a", servers = {} } end, "only one of" },
+    { "connect lease NaN",          function() dlock.connect{ lease = nan } end, "'lease'.*NaN" },
+    { "connect lease negative",     function() dlock.connect{ lease = -1 } end, "'lease'.*negative" },
+    { "connect lease zero",         function() dlock.connect{ lease = 0 } end, "'lease'.*positive" },
+    { "connect lease infinite",     function() dlock.connect{ lease = inf } end, "'lease'.*too large" },
+    { "connect lease string",       function() dlock.connect{ lease = "5" } end, "'lease'.*number" },
+    { "connect timeout negative",   function() dlock.connect{ connect_timeout = -1 } end, "'connect_timeout'" },
+    { "connect timeout huge",       function() dlock.connect{ command_timeout = 1e300 } end, "'command_timeout'" },
+    { "connect db negative",        function() dlock.connect{ db = -1 } end, "'db'" },
+    { "connect db fraction",        function() dlock.connect{ db = 1.5 } end, "'db'" },
+    { "connect on_lost not fn",     function() dlock.connect{ on_lost = 1 } end, "'on_lost'" },
+    { "connect prefix not string",  function() dlock.connect{ prefix = {} } end, "'prefix'" },
+    { "connect master w/o sentinels", function() dlock.connect{ master = "m" } end, "'master'" },
+    { "lock(nil)",                  function() client:lock() end, "bad argument #1 to 'lock'" },
+    { "lock(42)",                   function() client:lock(42) end, "bad argument #1 to 'lock'" },
+    { "lock('')",                   function() client:lock("") end, "must not be empty" },
+    { "lock unknown option",        function() client:lock("x", { wiat = 1 }) end, "'wiat'.*unknown option" },
+    { "lock opts not table",        function() client:lock("x", 5) end, "options table" },
+    { "lock owner empty",           function() client:lock("x", { owner = "" }) end, "'owner'" },
+    { "lock owner number",          function() client:lock("x", { owner = 5 }) end, "'owner'" },
+    { "lock called on a non-client", function() client.lock({}, "x") end, "dlock.Client expected" },
+    { "acquire unknown option",     function() lock:acquire{ wiat = 1 } end, "'wiat'.*unknown option" },
+    { "acquire wait NaN",           function() lock:acquire{ wait = nan } end, "'wait'.*NaN" },
+    { "acquire wait negative",      function() lock:acquire{ wait = -1 } end, "'wait'.*negative" },
+    { "acquire lease negative",     function() lock:acquire{ lease = -1 } end, "'lease'.*negative" },
+    { "acquire lease NaN",          function() lock:acquire{ lease = nan } end, "'lease'.*NaN" },
+    { "acquire lease infinite",     function() lock:acquire{ lease = inf } end, "'lease'.*too large" },
+    { "acquire lease huge",         function() lock:acquire{ lease = 1e300 } end, "'lease'.*too large" },
+    { "acquire lease zero",         function() lock:acquire{ lease = 0 } end, "'lease'.*positive" },
+    { "acquire opts not table",     function() lock:acquire(5) end, "options table" },
+    { "acquire on a non-lock",      function() lock.acquire({}) end, "dlock.Lock expected" },
+    { "try_acquire with wait",      function() lock:try_acquire{ wait = 1 } end, "'wait'" },
+    { "extend without seconds",     function() lock:extend() end, "bad argument #1 to 'extend'" },
+    { "extend NaN",                 function() lock:extend(nan) end, "NaN" },
+    { "extend negative",            function() lock:extend(-5) end, "negative" },
+    { "with without fn",            function() lock:with(42) end, "bad argument #1 to 'with'" },
+    { "release on a non-lock",      function() lock.release("x") end, "dlock.Lock expected" },
+  }
+
+  for _, row in ipairs(rows) do
+    it("raises for " .. row[1], function()
+      assert.error_matches(row[2], row[3])
+    end)
+  end
+
+  it("leaves a held lock intact after misuse", function()
+    assert(lock:acquire())
+    for _, row in ipairs(rows) do pcall(row[2]) end
+    assert.is_true(lock:held())
+    assert.equals(1, lock:count())
+    assert.same({ true, 0 }, { lock:release() })
+  end)
+
+  it("accepts wait = math.huge as forever", function()
+    assert(lock:acquire{ wait = math.huge })
+    assert(lock:release())
+  end)
+
+  it("accepts a 1 MB binary name", function()
+    local big = client:lock(string.rep("\0\255x", 350000))
+    assert(big:acquire())
+    assert.equals(1, big:count())
+    assert(big:release())
+  end)
+end)

@@ -1,0 +1,80 @@
+-- A separate process for the multi-process specs: `worker.lua MODE ARGS...`.
+-- Prints what it saw, one fact per line, and flushes after each.
+local dlock = require "dlock"
+local mode = arg[1]
+
+local function say(...)
+  local t = table.pack(...)
+  for i = 1, t.n do t[i] = tostring(t[i]) end
+  io.write(table.concat(t, " "), "\n")
+  io.flush()
+end
+
+local function bump(path)
+  local f = io.open(path, "rb")
+  local v = f and tonumber(f:read("a")) or 0
+  if f then f:close() end
+  f = assert(io.open(path, "wb"))
+  f:write(tostring(v + 1))
+  f:close()
+end
+
+if mode == "counter" then
+  -- counter URL NAME ITERATIONS COUNTER_FILE TOKEN_FILE IDX
+  local url, name, iters, cfile, tfile, idx = arg[2], arg[3], tonumber(arg[4]), arg[5], arg[6], arg[7]
+  local client = assert(dlock.connect(url))
+  local lock = client:lock(name)
+  for _ = 1, iters do
+    assert(lock:acquire{ wait = 60 })
+    bump(cfile)                                  -- read-modify-write, not atomic
+    local f = assert(io.open(tfile, "ab"))
+    f:write(lock:token(), " ", idx, "\n")
+    f:close()
+    assert(lock:release())
+  end
+  client:close()
+  say("done", idx)
+
+elseif mode == "hold" then
+  -- hold URL NAME SECONDS: hold for SECONDS then release
+  local client = assert(dlock.connect(arg[2]))
+  local lock = client:lock(arg[3])
+  assert(lock:acquire())
+  say("held", lock:token())
+  dlock.sleep(tonumber(arg[4]))
+  say("release", dlock.now(), lock:release())
+  client:close()
+
+elseif mode == "hold_forever" then
+  -- hold_forever URL NAME LEASE: hold with a watchdog lease until killed
+  local client = assert(dlock.connect{ url = arg[2], lease = tonumber(arg[4]) })
+  local lock = client:lock(arg[3])
+  assert(lock:acquire())
+  say("held")
+  dlock.sleep(120)
+
+elseif mode == "stopped" then
+  -- stopped URL NAME LEASE GOFILE: hold; after SIGSTOP/SIGCONT report the loss
+  local fired = 0
+  local client = assert(dlock.connect{ url = arg[2], lease = tonumber(arg[4]),
+    on_lost = function(l, why) fired = fired + 1; say("on_lost", l.name, why) end })
+  local lock = client:lock(arg[3])
+  assert(lock:acquire())
+  say("held")
+  local deadline = dlock.now() + 30
+  while dlock.now() < deadline do
+    local f = io.open(arg[5] or "/nonexistent", "rb")  -- the parent's go-ahead
+    if f then f:close() break end
+    dlock.sleep(0.02)
+  end
+  say("held_after", lock:held())
+  local until_ = dlock.now() + 5                 -- the watchdog may still be waking
+  while fired == 0 and dlock.now() < until_ do client:poll(); dlock.sleep(0.01) end
+  say("release", lock:release())
+  client:poll()
+  say("on_lost_count", fired)
+  client:close()
+
+else
+  error("unknown mode " .. tostring(mode))
+end

@@ -1,0 +1,547 @@
+/* SPDX-License-Identifier: MIT
+ * lua_dlock.c: the module table and the Client class of the binding.
+ * Converts between Lua values and core calls; owns no I/O of its own.
+ *
+ * A client userdata holds a pointer to its dl_client (NULL once closed)
+ * and three user values: on_lost, a table of references to lock objects
+ * whose holds the registry keeps (so on_lost can be handed the lock), and
+ * a weak-keyed table coroutine -> owner userdata, whose __gc tells the
+ * core that a coroutine was collected.
+ */
+#define _GNU_SOURCE
+#include "lua_dlock.h"
+
+#include <math.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DLOCK_VERSION "dlock 1.0.0"
+
+typedef struct lua_owner {
+    lua_client *lc;             /* pinned by the owner's user value */
+    uint64_t num;
+} lua_owner;
+
+int dlua_fail(lua_State *L, dl_status st, const char *detail)
+{
+    const char *code = dl_strerror(st);
+    size_t n = strlen(code);
+    luaL_pushfail(L);
+    if (!detail || !*detail)
+        lua_pushstring(L, code);
+    else if (strncmp(detail, code, n) == 0)
+        lua_pushstring(L, detail);
+    else
+        lua_pushfstring(L, "%s: %s", code, detail);
+    return 2;
+}
+
+int dlua_opt_error(lua_State *L, const char *fname, const char *what,
+                   const char *msg)
+{
+    return luaL_error(L, "bad option '%s' to '%s' (%s)", what, fname, msg);
+}
+
+void dlua_new_class(lua_State *L, const char *name, const luaL_Reg *meta,
+                    const luaL_Reg *methods)
+{
+    luaL_newmetatable(L, name);         /* mt */
+    luaL_setfuncs(L, meta, 0);
+    lua_newtable(L);                    /* mt, methods */
+    if (methods)
+        luaL_setfuncs(L, methods, 0);
+    lua_setfield(L, -2, "methods");     /* mt */
+    lua_pop(L, 1);
+}
+
+/* The open client at idx, without running pending callbacks. */
+static lua_client *check_open(lua_State *L, int idx, const char *fname)
+{
+    lua_client *lc = luaL_checkudata(L, idx, CLIENT_MT);
+    if (!lc->c)
+        luaL_error(L, "bad argument #1 to '%s' (client is closed)", fname);
+    if (!dl_client_same_process(lc->c))
+        luaL_error(L, "bad argument #1 to '%s' (client was opened by "
+                   "another process: create a new one after fork)", fname);
+    return lc;
+}
+
+lua_client *dlua_client(lua_State *L, int idx, const char *fname)
+{
+    lua_client *lc = check_open(L, idx, fname);
+    if (lc->c->pending && !lc->dispatching)
+        dlua_dispatch(L, idx);
+    return lc;
+}
+
+/* ---- durations ------------------------------------------------------ */
+
+static double check_seconds(lua_State *L, int idx, const char *fname,
+                            const char *what)
+{
+    if (lua_type(L, idx) != LUA_TNUMBER)
+        dlua_opt_error(L, fname, what, lua_pushfstring(L,
+                       "number of seconds expected, got %s",
+                       luaL_typename(L, idx)));
+    double s = lua_tonumber(L, idx);
+    if (s != s)
+        dlua_opt_error(L, fname, what, "NaN is not a duration");
+    if (s < 0)
+        dlua_opt_error(L, fname, what, "negative duration");
+    return s;
+}
+
+int64_t dlua_wait_us(lua_State *L, int idx, const char *fname,
+                     const char *what)
+{
+    double s = check_seconds(L, idx, fname, what);
+    if (s * 1e6 >= 9e15)                /* math.huge, or ~285 years */
+        return -1;
+    return (int64_t)ceil(s * 1e6);
+}
+
+int64_t dlua_lease_ms(lua_State *L, int idx, const char *fname,
+                      const char *what)
+{
+    double s = check_seconds(L, idx, fname, what);
+    if (s == 0)
+        dlua_opt_error(L, fname, what, "a lease must be positive");
+    if (!(s * 1e3 <= (double)DL_MAX_LEASE_MS))
+        dlua_opt_error(L, fname, what, "lease too large");
+    return (int64_t)ceil(s * 1e3);
+}
+
+int64_t dlua_seconds_us(lua_State *L, int idx, const char *fname,
+                        const char *what)
+{
+    double s = check_seconds(L, idx, fname, what);
+    if (s == 0)
+        dlua_opt_error(L, fname, what, "must be positive");
+    if (!(s <= 86400.0 * 365))
+        dlua_opt_error(L, fname, what, "too large");
+    return (int64_t)ceil(s * 1e6);
+}
+
+/* ---- owners ----------------------------------------------------------- */
+
+static int owner__gc(lua_State *L)
+{
+    lua_owner *o = lua_touserdata(L, 1);
+    if (o->lc && o->lc->c && dl_client_same_process(o->lc->c))
+        dl_client_owner_gone(o->lc->c, o->num);
+    o->lc = NULL;
+    return 0;
+}
+
+uint64_t dlua_owner(lua_State *L, int ci)
+{
+    ci = lua_absindex(L, ci);
+    lua_client *lc = lua_touserdata(L, ci);
+    lua_getiuservalue(L, ci, UV_OWNERS);        /* owners */
+    lua_pushthread(L);                          /* owners, co */
+    lua_pushvalue(L, -1);                       /* owners, co, co */
+    if (lua_rawget(L, -3) == LUA_TUSERDATA) {   /* owners, co, o */
+        uint64_t num = ((lua_owner *)lua_touserdata(L, -1))->num;
+        lua_pop(L, 3);
+        return num;
+    }
+    lua_pop(L, 1);                              /* owners, co */
+    lua_owner *o = lua_newuserdatauv(L, sizeof *o, 1);
+    o->lc = lc;
+    o->num = ++lc->c->next_owner;               /* never reused */
+    luaL_setmetatable(L, OWNER_MT);
+    lua_pushvalue(L, ci);
+    lua_setiuservalue(L, -2, 1);                /* o pins the client */
+    lua_rawset(L, -3);                          /* owners */
+    lua_pop(L, 1);
+    return lc->c->next_owner;
+}
+
+/* ---- lost-lock notices ---------------------------------------------- */
+
+int dlua_dispatch(lua_State *L, int ci)
+{
+    ci = lua_absindex(L, ci);
+    lua_client *lc = lua_touserdata(L, ci);
+    dl_event ev[16];
+    size_t n;
+    int ran = 0;
+    if (!lc->c || lc->dispatching)
+        return 0;
+    lc->dispatching = 1;
+    while ((n = dl_client_take_events(lc->c, ev, 16)) > 0) {
+        for (size_t i = 0; i < n; i++) {
+            lua_getiuservalue(L, ci, UV_REFS);          /* refs */
+            lua_rawgeti(L, -1, ev[i].ref);              /* refs, lock */
+            luaL_unref(L, -2, ev[i].ref);
+            lua_remove(L, -2);                          /* lock */
+            if (!ev[i].reason || lua_isnil(L, -1)) {
+                lua_pop(L, 1);
+                continue;
+            }
+            lua_getiuservalue(L, ci, UV_ONLOST);        /* lock, f */
+            if (!lua_isfunction(L, -1)) {
+                lua_pop(L, 2);
+                continue;
+            }
+            lua_insert(L, -2);                          /* f, lock */
+            lua_pushstring(L, ev[i].reason);            /* f, lock, why */
+            ran++;
+            if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+                lua_warning(L, "dlock: on_lost raised: ", 1);
+                lua_warning(L, lua_isstring(L, -1) ? lua_tostring(L, -1)
+                                                   : "(not a string)", 0);
+                lua_pop(L, 1);
+            }
+        }
+        if (!lc->c)             /* on_lost closed the client */
+            break;
+    }
+    lc->dispatching = 0;
+    return ran;
+}
+
+/* ---- connect -------------------------------------------------------- */
+
+static const char *const CONNECT_KEYS[] = {
+    "url", "servers", "sentinels", "master", "cluster", "prefix", "lease",
+    "connect_timeout", "command_timeout", "username", "password", "db",
+    "on_lost", "max_hold", NULL
+};
+
+static void check_keys(lua_State *L, int t, const char *fname,
+                       const char *const *keys)
+{
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        lua_pop(L, 1);
+        int known = 0;
+        if (lua_type(L, -1) == LUA_TSTRING)
+            for (int i = 0; keys[i] && !known; i++)
+                known = strcmp(lua_tostring(L, -1), keys[i]) == 0;
+        if (!known) {
+            const char *k = lua_type(L, -1) == LUA_TSTRING
+                                ? lua_tostring(L, -1)
+                                : luaL_typename(L, -1);
+            dlua_opt_error(L, fname, k, "unknown option");
+        }
+    }
+}
+
+/* opts[name] as a string, or NULL when absent; raises on another type. */
+static const char *opt_string(lua_State *L, int t, const char *name,
+                              size_t *len)
+{
+    int ty = lua_getfield(L, t, name);
+    const char *s = NULL;
+    if (ty == LUA_TSTRING)
+        s = lua_tolstring(L, -1, len);
+    else if (ty != LUA_TNIL)
+        dlua_opt_error(L, "connect", name, lua_pushfstring(L,
+                       "string expected, got %s", luaL_typename(L, -1)));
+    lua_pop(L, 1);                      /* the string stays in opts */
+    return s;
+}
+
+static int opt_present(lua_State *L, int t, const char *name)
+{
+    int present = lua_getfield(L, t, name) != LUA_TNIL;
+    lua_pop(L, 1);
+    return present;
+}
+
+static char *dup_str(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+/* Everything that can raise, before anything is allocated: fills o with
+ * borrowed strings and numbers. */
+typedef struct conn_args {
+    const char *url, *prefix, *username, *password;
+    size_t urllen, prefixlen;
+    int64_t lease_ms, max_hold_ms, connect_us, command_us;
+    int db;                             /* -1: from the URL */
+} conn_args;
+
+static void read_args(lua_State *L, conn_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->url = "redis://127.0.0.1:6379/0";
+    a->urllen = strlen(a->url);
+    a->prefix = "dlock:";
+    a->prefixlen = 6;
+    a->lease_ms = 30000;
+    a->connect_us = a->command_us = 1000000;
+    a->db = -1;
+    if (lua_type(L, 1) == LUA_TSTRING) {
+        a->url = lua_tolstring(L, 1, &a->urllen);
+        return;
+    }
+    if (lua_isnoneornil(L, 1))          /* every default */
+        return;
+    if (!lua_istable(L, 1))
+        luaL_argerror(L, 1, lua_pushfstring(L, "URL string or options "
+                      "table expected, got %s", luaL_typename(L, 1)));
+    check_keys(L, 1, "connect", CONNECT_KEYS);
+    static const char *const topo[] = { "url", "servers", "sentinels",
+                                        "cluster", NULL };
+    int ntopo = 0;
+    for (int i = 0; topo[i]; i++)
+        ntopo += opt_present(L, 1, topo[i]);
+    if (ntopo > 1)
+        luaL_argerror(L, 1, "give only one of 'url', 'servers', "
+                      "'sentinels' and 'cluster'");
+    for (int i = 1; topo[i]; i++)
+        if (opt_present(L, 1, topo[i]))
+            dlua_opt_error(L, "connect", topo[i], "not supported by this "
+                           "build yet: use 'url' (one server)");
+    if (opt_present(L, 1, "master"))
+        dlua_opt_error(L, "connect", "master", "only with 'sentinels'");
+    const char *s;
+    size_t n;
+    if ((s = opt_string(L, 1, "url", &n))) {
+        a->url = s;
+        a->urllen = n;
+    }
+    if ((s = opt_string(L, 1, "prefix", &n))) {
+        a->prefix = s;
+        a->prefixlen = n;
+    }
+    a->username = opt_string(L, 1, "username", &n);
+    a->password = opt_string(L, 1, "password", &n);
+    if (lua_getfield(L, 1, "db") != LUA_TNIL) {
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0 ||
+            lua_tointeger(L, -1) > 1000000)
+            dlua_opt_error(L, "connect", "db", "non-negative integer "
+                           "expected");
+        a->db = (int)lua_tointeger(L, -1);
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, 1, "lease") != LUA_TNIL)
+        a->lease_ms = dlua_lease_ms(L, -1, "connect", "lease");
+    lua_pop(L, 1);
+    if (lua_getfield(L, 1, "max_hold") != LUA_TNIL)
+        a->max_hold_ms = dlua_lease_ms(L, -1, "connect", "max_hold");
+    lua_pop(L, 1);
+    if (lua_getfield(L, 1, "connect_timeout") != LUA_TNIL)
+        a->connect_us = dlua_seconds_us(L, -1, "connect", "connect_timeout");
+    lua_pop(L, 1);
+    if (lua_getfield(L, 1, "command_timeout") != LUA_TNIL)
+        a->command_us = dlua_seconds_us(L, -1, "connect", "command_timeout");
+    lua_pop(L, 1);
+    int ty = lua_getfield(L, 1, "on_lost");
+    if (ty != LUA_TNIL && ty != LUA_TFUNCTION)
+        dlua_opt_error(L, "connect", "on_lost", "function expected");
+    lua_pop(L, 1);
+}
+
+static int module_connect(lua_State *L)
+{
+    conn_args a;
+    char err[DL_ERRLEN];
+    read_args(L, &a);
+    dl_client_opts o;
+    memset(&o, 0, sizeof o);
+    if (dl_endpoint_parse(&o.ep, a.url, a.urllen, err, sizeof err) != 0)
+        return luaL_argerror(L, 1, lua_pushfstring(L, "bad URL: %s", err));
+
+    /* From here on nothing raises until the client is anchored. */
+    lua_client *lc = lua_newuserdatauv(L, sizeof *lc, UV_COUNT);
+    lc->c = NULL;
+    lc->dispatching = 0;
+    luaL_setmetatable(L, CLIENT_MT);
+    if (a.username) {
+        free(o.ep.username);
+        o.ep.username = dup_str(a.username);
+    }
+    if (a.password) {
+        free(o.ep.password);
+        o.ep.password = dup_str(a.password);
+    }
+    if (a.db >= 0)
+        o.ep.db = a.db;
+    o.prefix = malloc(a.prefixlen + 1);
+    if (o.prefix) {
+        memcpy(o.prefix, a.prefix, a.prefixlen);
+        o.prefix[a.prefixlen] = '\0';
+    }
+    o.prefixlen = a.prefixlen;
+    o.lease_ms = a.lease_ms;
+    o.max_hold_ms = a.max_hold_ms;
+    o.connect_timeout_us = a.connect_us;
+    o.command_timeout_us = a.command_us;
+    if (!o.prefix) {
+        dl_endpoint_free(&o.ep);
+        return dlua_fail(L, DL_ECONN, "out of memory");
+    }
+    dl_client *c;
+    dl_status st = dl_client_open(&c, &o, err, sizeof err);
+    if (st != DL_OK)
+        return dlua_fail(L, st, err);
+    lc->c = c;
+    if (lua_istable(L, 1)) {
+        lua_getfield(L, 1, "on_lost");
+        lua_setiuservalue(L, -2, UV_ONLOST);
+    }
+    lua_newtable(L);
+    lua_setiuservalue(L, -2, UV_REFS);
+    lua_newtable(L);                    /* owners, weak keys */
+    lua_newtable(L);
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_setiuservalue(L, -2, UV_OWNERS);
+    return 1;
+}
+
+/* ---- Client methods ----------------------------------------------- */
+
+static int client_close(lua_State *L)
+{
+    lua_client *lc = luaL_checkudata(L, 1, CLIENT_MT);
+    dl_client *c = lc->c;
+    if (!c)
+        return 0;
+    lc->c = NULL;
+    dl_client_close(c);
+    lua_pushnil(L);
+    lua_setiuservalue(L, 1, UV_REFS);
+    return 0;
+}
+
+static int client_ping(lua_State *L)
+{
+    lua_client *lc = dlua_client(L, 1, "ping");
+    char err[DL_ERRLEN];
+    dl_status st = dl_client_ping(lc->c, err, sizeof err);
+    if (st != DL_OK)
+        return dlua_fail(L, st, err);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int client_poll(lua_State *L)
+{
+    check_open(L, 1, "poll");
+    lua_pushinteger(L, dlua_dispatch(L, 1));
+    return 1;
+}
+
+static void set_count(lua_State *L, const char *k, uint64_t v)
+{
+    lua_pushinteger(L, (lua_Integer)v);
+    lua_setfield(L, -2, k);
+}
+
+static int client_stats(lua_State *L)
+{
+    lua_client *lc = dlua_client(L, 1, "stats");
+    dl_stats s;
+    size_t held;
+    dl_client_stats(lc->c, &s, &held);
+    lua_createtable(L, 0, 10);
+    set_count(L, "acquired", s.acquired);
+    set_count(L, "released", s.released);
+    set_count(L, "renewed", s.renewed);
+    set_count(L, "lost", s.lost);
+    set_count(L, "waits", s.waits);
+    set_count(L, "timeouts", s.timeouts);
+    set_count(L, "held", held);
+    set_count(L, "renew_batches", s.renew_batches);
+    set_count(L, "renew_errors", s.renew_errors);
+    set_count(L, "wakeups", s.wakeups);
+    return 1;
+}
+
+static int client__index(lua_State *L)
+{
+    lua_client *lc = luaL_checkudata(L, 1, CLIENT_MT);
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL)
+        return 1;
+    if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "id") == 0
+        && lc->c) {
+        lua_pushstring(L, lc->c->id);
+        return 1;
+    }
+    return 1;
+}
+
+static int client__tostring(lua_State *L)
+{
+    lua_client *lc = luaL_checkudata(L, 1, CLIENT_MT);
+    if (lc->c)
+        lua_pushfstring(L, "dlock.Client: %s", lc->c->id);
+    else
+        lua_pushliteral(L, "dlock.Client: closed");
+    return 1;
+}
+
+/* ---- module helpers for tests, examples and benchmarks ------------- */
+
+static int module_now(lua_State *L)
+{
+    lua_pushnumber(L, (lua_Number)dl_now_us() / 1e6);
+    return 1;
+}
+
+static int module_sleep(lua_State *L)
+{
+    double s = luaL_checknumber(L, 1);
+    luaL_argcheck(L, s >= 0 && s <= 86400, 1, "seconds in [0, 86400]");
+    int64_t until = dl_now_us() + (int64_t)(s * 1e6);
+    for (int64_t left; (left = until - dl_now_us()) > 0;)
+        poll(NULL, 0, (int)((left + 999) / 1000));
+    return 0;
+}
+
+int luaopen_dlock_core(lua_State *L);
+
+__attribute__((visibility("default")))
+int luaopen_dlock_core(lua_State *L)
+{
+    static const luaL_Reg client_meta[] = {
+        { "__gc", client_close },
+        { "__close", client_close },
+        { "__tostring", client__tostring },
+        { NULL, NULL }
+    };
+    static const luaL_Reg client_methods[] = {
+        { "lock", dlua_lock_new },
+        { "ping", client_ping },
+        { "poll", client_poll },
+        { "stats", client_stats },
+        { "close", client_close },
+        { NULL, NULL }
+    };
+    static const luaL_Reg owner_meta[] = {
+        { "__gc", owner__gc },
+        { NULL, NULL }
+    };
+    static const luaL_Reg funcs[] = {
+        { "connect", module_connect },
+        { "now", module_now },
+        { "sleep", module_sleep },
+        { NULL, NULL }
+    };
+    dlua_new_class(L, OWNER_MT, owner_meta, NULL);
+    dlua_new_class(L, CLIENT_MT, client_meta, client_methods);
+    luaL_getmetatable(L, CLIENT_MT);            /* cmt */
+    lua_getfield(L, -1, "methods");             /* cmt, methods */
+    lua_pushcclosure(L, client__index, 1);      /* cmt, index */
+    lua_setfield(L, -2, "__index");
+    lua_getfield(L, -1, "methods");             /* cmt, methods */
+    lua_remove(L, -2);                          /* methods */
+
+    luaL_newlib(L, funcs);                      /* methods, M */
+    lua_insert(L, -2);                          /* M, methods */
+    lua_setfield(L, -2, "Client");              /* M */
+    dlua_lock_open(L);                          /* M, lock methods */
+    lua_setfield(L, -2, "Lock");
+    lua_pushliteral(L, DLOCK_VERSION);
+    lua_setfield(L, -2, "_VERSION");
+    return 1;
+}

@@ -1,0 +1,18 @@
+#!/bin/sh
+# Run every example against $REDIS_URL, or against a throwaway redis-server
+# on a free loopback port that is stopped when the demo ends.
+set -e
+cd "$(dirname "$0")/.."
+if [ -z "$REDIS_URL" ] && [ "$1" != --inner ]; then
+    exec sh tools/with-tmp.sh sh tools/demo.sh --inner
+fi
+if [ -z "$REDIS_URL" ]; then
+    REDIS_URL=$(sh tools/redis-start.sh "$DLOCK_TMP")
+    export REDIS_URL
+    echo "demo: throwaway redis-server at $REDIS_URL"
+fi
+for ex in examples/*.lua; do
+    echo
+    echo "== $ex"
+    ${DLOCK_LUA:-lua5.4} "$ex"
+done

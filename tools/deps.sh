@@ -1,0 +1,21 @@
+#!/bin/sh
+# Install the Debian packages dlock needs, or print the command to do it.
+# Usage: tools/deps.sh [lua-pc-name]
+LUA_PC=${1:-lua5.4}
+V=${LUA_PC#lua}
+missing=""
+pkg-config --exists "$LUA_PC" 2>/dev/null || missing="$missing liblua$V-dev"
+command -v "lua$V" >/dev/null 2>&1 || missing="$missing lua$V"
+pkg-config --exists hiredis 2>/dev/null || missing="$missing libhiredis-dev"
+command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
+command -v busted >/dev/null 2>&1 || missing="$missing lua-busted"
+command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
+command -v redis-cli >/dev/null 2>&1 || missing="$missing redis-tools"
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "dlock: installing$missing" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+else
+    echo "dlock: missing packages; run: sudo apt-get install -y$missing" >&2
+    exit 1
+fi
