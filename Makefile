@@ -18,11 +18,12 @@ PKG_LIBS   = $(shell pkg-config --libs hiredis 2>/dev/null) -lpthread -lm
 SRC = src/util.c src/conn.c src/script.c src/registry.c src/wait.c \
       src/watchdog.c src/client.c src/lua_dlock.c src/lua_lock.c
 HDR = $(wildcard src/*.h)
-SO  = build/dlock/core.so
+BUILD ?= build
+SO  = $(BUILD)/dlock/core.so
 
 # Tests and examples load the module from the tree.
 export LUA_PATH  := $(CURDIR)/lua/?.lua;$(CURDIR)/spec/?.lua;;
-export LUA_CPATH := $(CURDIR)/build/?.so;;
+export LUA_CPATH := $(CURDIR)/$(BUILD)/?.so;;
 export DLOCK_LUA := $(LUA)
 
 .PHONY: all deps test demo bench asan valgrind lint install clean help
@@ -30,7 +31,7 @@ export DLOCK_LUA := $(LUA)
 all: $(SO)
 
 $(SO): $(SRC) $(HDR) | deps
-	@mkdir -p build/dlock
+	@mkdir -p $(BUILD)/dlock
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -shared -o $@ $(SRC) $(PKG_LIBS) $(LDFLAGS)
 
 deps:                      ## install missing Debian packages (as root)
@@ -45,14 +46,14 @@ demo: all                  ## build, then run examples/ ($REDIS_URL or a throwaw
 bench: all                 ## benchmarks against a throwaway redis-server
 	sh tools/with-tmp.sh $(LUA) bench/run.lua $(BENCH_ARGS)
 
-asan:                      ## the suite under ASan+UBSan
-	$(MAKE) clean
-	$(MAKE) all CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
+asan:                      ## the suite under ASan+UBSan (built in build/asan)
+	$(MAKE) all BUILD=build/asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
 	    LDFLAGS="-fsanitize=address,undefined"
+	LUA_CPATH="$(CURDIR)/build/asan/?.so;;" \
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
-	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	ASAN_OPTIONS=detect_leaks=0 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=slow spec
-	$(MAKE) clean
 
 valgrind: all              ## the suite under valgrind
 	DLOCK_VALGRIND=1 sh tools/with-tmp.sh valgrind -q --error-exitcode=9 \

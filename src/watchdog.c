@@ -263,6 +263,7 @@ static void *run(void *arg)
 {
     dl_client *c = arg;
     dl_watchdog *w = &c->wd;
+    pthread_setname_np(pthread_self(), "dlock-watchdog");
     pthread_mutex_lock(&c->mu);
     while (!w->stopping) {                  /* invariant: c->mu held */
         int64_t next = scan(c, dl_now_us());

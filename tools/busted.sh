@@ -5,7 +5,7 @@
 lua=$1; shift
 out=$(mktemp)
 busted --lua="$lua" "$@" 2>&1 | tee "$out"
-rc=$(tail -n 1 "$out" | grep -q . && sed -n 's/^\([0-9]*\) success.* \([0-9]*\) failure.* \([0-9]*\) error.* \([0-9]*\) pending.*/\1 \2 \3 \4/p' "$out" | tail -n 1)
+rc=$(sed -n 's/^\([0-9]*\) success.* \([0-9]*\) failure.* \([0-9]*\) error.* \([0-9]*\) pending.*/\1 \2 \3 \4/p' "$out" | tail -n 1)
 set -- $rc
 rm -f "$out"
 if [ $# -eq 4 ]; then
