@@ -34,20 +34,30 @@ $(SO): $(SRC) $(HDR) | deps
 	@mkdir -p $(BUILD)/dlock
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -shared -o $@ $(SRC) $(PKG_LIBS) $(LDFLAGS)
 
+$(BUILD)/forktest.so: spec/forktest.c   # fork() for the fork specs only
+	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -shared -o $@ $< $(LDFLAGS)
+
 deps:                      ## install missing Debian packages (as root)
 	@sh tools/deps.sh $(LUA_PC)
 
-test: all                  ## build, then run the busted suite on real redis-servers
+test: all $(BUILD)/forktest.so  ## build, then run the busted suite on real redis-servers
 	sh tools/with-tmp.sh sh tools/busted.sh $(LUA) spec
 
 demo: all                  ## build, then run examples/ ($REDIS_URL or a throwaway server)
 	sh tools/demo.sh
 
 bench: all                 ## benchmarks against a throwaway redis-server
+	@mkdir -p build/bench
+	$(CC) -O2 -Wall -o build/bench/floor bench/floor.c $$(pkg-config --cflags --libs hiredis)
+	@$(LUA) -e 'require "socket"' 2>/dev/null || dpkg -s lua-socket >/dev/null 2>&1 || \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	        apt-get install -y -qq lua-socket >/dev/null || \
+	        (apt-get update -qq && apt-get install -y -qq lua-socket >/dev/null) || true; \
+	    else echo "bench: no plain-Lua baseline; to get it: sudo apt-get install -y lua-socket"; fi
 	sh tools/with-tmp.sh $(LUA) bench/run.lua $(BENCH_ARGS)
 
 asan:                      ## the suite under ASan+UBSan (built in build/asan)
-	$(MAKE) all BUILD=build/asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
+	$(MAKE) all build/asan/forktest.so BUILD=build/asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
 	    LDFLAGS="-fsanitize=address,undefined"
 	LUA_CPATH="$(CURDIR)/build/asan/?.so;;" \
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
@@ -55,7 +65,7 @@ asan:                      ## the suite under ASan+UBSan (built in build/asan)
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=slow spec
 
-valgrind: all              ## the suite under valgrind
+valgrind: all $(BUILD)/forktest.so ## the suite under valgrind
 	DLOCK_VALGRIND=1 sh tools/with-tmp.sh valgrind -q --error-exitcode=9 \
 	    --leak-check=full --errors-for-leak-kinds=definite --trace-children=no \
 	    $(LUA) $$(command -v $(BUSTED)) --exclude-tags=slow spec

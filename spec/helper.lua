@@ -77,7 +77,30 @@ function helper.start_redis(extra)
         end
         function srv.signal(sig) return sh(("kill -%s %d"):format(sig, srv.pid)) end
         function srv.stop()
-          if srv.pid then srv.signal("KILL"); srv.pid = nil end
+          if srv.pid then
+            srv.signal("KILL")
+            helper.wait_for(function() return not sh(("kill -0 %d 2>/dev/null"):format(srv.pid)) end, 3)
+            os.remove(base .. ".pid")
+            srv.pid = nil
+          end
+        end
+        --- Kill it and start it again on the same port (data is lost
+        --- unless `extra` asked for persistence).
+        function srv.restart()
+          srv.stop()
+          for _ = 1, 50 do
+            if sh(cmd .. " >/dev/null 2>&1") and helper.wait_for(function()
+                local r = read(("redis-cli -p %d ping 2>&1"):format(port))
+                return r:match("PONG") or r:match("NOAUTH") end, 1, 0.02) then
+              srv.pid = helper.wait_for(function()
+                local s = helper.read_file(base .. ".pid")
+                return s and tonumber(s:match("%d+")) ~= nil and tonumber(s:match("%d+"))
+              end, 2)
+              return srv
+            end
+            dlock.sleep(0.05)                     -- the port may linger briefly
+          end
+          error("could not restart redis-server on port " .. port)
         end
         servers[#servers + 1] = srv
         return srv

@@ -75,6 +75,10 @@ elseif mode == "stopped" then
   say("on_lost_count", fired)
   client:close()
 
+elseif mode == "sh" then
+  -- sh COMMAND: run a shell command (in the background, for the specs)
+  os.execute(arg[2])
+
 else
   error("unknown mode " .. tostring(mode))
 end

@@ -11,6 +11,7 @@
 #include "client.h"
 
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,10 +33,25 @@ void dl_client_lose(dl_client *c, dl_hold *h, const char *reason)
     __atomic_store_n(&c->pending, 1, __ATOMIC_RELEASE);
 }
 
+/* A write to a socket the server closed raises SIGPIPE, whose default
+ * action kills the process; hiredis writes with plain write(). Like
+ * redis-cli, ignore it when nobody chose otherwise, so that a dead link
+ * becomes an EPIPE error that the connection handles. */
+static void ignore_sigpipe(void)
+{
+    struct sigaction sa;
+    if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL &&
+        !(sa.sa_flags & SA_SIGINFO)) {
+        sa.sa_handler = SIG_IGN;
+        sigaction(SIGPIPE, &sa, NULL);
+    }
+}
+
 dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
                          char *err, size_t errlen)
 {
     *out = NULL;
+    ignore_sigpipe();
     dl_client *c = calloc(1, sizeof *c);
     if (!c) {
         dl_endpoint_free(&opts->ep);

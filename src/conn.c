@@ -233,6 +233,7 @@ void dl_conn_init(dl_conn *c, const dl_endpoint *ep,
                   int64_t connect_timeout_us, int64_t command_timeout_us)
 {
     c->ctx = NULL;
+    c->stale = 0;
     c->ep = ep;
     c->connect_timeout_us = connect_timeout_us;
     c->command_timeout_us = command_timeout_us;
@@ -259,7 +260,11 @@ dl_status dl_conn_error(dl_conn *c, char *err, size_t errlen)
 {
     char addr[128];
     const char *what = "connection lost";
+    c->stale = 0;
     if (c->ctx && c->ctx->err) {
+        c->stale = c->ctx->err == REDIS_ERR_EOF ||
+                   (c->ctx->err == REDIS_ERR_IO &&
+                    (errno == ECONNRESET || errno == EPIPE));
         what = c->ctx->errstr;
         if (c->ctx->err == REDIS_ERR_IO &&
             (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -357,6 +362,12 @@ dl_status dl_conn_call(dl_conn *c, int argc, const char **argv,
                        char *err, size_t errlen)
 {
     *out = NULL;
+    int reused = c->ctx != NULL;
+    if (dl_conn_append(c, argc, argv, lens, err, errlen) == DL_OK &&
+        dl_conn_read(c, out, err, errlen) == DL_OK)
+        return DL_OK;
+    if (!reused || !c->stale)
+        return DL_ECONN;
     if (dl_conn_append(c, argc, argv, lens, err, errlen) != DL_OK)
         return DL_ECONN;
     return dl_conn_read(c, out, err, errlen);

@@ -37,6 +37,8 @@ typedef struct dl_conn {
     const dl_endpoint *ep;      /* borrowed; outlives the conn */
     int64_t connect_timeout_us;
     int64_t command_timeout_us; /* 0: block without a bound */
+    int stale;                  /* the last error was a dead link (EOF,
+                                   reset), not a timeout */
 } dl_conn;
 
 void dl_conn_init(dl_conn *c, const dl_endpoint *ep,
@@ -51,7 +53,10 @@ void dl_conn_drop(dl_conn *c);
 
 /* Send one command and read its reply. A Redis error reply is returned
  * as DL_OK with *out of type REDIS_REPLY_ERROR: callers decide. I/O errors
- * drop the connection and give DL_ECONN. On DL_OK the caller frees *out. */
+ * drop the connection and give DL_ECONN. On DL_OK the caller frees *out.
+ * A connection found dead (the server restarted or closed it while idle)
+ * is replaced and the command sent once more: every command dlock sends is
+ * safe to resend. A timeout is never resent, so the bound holds. */
 dl_status dl_conn_call(dl_conn *c, int argc, const char **argv,
                        const size_t *lens, redisReply **out,
                        char *err, size_t errlen);

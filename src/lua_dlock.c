@@ -482,6 +482,37 @@ static int client__tostring(lua_State *L)
 
 /* ---- module helpers for tests, examples and benchmarks ------------- */
 
+/* dlock.core.parse_url(url) -> { host, port, path, db, username,
+ * password } or nil, err. No I/O: lets tests probe the parser. */
+static int module_parse_url(lua_State *L)
+{
+    size_t len;
+    const char *url = luaL_checklstring(L, 1, &len);
+    char err[DL_ERRLEN];
+    dl_endpoint ep;
+    if (dl_endpoint_parse(&ep, url, len, err, sizeof err) != 0) {
+        luaL_pushfail(L);
+        lua_pushstring(L, err);
+        return 2;
+    }
+    lua_createtable(L, 0, 6);
+    const char *names[4] = { "host", "path", "username", "password" };
+    const char *vals[4] = { ep.host, ep.path, ep.username, ep.password };
+    for (int i = 0; i < 4; i++)
+        if (vals[i]) {
+            lua_pushstring(L, vals[i]);
+            lua_setfield(L, -2, names[i]);
+        }
+    if (ep.host) {
+        lua_pushinteger(L, ep.port);
+        lua_setfield(L, -2, "port");
+    }
+    lua_pushinteger(L, ep.db);
+    lua_setfield(L, -2, "db");
+    dl_endpoint_free(&ep);
+    return 1;
+}
+
 static int module_now(lua_State *L)
 {
     lua_pushnumber(L, (lua_Number)dl_now_us() / 1e6);
@@ -524,6 +555,7 @@ int luaopen_dlock_core(lua_State *L)
     static const luaL_Reg funcs[] = {
         { "connect", module_connect },
         { "now", module_now },
+        { "parse_url", module_parse_url },
         { "sleep", module_sleep },
         { NULL, NULL }
     };

@@ -1,0 +1,412 @@
+-- run.lua: `make bench` - dlock's benchmarks, against a throwaway loopback
+-- redis-server started here, in one run (issue 5). Prints a markdown table.
+--
+--   Ceiling  redis-benchmark -c 1 round trips for PING and for EVALSHA of
+--            dlock's own acquire script (text extracted from src/script.c, so
+--            it cannot drift; checked against what dlock loads), and
+--            build/bench/floor (bench/floor.c): the cheapest hiredis lock
+--            cycle, SET NX PX + compare-and-delete, 2 round trips.
+--   M1       uncontended: one process, acquire+release cycles/s, per-cycle
+--            p50/p99, ratio to the floor, Redis CPU per cycle.
+--   M2       contended: N = 2, 4, 8 processes on one lock, each doing a
+--            read-modify-write of a file counter under it: critical
+--            sections/s, lost updates, handoff latency (a release to the
+--            moment a different, already waiting process holds the lock),
+--            how often the releaser re-takes it, Jain's fairness index.
+--            Series "loop": holders retry at once; "step": they sleep 1 ms
+--            after each release.
+--   M3       watchdog scale: one client holds 10,000 locks (lease 3 s) for
+--            15 s: none lost, renewal commands/s seen by the server, CPU.
+-- M1 and M2 run beside bench/plainlock.lua (a hand-written SET NX lock over
+-- LuaSocket) when LuaSocket is installed. Every figure is the median of REPS
+-- runs. `--quick` (make bench BENCH_ARGS=--quick) finishes in under a minute.
+local dlock = require "dlock"
+local now, sleep = dlock.now, dlock.sleep
+
+local QUICK = arg[1] == "--quick"
+local CFG = QUICK
+  and { reps = 3, secs = 0.5, m2_secs = 0.3, rb_n = 10000, m3_locks = 2000, m3_hold = 5 }
+  or  { reps = 3, secs = 2,   m2_secs = 2,   rb_n = 50000, m3_locks = 10000, m3_hold = 15 }
+local M3_LEASE, NS, STEPBACK = 3, { 2, 4, 8 }, 0.001
+local LUA = arg[-1] or "lua5.4"
+local TMP = assert(os.getenv("DLOCK_TMP"), "run me with tools/with-tmp.sh")
+local DIR = arg[0]:match("^(.*)/[^/]*$") or "."
+local ROOT = DIR .. "/.."
+local FLOOR = ROOT .. "/build/bench/floor"
+package.path = DIR .. "/?.lua;" .. package.path
+local T0 = now()
+
+-- ---- small helpers ---------------------------------------------------------
+
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function sh(cmd)
+  local f = assert(io.popen(cmd))
+  local out = f:read("a")
+  f:close()
+  return out
+end
+
+local function readf(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function writef(path, s)            -- atomic: readers never see half
+  local f = assert(io.open(path .. ".tmp", "wb"))
+  f:write(s)
+  f:close()
+  assert(os.rename(path .. ".tmp", path))
+end
+
+local function wait_file(path, limit)
+  local deadline = now() + limit
+  while not readf(path) and now() < deadline do sleep(0.005) end
+  return readf(path) ~= nil
+end
+
+local function median(t)
+  local s = {}
+  for i, v in ipairs(t) do s[i] = v end
+  table.sort(s)
+  if #s == 0 then return nil end
+  return #s % 2 == 1 and s[(#s + 1) // 2] or (s[#s // 2] + s[#s // 2 + 1]) / 2
+end
+
+local function pct(sorted, p)
+  if #sorted == 0 then return 0 / 0 end
+  return sorted[math.min(#sorted, math.floor(#sorted * p) + 1)]
+end
+
+local function log(fmt, ...) io.stderr:write(("[%5.1fs] " .. fmt .. "\n"):format(now() - T0, ...)) end
+
+-- ---- the server and an admin connection ------------------------------------
+
+local URL = sh("sh " .. q(ROOT .. "/tools/redis-start.sh") .. " " .. q(TMP)):match("%S+")
+assert(URL, "could not start redis-server")
+local PORT = assert(tonumber(URL:match(":(%d+)/")))
+assert(URL:match("^redis://127%.0%.0%.1:"), "loopback only")
+
+local have_socket, plain = pcall(require, "plainlock")
+local admin
+if have_socket then
+  local conn = plain.resp("127.0.0.1", PORT)
+  admin = function(...) return assert(conn:call(...)) end
+else
+  plain = nil
+  admin = function(...)                  -- redis-cli prints raw replies to a pipe
+    local args = {}
+    for i, a in ipairs({ ... }) do args[i] = q(a) end
+    local out = sh(("redis-cli -p %d %s"):format(PORT, table.concat(args, " ")))
+    return math.tointeger(tonumber(out:match("^%s*(.-)%s*$"))) or out
+  end
+end
+
+-- INFO commandstats -> { [cmd] = { calls = n, usec = n } }
+local function cmdstats()
+  local t = {}
+  for cmd, calls, usec in admin("INFO", "commandstats"):gmatch("cmdstat_([%w_|]+):calls=(%d+),usec=(%d+)") do
+    t[cmd] = { calls = tonumber(calls), usec = tonumber(usec) }
+  end
+  return t
+end
+
+-- Redis CPU per lock cycle between two snapshots: every lock command
+-- (SET, EVALSHA, EVAL) costs server time; each cycle sends two of them.
+local function server_us_per_cycle(a, b)
+  local calls, usec = 0, 0
+  for _, cmd in ipairs({ "set", "evalsha", "eval" }) do
+    local x, y = a[cmd] or { calls = 0, usec = 0 }, b[cmd] or { calls = 0, usec = 0 }
+    calls, usec = calls + y.calls - x.calls, usec + y.usec - x.usec
+  end
+  return calls > 0 and 2 * usec / calls or 0 / 0
+end
+
+-- ---- the acquire script, read out of src/script.c --------------------------
+
+-- The C string literals that initialise `marker`, concatenated and unescaped.
+local function c_literal(src, marker)
+  local i = assert(src:find(marker, 1, true), "not found in src/script.c: " .. marker) + #marker
+  local out, esc = {}, { n = "\n", t = "\t", r = "\r", ['"'] = '"', ["\\"] = "\\", ["'"] = "'" }
+  while true do
+    local c = src:sub(i, i)
+    if c:match("%s") then
+      i = i + 1
+    elseif c == '"' then
+      i = i + 1
+      while src:sub(i, i) ~= '"' do
+        local ch = src:sub(i, i)
+        assert(ch ~= "" and ch ~= "\n", "unterminated string in src/script.c")
+        if ch == "\\" then
+          ch = assert(esc[src:sub(i + 1, i + 1)], "unknown escape in src/script.c")
+          i = i + 1
+        end
+        out[#out + 1] = ch
+        i = i + 1
+      end
+      i = i + 1
+    else
+      assert(c == "," or c == "}", "unexpected text after the script literal")
+      return table.concat(out)
+    end
+  end
+end
+
+local ACQUIRE = c_literal(assert(readf(ROOT .. "/src/script.c")), "[DL_S_ACQUIRE] =")
+writef(TMP .. "/acquire.lua", ACQUIRE)
+local SHA = sh(("redis-cli -p %d -x SCRIPT LOAD < %s"):format(PORT, q(TMP .. "/acquire.lua"))):match("%x+")
+do  -- a dlock client loads its own scripts: ours must be one of them
+  local c = assert(dlock.connect(URL))
+  c:close()
+  admin("SCRIPT", "FLUSH")
+  local c2 = assert(dlock.connect(URL))
+  local same = admin("SCRIPT", "EXISTS", SHA)
+  c2:close()
+  assert(type(same) == "table" and same[1] == 1 or same == 1,
+         "the acquire script read from src/script.c is not what dlock loads")
+end
+
+-- ---- Ceiling and M1 --------------------------------------------------------
+
+local function redis_benchmark(...)
+  local out = sh(("redis-benchmark -h 127.0.0.1 -p %d -c 1 -n %d --csv %s 2>/dev/null")
+                 :format(PORT, CFG.rb_n, table.concat({ ... }, " ")))
+  local rps, p50 = out:match('\n"[^"]*","([%d.]+)","[%d.]+","[%d.]+","([%d.]+)"')
+  return assert(tonumber(rps), "redis-benchmark: " .. out), tonumber(p50) * 1000
+end
+
+-- One cycle-loop run; returns { cps, p50, p99, srv } (per s, µs, µs, µs).
+local function cycles(cmd)
+  local before = cmdstats()
+  local n, el, p50, p99 = sh(cmd):match("(%d+) (%S+) (%S+) (%S+)")
+  assert(n, "no result from: " .. cmd)
+  return { cps = tonumber(n) / tonumber(el), p50 = tonumber(p50), p99 = tonumber(p99),
+           srv = server_us_per_cycle(before, cmdstats()) }
+end
+
+local R = { ping = {}, ping50 = {}, eval = {}, eval50 = {}, floor = {}, dlock = {}, plain = {} }
+for rep = 1, CFG.reps do
+  log("ceiling and M1, run %d/%d", rep, CFG.reps)
+  local rps, p50 = redis_benchmark("PING")
+  R.ping[rep], R.ping50[rep] = rps, p50
+  rps, p50 = redis_benchmark("-r 100000000 EVALSHA", SHA, "2 'bench:{__rand_int__}'",
+                             "'bench:{__rand_int__}:fence' owner 30000 0")
+  R.eval[rep], R.eval50[rep] = rps, p50
+  R.floor[rep] = cycles(("%s 127.0.0.1 %d %g"):format(q(FLOOR), PORT, CFG.secs))
+  for _, impl in ipairs({ "dlock", plain and "plain" }) do
+    R[impl][rep] = cycles(("%s %s m1 %s %s %g"):format(q(LUA), q(DIR .. "/worker.lua"),
+                                                     impl, URL, CFG.secs))
+    R[impl][rep].ratio = R[impl][rep].cps / R.floor[rep].cps   -- paired, same moment
+  end
+end
+admin("FLUSHALL")
+
+local function med(runs, field)
+  local t = {}
+  for i, r in ipairs(runs) do t[i] = r[field] end
+  return median(t)
+end
+
+-- ---- M2 --------------------------------------------------------------------
+
+local function jain(xs)
+  local s, s2 = 0, 0
+  for _, x in ipairs(xs) do s, s2 = s + x, s2 + x * x end
+  return s2 > 0 and s * s / (#xs * s2) or 0
+end
+
+-- One contended run; returns its figures.
+local function m2_run(impl, n, stepback, id)
+  local base = ("%s/m2-%s"):format(TMP, id)
+  local counter, go = base .. ".counter", base .. ".go"
+  writef(counter, "0")
+  local cmds = {}
+  for i = 1, n do
+    cmds[i] = ("%s %s m2 %s %s %s %s %s %s %s %g"):format(q(LUA), q(DIR .. "/worker.lua"),
+      impl, URL, q("m2:" .. id), q(counter), q(base .. "." .. i .. ".log"),
+      q(base .. "." .. i .. ".ready"), q(go), stepback)
+  end
+  local h = assert(io.popen(table.concat(cmds, " & ") .. " & wait"))
+  for i = 1, n do wait_file(base .. "." .. i .. ".ready", 20) end
+  local start = now() + 0.05                 -- the start barrier
+  writef(go, ("%.6f %.6f"):format(start, start + CFG.m2_secs))
+  h:read("a")
+  h:close()
+
+  local holds, counts = {}, {}
+  for i = 1, n do
+    local s = assert(readf(base .. "." .. i .. ".log"), "M2 worker " .. i .. " wrote no log")
+    counts[i] = tonumber(s:match("count (%d+)"))
+    for w, a, r in s:gmatch("(%S+) (%S+) (%S+)\n") do
+      holds[#holds + 1] = { p = i, w = tonumber(w), a = tonumber(a), r = tonumber(r) }
+    end
+  end
+  table.sort(holds, function(x, y) return x.a < y.a end)
+  local handoffs, retakes, overlaps = {}, 0, 0
+  for k = 2, #holds do
+    local prev, cur = holds[k - 1], holds[k]
+    if cur.a < prev.r then overlaps = overlaps + 1 end     -- two holders at once
+    if cur.p == prev.p then
+      retakes = retakes + 1
+    elseif cur.w < prev.r then                             -- was waiting already
+      handoffs[#handoffs + 1] = (cur.a - prev.r) * 1000
+    end
+  end
+  table.sort(handoffs)
+  local total = 0
+  for _, c in ipairs(counts) do total = total + c end
+  return { cps = total / CFG.m2_secs, lost = total - tonumber(readf(counter)),
+           overlaps = overlaps, h50 = pct(handoffs, 0.5), h99 = pct(handoffs, 0.99),
+           retake = #holds > 1 and retakes / (#holds - 1) or 0, jain = jain(counts) }
+end
+
+local SERIES = { { "loop", 0 }, { "step", STEPBACK } }
+local M2 = {}                                 -- M2[impl][series][n] = { runs }
+for rep = 1, CFG.reps do
+  log("M2, run %d/%d", rep, CFG.reps)
+  for _, impl in ipairs({ "dlock", plain and "plain" }) do
+    M2[impl] = M2[impl] or {}
+    for _, s in ipairs(SERIES) do
+      M2[impl][s[1]] = M2[impl][s[1]] or {}
+      for _, n in ipairs(NS) do
+        local runs = M2[impl][s[1]][n] or {}
+        M2[impl][s[1]][n] = runs
+        runs[rep] = m2_run(impl, n, s[2], ("%s-%s-%d-%d"):format(impl, s[1], n, rep))
+      end
+    end
+  end
+end
+
+-- ---- M3 --------------------------------------------------------------------
+
+-- Steady renewal rate from (t, calls) samples: renewal passes show up as
+-- jumps; count the calls of every pass after the first over the time from
+-- the first pass to the last (no edge effect from where the window falls).
+local function renew_rate(samples)
+  local passes, inpass = {}, false
+  for i = 2, #samples do
+    local d = samples[i].c - samples[i - 1].c
+    if d > 0 and inpass then
+      passes[#passes].calls = passes[#passes].calls + d
+    elseif d > 0 then
+      passes[#passes + 1] = { t = samples[i].t, calls = d }
+    end
+    inpass = d > 0
+  end
+  if #passes < 2 then
+    local a, b = samples[1], samples[#samples]
+    return (b.c - a.c) / (b.t - a.t), #passes
+  end
+  local calls = 0
+  for i = 2, #passes do calls = calls + passes[i].calls end
+  return calls / (passes[#passes].t - passes[1].t), #passes
+end
+
+local M3 = {}
+for rep = 1, CFG.reps do
+  log("M3, run %d/%d: %d locks for %g s", rep, CFG.reps, CFG.m3_locks, CFG.m3_hold)
+  local base, prefix = ("%s/m3-%d"):format(TMP, rep), ("m3r%d:"):format(rep)
+  local h = assert(io.popen(("%s %s m3 %s %d %g %s %s %s %s"):format(q(LUA),
+    q(DIR .. "/worker.lua"), URL, CFG.m3_locks, M3_LEASE, prefix,
+    q(base .. ".ready"), q(base .. ".stop"), q(base .. ".result"))))
+  assert(wait_file(base .. ".ready", 120), "M3 worker did not get its locks")
+  local function calls() return (cmdstats().evalsha or { calls = 0 }).calls end
+  local samples, t0 = { { t = now(), c = calls() } }, now()
+  while now() < t0 + CFG.m3_hold do
+    sleep(0.05)
+    samples[#samples + 1] = { t = now(), c = calls() }
+  end
+  local live = admin("EVAL", "return #redis.call('keys', ARGV[1])", 0, prefix .. "{*}")
+  writef(base .. ".stop", "1")
+  h:read("a")
+  h:close()
+  local held, lost, cpu, wall = assert(readf(base .. ".result")):match("(%d+) (%d+) (%S+) (%S+)")
+  local rate, passes = renew_rate(samples)
+  M3[rep] = { rate = rate, passes = passes, cpu = tonumber(cpu) / tonumber(wall),
+              held = tonumber(held), lost = tonumber(lost), live = tonumber(live) }
+end
+
+-- ---- the table -------------------------------------------------------------
+
+local rows = {}
+local function row(measure, v, p, target) rows[#rows + 1] = { measure, v, p or "", target or "" } end
+local function verdict(ok) return ok and "**pass**" or "**miss**" end
+local function f0(x) return x ~= x and "-" or ("%.0f"):format(x) end
+local function f2(x) return x ~= x and "-" or ("%.2f"):format(x) end
+local PL = plain and "plain" or nil
+local function pv(fmt) return PL and fmt(PL) or "skipped (no lua-socket)" end
+
+row("Ceiling: PING, redis-benchmark -c 1: round trips/s (p50 µs)",
+    ("%s (%s)"):format(f0(median(R.ping)), f0(median(R.ping50))))
+row("Ceiling: EVALSHA dlock acquire script, redis-benchmark -c 1: calls/s (p50 µs)",
+    ("%s (%s)"):format(f0(median(R.eval)), f0(median(R.eval50))))
+row("Floor: hiredis SET NX PX + compare-and-delete, 2 round trips: cycles/s (p50 / p99 µs)",
+    ("%s (%s / %s)"):format(f0(med(R.floor, "cps")), f0(med(R.floor, "p50")), f0(med(R.floor, "p99"))))
+row("Floor: Redis CPU per cycle (µs, INFO commandstats)", f2(med(R.floor, "srv")))
+
+local d_cps, d_ratio = med(R.dlock, "cps"), med(R.dlock, "ratio")
+local p_cps = PL and med(R.plain, "cps")
+row("M1 uncontended: acquire+release cycles/s", f0(d_cps), pv(function(i) return f0(med(R[i], "cps")) end),
+    ("≥ 0.9 × floor and ≥ plain: %s"):format(verdict(d_ratio >= 0.9 and (not p_cps or d_cps >= p_cps))))
+row("M1 ratio to the floor (paired per run)", f2(d_ratio), pv(function(i) return f2(med(R[i], "ratio")) end),
+    ("≥ 0.90: %s"):format(verdict(d_ratio >= 0.9)))
+row("M1 cycle latency p50 / p99 (µs)", ("%s / %s"):format(f0(med(R.dlock, "p50")), f0(med(R.dlock, "p99"))),
+    pv(function(i) return ("%s / %s"):format(f0(med(R[i], "p50")), f0(med(R[i], "p99"))) end))
+row("M1 Redis CPU per cycle (µs, INFO commandstats)", f2(med(R.dlock, "srv")),
+    pv(function(i) return f2(med(R[i], "srv")) end), ("floor: %s"):format(f2(med(R.floor, "srv"))))
+
+local lost_d, lost_p, over_d, over_p = 0, 0, 0, 0
+for _, s in ipairs(SERIES) do
+  for _, n in ipairs(NS) do
+    local label = ("M2 N=%d %s"):format(n, s[1] == "loop" and "loop at once" or "1 ms step-back")
+    local d, p = M2.dlock[s[1]][n], PL and M2.plain[s[1]][n]
+    for _, r in ipairs(d) do lost_d, over_d = lost_d + r.lost, over_d + r.overlaps end
+    for _, r in ipairs(p or {}) do lost_p, over_p = lost_p + r.lost, over_p + r.overlaps end
+    local function ms(runs) return ("%.3f / %.3f"):format(med(runs, "h50"), med(runs, "h99")) end
+    row(label .. ": critical sections/s", f0(med(d, "cps")), p and f0(med(p, "cps")))
+    local t = ""
+    if n == 4 and s[1] == "step" then t = ("p99 < 2 ms: %s"):format(verdict(med(d, "h99") < 2)) end
+    row(label .. ": handoff p50 / p99 (ms)", ms(d), p and ms(p), t)
+    row(label .. ": releaser re-takes its lock", ("%.0f %%"):format(100 * med(d, "retake")),
+        p and ("%.0f %%"):format(100 * med(p, "retake")))
+    row(label .. ": Jain fairness", f2(med(d, "jain")), p and f2(med(p, "jain")),
+        ("≥ 0.9: %s"):format(verdict(med(d, "jain") >= 0.9)))
+  end
+end
+row("M2 lost updates (overlapping holds), all runs", ("%d (%d)"):format(lost_d, over_d),
+    pv(function() return ("%d (%d)"):format(lost_p, over_p) end), ("0: %s"):format(verdict(lost_d == 0)))
+
+local n3 = CFG.m3_locks
+local want = (n3 / 100) / (M3_LEASE / 3)
+local rate, cpu = med(M3, "rate"), med(M3, "cpu")
+local ok3 = true
+for _, r in ipairs(M3) do ok3 = ok3 and r.held == n3 and r.live == n3 and r.lost == 0 end
+row(("M3 %d locks, lease %g s, %g s: held at the end (client / server), lost"):format(n3, M3_LEASE, CFG.m3_hold),
+    ("%d / %d, %d"):format(med(M3, "held"), med(M3, "live"), med(M3, "lost")), nil,
+    ("all held, 0 lost in every run: %s"):format(verdict(ok3)))
+row("M3 renewal commands/s seen by the server (EVALSHA calls; passes seen)",
+    ("%.1f (%d)"):format(rate, med(M3, "passes")), nil,
+    ("≤ %g/s (2%% sampling tolerance): %s"):format(want, verdict(rate <= want * 1.02)))
+row("M3 CPU of the holding process (share of one core)", ("%.1f %%"):format(100 * cpu), nil,
+    ("≤ 10 %%: %s"):format(verdict(cpu <= 0.10)))
+
+local ver = sh("redis-server --version"):match("v=(%S+)") or "?"
+local cores = sh("nproc 2>/dev/null"):match("%d+") or "?"
+local out = {
+  ("dlock bench%s: redis-server %s on 127.0.0.1, %s cores, %s; median of %d runs; " ..
+   "M1 %g s, M2 %g s per run; plain Lua = bench/plainlock.lua. Took %.0f s."):format(
+    QUICK and " --quick" or "", ver, cores, os.date("%Y-%m-%d %H:%M"), CFG.reps,
+    CFG.secs, CFG.m2_secs, now() - T0),
+  "",
+  "| measure | dlock (or ceiling) | plain Lua | target |",
+  "|---|---|---|---|",
+}
+for _, r in ipairs(rows) do out[#out + 1] = "| " .. table.concat(r, " | ") .. " |" end
+local text = table.concat(out, "\n") .. "\n"
+io.write(text)
+os.execute("mkdir -p " .. q(ROOT .. "/build/bench"))
+local f = io.open(ROOT .. "/build/bench/results" .. (QUICK and "-quick" or "") .. ".md", "wb")
+if f then f:write(text) f:close() end

@@ -1,0 +1,142 @@
+-- worker.lua: the measuring processes that bench/run.lua starts, one mode each.
+--
+--   m1 IMPL URL SECONDS
+--       M1 uncontended: acquire+release cycles on one lock for SECONDS (after
+--       0.1 s of warm-up). Prints "cycles elapsed_s p50_us p99_us".
+--   m2 IMPL URL NAME COUNTER LOG READY GO STEPBACK
+--       M2 contended: creates READY, waits for the GO file ("start stop" on
+--       dlock.now()), then until stop: acquire NAME, read-modify-write the
+--       number in file COUNTER (not atomic: only the lock protects it),
+--       release, sleep STEPBACK s. Writes to LOG one line per hold
+--       "waited_since acquired release_started", then "count N".
+--   m3 URL NLOCKS LEASE PREFIX READY STOP RESULT
+--       M3 watchdog scale: acquires NLOCKS locks (watchdog mode, lease LEASE s),
+--       writes READY, holds them until the STOP file exists, then writes to
+--       RESULT "held lost cpu_s wall_s" (held = locks it still holds, lost =
+--       client:stats().lost, cpu = process CPU time incl. the watchdog thread).
+--
+-- IMPL is "dlock" or "plain" (bench/plainlock.lua, same lock interface).
+-- All times come from dlock.now() (CLOCK_MONOTONIC, shared by all processes).
+local dlock = require "dlock"
+local now, sleep = dlock.now, dlock.sleep
+
+local dir = arg[0]:match("^(.*)/[^/]*$") or "."
+package.path = dir .. "/?.lua;" .. package.path
+
+local function impl(name)
+  return name == "dlock" and dlock or require "plainlock"
+end
+
+local function write(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+local function read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- Poll for a file for at most `limit` seconds; its content or nil.
+local function wait_file(path, limit, step)
+  local deadline = now() + limit
+  repeat
+    local s = read(path)
+    if s and s ~= "" then return s end
+    sleep(step)
+  until now() > deadline
+  return nil
+end
+
+local mode = arg[1]
+
+if mode == "m1" then
+  local url, secs = arg[3], tonumber(arg[4])
+  local client = assert(impl(arg[2]).connect(url))
+  local lock = client:lock("m1")
+  local lat, n = {}, 0
+  local warm = now() + 0.1
+  while now() < warm do
+    assert(lock:acquire())
+    assert(lock:release())
+  end
+  local start = now()
+  local stop = start + secs
+  local t = start
+  while t < stop do
+    assert(lock:acquire())
+    assert(lock:release())
+    local t1 = now()
+    n = n + 1
+    lat[n] = t1 - t
+    t = t1
+  end
+  local elapsed = now() - start
+  table.sort(lat)
+  print(("%d %.6f %.1f %.1f"):format(n, elapsed, lat[n // 2 + 1] * 1e6,
+                                     lat[math.floor(n * 0.99) + 1] * 1e6))
+  client:close()
+
+elseif mode == "m2" then
+  local url, name, counter, log = arg[3], arg[4], arg[5], arg[6]
+  local ready, go, stepback = arg[7], arg[8], tonumber(arg[9])
+  local client = assert(impl(arg[2]).connect(url))
+  local lock = client:lock(name)
+  write(ready, "1")
+  local s = assert(wait_file(go, 20, 0.002), "no go file")
+  local start, stop = s:match("(%S+) (%S+)")
+  start, stop = tonumber(start), tonumber(stop)
+  if start > now() then sleep(start - now()) end
+  local lines, count = {}, 0
+  while true do
+    local w = now()
+    if w >= stop then break end
+    local ok, err = lock:acquire{ wait = stop - w }
+    if not ok then
+      assert(err:find("^timeout"), err)
+      break
+    end
+    local a = now()
+    local f = io.open(counter, "rb")       -- the critical section
+    local v = f and tonumber(f:read("a")) or 0
+    if f then f:close() end
+    f = assert(io.open(counter, "wb"))
+    f:write(tostring(v + 1))
+    f:close()
+    local r = now()
+    assert(lock:release())
+    count = count + 1
+    lines[count] = ("%.6f %.6f %.6f"):format(w, a, r)
+    if stepback > 0 then sleep(stepback) end
+  end
+  lines[count + 1] = "count " .. count .. "\n"
+  write(log, table.concat(lines, "\n"))
+  client:close()
+
+elseif mode == "m3" then
+  local url, n, lease, prefix = arg[2], tonumber(arg[3]), tonumber(arg[4]), arg[5]
+  local ready, stop, result = arg[6], arg[7], arg[8]
+  local client = assert(dlock.connect{ url = url, lease = lease, prefix = prefix })
+  local locks = {}
+  for i = 1, n do
+    locks[i] = client:lock("l" .. i)
+    assert(locks[i]:acquire())
+  end
+  local cpu0, t0 = os.clock(), now()
+  write(ready, "1")
+  wait_file(stop, 600, 0.05)
+  local cpu, wall = os.clock() - cpu0, now() - t0
+  local held = 0
+  for i = 1, n do
+    if locks[i]:held() then held = held + 1 end
+  end
+  write(result, ("%d %d %.6f %.6f"):format(held, client:stats().lost, cpu, wall))
+  client:close()
+
+else
+  error("usage: worker.lua m1|m2|m3 ...")
+end
