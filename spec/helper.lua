@@ -175,10 +175,11 @@ function helper.threads()
   return tonumber(read("cat /proc/$PPID/task/*/comm | grep -c '^dlock-watchdog$'"))
 end
 
---- Open file descriptors of this process.
+--- Open sockets of this process (popen's own pipe comes and goes, so
+--- pipes are not counted).
 function helper.fds()
   -- popen's shell is our child: $PPID is this Lua process
-  return tonumber(read("ls -1 /proc/$PPID/fd | wc -l")) - 1
+  return tonumber(read("ls -l /proc/$PPID/fd | grep -c 'socket:'"))
 end
 
 return helper

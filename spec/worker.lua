@@ -75,6 +75,42 @@ elseif mode == "stopped" then
   say("on_lost_count", fired)
   client:close()
 
+elseif mode == "soak" then
+  -- soak URL NAME NLOCKS ITERATIONS DIR IDX: critical sections on NLOCKS
+  -- locks, each guarding a counter file and a token log in DIR; retries
+  -- through connection errors (the server restarts once meanwhile).
+  local url, name, nlocks, iters, dir, idx = arg[2], arg[3], tonumber(arg[4]),
+    tonumber(arg[5]), arg[6], arg[7]
+  local client = assert(dlock.connect{ url = url, lease = 5,
+    connect_timeout = 0.2, command_timeout = 1 })
+  local locks = {}
+  for k = 1, nlocks do locks[k] = client:lock(name .. ":" .. k) end
+  local deadline, retries = dlock.now() + 240, 0
+  local function retry(what, f)
+    while true do
+      local ok, err = f()
+      if ok then return ok end
+      if not err:find("^connection") or dlock.now() > deadline then
+        say("FAILED", what, err)
+        os.exit(1)
+      end
+      retries = retries + 1
+      dlock.sleep(0.01)
+    end
+  end
+  for i = 1, iters do
+    local k = (i + tonumber(idx)) % nlocks + 1
+    local l = locks[k]
+    retry("acquire", function() return l:acquire{ wait = 60 } end)
+    bump(("%s/count-%d"):format(dir, k))
+    local f = assert(io.open(("%s/tokens-%d"):format(dir, k), "ab"))
+    f:write(l:token(), " ", idx, "\n")
+    f:close()
+    retry("release", function() return l:release() end)
+  end
+  client:close()
+  say("done", idx, "retries", retries)
+
 elseif mode == "sh" then
   -- sh COMMAND: run a shell command (in the background, for the specs)
   os.execute(arg[2])

@@ -416,8 +416,8 @@ dl_status dl_client_ttl(dl_client *c, const dl_lockref *l, int64_t *ttl_ms,
     if (r->type == REDIS_REPLY_INTEGER)
         *ttl_ms = r->integer;
     else
-        st = dl_fail(err, errlen, DL_EREDIS, "%s",
-                     r->type == REDIS_REPLY_ERROR ? r->str : "bad PTTL reply");
+        st = r->type == REDIS_REPLY_ERROR ? dl_reply_error(r, err, errlen)
+             : dl_fail(err, errlen, DL_EREDIS, "bad PTTL reply");
     freeReplyObject(r);
     return st;
 }
@@ -448,7 +448,7 @@ dl_status dl_client_ping(dl_client *c, char *err, size_t errlen)
     if (st != DL_OK)
         return st;
     if (r->type == REDIS_REPLY_ERROR)
-        st = dl_fail(err, errlen, DL_EREDIS, "%s", r->str);
+        st = dl_reply_error(r, err, errlen);
     freeReplyObject(r);
     return st;
 }

@@ -278,6 +278,17 @@ dl_status dl_conn_error(dl_conn *c, char *err, size_t errlen)
     return DL_ECONN;
 }
 
+dl_status dl_reply_error(const redisReply *r, char *err, size_t errlen)
+{
+    static const char *const transient[] = { "LOADING", "BUSY ",
+                                             "MASTERDOWN", NULL };
+    for (int i = 0; transient[i]; i++)
+        if (strncmp(r->str, transient[i], strlen(transient[i])) == 0)
+            return dl_fail(err, errlen, DL_ECONN, "server not ready: %s",
+                           r->str);
+    return dl_fail(err, errlen, DL_EREDIS, "%s", r->str);
+}
+
 /* Run a set-up command on a fresh context; any error reply fails. */
 static dl_status setup_cmd(dl_conn *c, int argc, const char **argv,
                            const char *what, char *err, size_t errlen)

@@ -96,9 +96,10 @@ dl_status dl_scripts_load(dl_conn *c, dl_scripts *s, char *err, size_t errlen)
         redisReply *r;
         if (dl_conn_read(c, &r, err, errlen) != DL_OK)
             return DL_ECONN;
-        if (st == DL_OK && (r->type != REDIS_REPLY_STRING || r->len != 40))
-            st = dl_fail(err, errlen, DL_EREDIS, "SCRIPT LOAD failed: %s",
-                         r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+        if (st == DL_OK && r->type == REDIS_REPLY_ERROR)
+            st = dl_reply_error(r, err, errlen);
+        else if (st == DL_OK && (r->type != REDIS_REPLY_STRING || r->len != 40))
+            st = dl_fail(err, errlen, DL_EREDIS, "SCRIPT LOAD: bad reply");
         else if (st == DL_OK)
             memcpy(s->sha[i], r->str, 41);
         freeReplyObject(r);
@@ -149,7 +150,7 @@ dl_status dl_script_eval(dl_conn *c, const dl_scripts *s, dl_script_id id,
         st = dl_conn_call(c, argc, argv, lens, out, err, errlen);
     }
     if (st == DL_OK && (*out)->type == REDIS_REPLY_ERROR) {
-        st = dl_fail(err, errlen, DL_EREDIS, "%s", (*out)->str);
+        st = dl_reply_error(*out, err, errlen);
         freeReplyObject(*out);
         *out = NULL;
     }
