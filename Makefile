@@ -63,7 +63,7 @@ asan:                      ## the suite under ASan+UBSan (built in build/asan)
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=slow spec
+	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=soak spec
 
 valgrind: all $(BUILD)/forktest.so ## the suite under valgrind
 	DLOCK_VALGRIND=1 sh tools/with-tmp.sh valgrind -q --error-exitcode=9 \

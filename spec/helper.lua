@@ -54,7 +54,7 @@ function helper.start_redis(extra)
     local port = math.random(20000, 60000)
     local base = string.format("%s/redis-%d", tmp, port)
     local cmd = string.format(
-      "redis-server --port %d --bind 127.0.0.1 --save '' --appendonly no " ..
+      "env -u LD_PRELOAD redis-server --port %d --bind 127.0.0.1 --save '' --appendonly no " ..
       "--daemonize yes --pidfile %s.pid --logfile %s.log --dir %s %s",
       port, base, base, tmp, extra or "")
     if sh(cmd .. " >/dev/null 2>&1") then

@@ -76,6 +76,45 @@ describe("bad input", function()
     assert.same({ true, 0 }, { lock:release() })
   end)
 
+  it("raises 'closed' from every method once the client is closed", function()
+    local c = assert(helper.client())
+    local l = c:lock("x")
+    c:close()
+    local calls = {
+      function() c:lock("y") end, function() c:with("y", print) end,
+      function() c:ping() end, function() c:poll() end, function() c:stats() end,
+      function() l:acquire() end, function() l:try_acquire() end,
+      function() l:release() end, function() l:with(print) end,
+      function() l:held() end, function() l:count() end, function() l:ttl() end,
+      function() l:token() end, function() l:extend(1) end,
+      function() l:force_release() end,
+    }
+    for i, f in ipairs(calls) do
+      assert.error_matches(f, "closed", nil, "call " .. i)
+    end
+    c:close()                                     -- still idempotent
+    assert.matches("not held", tostring(l))
+  end)
+
+  it("closes safely while a suspended coroutine holds a lock", function()
+    local c = assert(helper.client())
+    local name = helper.unique_name()
+    local l = c:lock(name)
+    local co = coroutine.wrap(function()
+      assert(l:acquire())
+      coroutine.yield()
+      return pcall(l.release, l)
+    end)
+    co()
+    c:close()
+    local ok, err = co()
+    assert.is_false(ok)
+    assert.matches("closed", err)
+    local probe = assert(helper.client())
+    assert.is_nil(probe:lock(name):ttl())         -- close released it
+    probe:close()
+  end)
+
   it("accepts wait = math.huge as forever", function()
     assert(lock:acquire{ wait = math.huge })
     assert(lock:release())

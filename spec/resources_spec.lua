@@ -47,15 +47,21 @@ describe("resources", function()
       locks[i] = c:lock(prefix .. ":" .. i)
       assert(locks[i]:acquire())
     end
+    -- Holds acquired over a few seconds fall due in several groups; the
+    -- watchdog takes everything due within lease/6 in one pass, so the
+    -- groups merge within two rounds. Measure after that.
+    dlock.sleep(1.0)
     local s0 = c:stats()
-    dlock.sleep(3.5)                               -- > 2 leases, ~7 rounds
+    dlock.sleep(2.5)                               -- > 2 leases since acquiring
     local s1 = c:stats()
     assert.equals(0, s1.lost)
     assert.equals(10000, s1.held)
-    assert.is_true(s1.renewed - s0.renewed >= 20000)
-    -- batched: at most one script call per 100 holds per round
-    assert.is_true(s1.renew_batches - s0.renew_batches <=
-      (s1.renewed - s0.renewed) / 100 + 20)
+    local renewed = s1.renewed - s0.renewed
+    assert.is_true(renewed >= 10000, "renewed " .. renewed)
+    -- batched: one script call per 100 holds, plus a few partial batches
+    local calls = s1.renew_batches - s0.renew_batches
+    assert.is_true(calls <= renewed / 100 + 15,
+      ("%d calls for %d renewals"):format(calls, renewed))
     for i = 1, 10000, 997 do assert.is_true(locks[i]:held()) end
     c:close()                                      -- releases all 10,000
     local probe = assert(helper.client())
