@@ -65,10 +65,10 @@ asan:                      ## the suite under ASan+UBSan (built in build/asan)
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=soak spec
 
-valgrind: all $(BUILD)/forktest.so ## the suite under valgrind
-	DLOCK_VALGRIND=1 sh tools/with-tmp.sh valgrind -q --error-exitcode=9 \
-	    --leak-check=full --errors-for-leak-kinds=definite --trace-children=no \
-	    $(LUA) $$(command -v $(BUSTED)) --exclude-tags=slow spec
+valgrind: all $(BUILD)/forktest.so ## the suite under valgrind (leaks, bad reads)
+	BUSTED_CMD="valgrind -q --error-exitcode=9 --leak-check=full \
+	    --errors-for-leak-kinds=definite $(LUA) $$(command -v $(BUSTED))" \
+	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=slow spec
 
 lint:                      ## cppcheck, and the rule that only the binding sees lua.h
 	@! grep -l '#include.*\(lua\.h\|lauxlib\.h\|compat\.h\|lua_dlock\.h\)' \

@@ -2,9 +2,11 @@
 # Run busted and end with one plain summary line ("busted: N passed, N
 # failed, N skipped"); keeps busted's exit status.
 # Usage: tools/busted.sh LUA [busted args...]
+set -u
 lua=$1; shift
 out=$(mktemp)
-busted --lua="$lua" "$@" 2>&1 | tee "$out"
+# BUSTED_CMD runs busted some other way (under valgrind, say).
+${BUSTED_CMD:-busted --lua=$lua} "$@" 2>&1 | tee "$out"
 rc=$(sed -n 's/^\([0-9]*\) success.* \([0-9]*\) failure.* \([0-9]*\) error.* \([0-9]*\) pending.*/\1 \2 \3 \4/p' "$out" | tail -n 1)
 set -- $rc
 rm -f "$out"
