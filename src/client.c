@@ -3,12 +3,14 @@
  *
  * Lock order: c->mu is the only mutex. It is never held across I/O:
  * each operation reads what it needs from the registry, drops the mutex,
- * runs one script, then retakes it to record what Redis confirmed. Holds
- * are unlinked only on this thread, so a hold found before the I/O is
- * still valid after it (the watchdog may have marked it lost meanwhile).
+ * runs one script (on one node, or on every Redlock master at once), then
+ * retakes it to record what Redis confirmed. Holds are unlinked only on
+ * this thread, so a hold found before the I/O is still valid after it
+ * (the watchdog may have marked it lost meanwhile).
  */
 #define _GNU_SOURCE
 #include "client.h"
+#include "redlock.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -33,6 +35,17 @@ void dl_client_lose(dl_client *c, dl_hold *h, const char *reason)
     __atomic_store_n(&c->pending, 1, __ATOMIC_RELEASE);
 }
 
+void dl_client_opts_free(dl_client_opts *o)
+{
+    for (size_t i = 0; o->eps && i < o->neps; i++)
+        dl_endpoint_free(&o->eps[i]);
+    free(o->eps);
+    free(o->master);
+    dl_endpoint_free(&o->tmpl);
+    free(o->prefix);
+    memset(o, 0, sizeof *o);
+}
+
 /* A write to a socket the server closed raises SIGPIPE, whose default
  * action kills the process; hiredis writes with plain write(). Like
  * redis-cli, ignore it when nobody chose otherwise, so that a dead link
@@ -47,6 +60,32 @@ static void ignore_sigpipe(void)
     }
 }
 
+/* Learn the script SHAs on every reachable node (Redlock needs a quorum;
+ * Cluster also learns its slot map here). */
+static dl_status load_scripts(dl_client *c, char *err, size_t errlen)
+{
+    dl_topology *t = &c->topo;
+    size_t ok = 0, need = t->kind == DL_TOPO_REDLOCK ? (size_t)t->quorum : 1;
+    size_t seeds = t->nnodes;
+    dl_status st = DL_ECONN;
+    for (size_t i = 0; i < seeds; i++) {
+        if (t->kind == DL_TOPO_CLUSTER &&
+            (st = dl_topology_refresh(t, i, 0, err, errlen)) != DL_OK)
+            continue;
+        st = dl_scripts_load(&t->nodes[i]->cmd, &c->scripts, err, errlen);
+        if (st == DL_OK)
+            ok++;
+        if (st == DL_OK && t->kind != DL_TOPO_REDLOCK)
+            break;
+    }
+    if (ok >= need)
+        return DL_OK;
+    if (t->kind == DL_TOPO_REDLOCK)
+        return dl_fail(err, errlen, DL_EQUORUM, "quorum: only %zu of %zu "
+                       "servers reachable", ok, t->nnodes);
+    return st;
+}
+
 dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
                          char *err, size_t errlen)
 {
@@ -54,27 +93,32 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
     ignore_sigpipe();
     dl_client *c = calloc(1, sizeof *c);
     if (!c) {
-        dl_endpoint_free(&opts->ep);
-        free(opts->prefix);
+        dl_client_opts_free(opts);
         return dl_fail(err, errlen, DL_ECONN, "out of memory");
     }
     c->opts = *opts;
     memset(opts, 0, sizeof *opts);
     c->pid = getpid();
     pthread_mutex_init(&c->mu, NULL);
-    dl_conn_init(&c->cmd, &c->opts.ep, c->opts.connect_timeout_us,
-                 c->opts.command_timeout_us);
-    dl_waiter_init(&c->sub, &c->opts.ep, c->opts.connect_timeout_us,
-                   c->opts.command_timeout_us);
-    dl_status st = DL_OK;
-    if (dl_registry_init(&c->reg) != 0)
+    c->pubverb = c->opts.topo == DL_TOPO_CLUSTER ? "spublish" : "publish";
+    /* A renewal must come back well within the lease it protects. */
+    int64_t third = c->opts.lease_ms * 1000 / 3;
+    int64_t cmd = c->opts.command_timeout_us;
+    dl_status st = dl_topology_init(&c->topo, c->opts.topo, &c->mu,
+                                    c->opts.eps, c->opts.neps,
+                                    c->opts.master, &c->opts.tmpl,
+                                    c->opts.connect_timeout_us, cmd,
+                                    cmd > 0 && cmd < third ? cmd : third,
+                                    err, errlen);
+    c->opts.eps = NULL;
+    c->opts.neps = 0;
+    c->opts.master = NULL;
+    if (st == DL_OK && dl_registry_init(&c->reg) != 0)
         st = dl_fail(err, errlen, DL_ECONN, "out of memory");
-    else if (dl_random_hex(c->id, DL_ID_BYTES) != 0)
+    if (st == DL_OK && dl_random_hex(c->id, DL_ID_BYTES) != 0)
         st = dl_fail(err, errlen, DL_ECONN, "no randomness for the client id");
     if (st == DL_OK)
-        st = dl_conn_ensure(&c->cmd, err, errlen);
-    if (st == DL_OK)
-        st = dl_scripts_load(&c->cmd, &c->scripts, err, errlen);
+        st = load_scripts(c, err, errlen);
     if (st == DL_OK)
         st = dl_watchdog_start(c, err, errlen);
     if (st != DL_OK) {
@@ -85,11 +129,24 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
     return DL_OK;
 }
 
-/* Best effort: take this client's field out of every lock it holds, in
- * one pipelined round trip, waking waiters where a lock becomes free. */
+/* Fill the DROP arguments of h: take its owner's field out. */
+static void drop_args(const dl_client *c, const dl_hold *h,
+                      const char **argv, size_t *lens)
+{
+    argv[3] = h->key;   lens[3] = h->keylen;
+    argv[4] = h->owner; lens[4] = h->ownerlen;
+    argv[5] = h->chan;  lens[5] = h->chanlen;
+    argv[6] = c->pubverb; lens[6] = strlen(c->pubverb);
+}
+
+/* Best effort: take this client's field out of every lock it holds,
+ * waking waiters where a lock becomes free. One pipelined round trip on
+ * one server; one call per hold elsewhere. */
 static void release_all(dl_client *c)
 {
     char err[DL_ERRLEN];
+    dl_topology *t = &c->topo;
+    int pipelined = t->kind == DL_TOPO_SINGLE || t->kind == DL_TOPO_SENTINEL;
     size_t sent = 0;
     dl_hold *lists[2] = { c->reg.head, c->reg.orphans };
     for (int i = 0; i < 2; i++) {
@@ -98,19 +155,30 @@ static void release_all(dl_client *c)
                 continue;
             const char *argv[DL_SCRIPT_HEAD + 4];
             size_t lens[DL_SCRIPT_HEAD + 4];
-            argv[3] = h->key;   lens[3] = h->keylen;
-            argv[4] = h->owner; lens[4] = h->ownerlen;
-            argv[5] = h->chan;  lens[5] = h->chanlen;
-            argv[6] = "publish"; lens[6] = 7;
-            if (dl_script_append(&c->cmd, &c->scripts, DL_S_DROP, 1, 7, argv,
-                                 lens, err, sizeof err) != DL_OK)
-                return;
-            sent++;
+            redisReply *r, *rs[DL_MAX_NODES];
+            drop_args(c, h, argv, lens);
+            if (pipelined) {
+                if (dl_script_append(&t->nodes[0]->cmd, &c->scripts,
+                                     DL_S_DROP, 1, 7, argv, lens, err,
+                                     sizeof err) != DL_OK)
+                    return;
+                sent++;
+            } else if (t->kind == DL_TOPO_REDLOCK) {
+                dl_topology_fan(t, &c->scripts, DL_S_DROP, 1, 7, argv, lens,
+                                rs);
+                for (size_t k = 0; k < t->nnodes; k++)
+                    if (rs[k])
+                        freeReplyObject(rs[k]);
+            } else if (dl_topology_eval(t, &c->scripts, 0, h->key,
+                                        h->keylen, DL_S_DROP, 1, 7, argv,
+                                        lens, &r, err, sizeof err) == DL_OK) {
+                freeReplyObject(r);
+            }
         }
     }
     for (size_t i = 0; i < sent; i++) {
         redisReply *r;
-        if (dl_conn_read(&c->cmd, &r, err, sizeof err) != DL_OK)
+        if (dl_conn_read(&t->nodes[0]->cmd, &r, err, sizeof err) != DL_OK)
             return;
         freeReplyObject(r);
     }
@@ -132,16 +200,13 @@ void dl_client_close(dl_client *c)
         c->wd.running = 0;
         dl_watchdog_stop(c);
     }
-    dl_waiter_free(&c->sub);
-    dl_conn_drop(&c->cmd);
+    dl_topology_free(&c->topo);
     dl_registry_free(&c->reg);
-    dl_endpoint_free(&c->opts.ep);
-    free(c->opts.prefix);
+    dl_client_opts_free(&c->opts);
     free(c);
 }
 
-/* Read integer element i of an array reply, or fail. */
-static int int_at(const redisReply *r, size_t i, int64_t *v)
+int dl_reply_int(const redisReply *r, size_t i, int64_t *v)
 {
     if (r->type != REDIS_REPLY_ARRAY || r->elements <= i ||
         r->element[i]->type != REDIS_REPLY_INTEGER)
@@ -158,17 +223,19 @@ static void fmt_i64(char *buf, size_t n, int64_t v, const char **argv,
     *len = strlen(buf);
 }
 
-/* Sleep up to us; used only while the subscriber connection is down. */
+/* Sleep up to us; used only while no subscriber connection works. */
 static void nap(int64_t us)
 {
     poll(NULL, 0, (int)((us + 999) / 1000));
 }
 
-/* Record a successful acquire: count n, token tok, sent at t0. */
+/* Record a successful acquire: count n, token tok, sent at t0, valid
+ * for ms less drift_us. */
 static dl_status record_acquire(dl_client *c, const dl_lockref *l,
                                 int64_t n, int64_t tok, int64_t t0,
-                                int64_t ms, int watchdog, int ref,
-                                int *ref_kept, char *err, size_t errlen)
+                                int64_t ms, int64_t drift_us, int watchdog,
+                                int ref, int *ref_kept,
+                                char *err, size_t errlen)
 {
     pthread_mutex_lock(&c->mu);
     dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
@@ -193,12 +260,104 @@ static dl_status record_acquire(dl_client *c, const dl_lockref *l,
     h->token = tok;
     h->lease_ms = ms;
     h->gen++;
-    h->deadline_us = t0 + ms * 1000;
+    h->deadline_us = t0 + ms * 1000 - drift_us;
     h->renew_at_us = t0 + ms * 1000 / 3;
     c->stats.acquired++;
     dl_watchdog_poke(c, h->watchdog ? h->renew_at_us : h->deadline_us);
     pthread_mutex_unlock(&c->mu);
     return DL_OK;
+}
+
+/* One acquire attempt on the node that owns the lock. */
+static dl_status attempt_one(dl_client *c, const dl_lockref *l,
+                             const char **argv, size_t *lens,
+                             dl_attempt *a, char *err, size_t errlen)
+{
+    redisReply *r;
+    int64_t code = 0, x = 0, y = 0;
+    dl_status st = dl_topology_eval(&c->topo, &c->scripts, 0, l->key,
+                                    l->keylen, DL_S_ACQUIRE, 2, 8, argv,
+                                    lens, &r, err, errlen);
+    if (st != DL_OK)
+        return st;
+    /* {1, count, token} | {0, pttl} | {-1} */
+    int bad = dl_reply_int(r, 0, &code) ||
+              (code != -1 && dl_reply_int(r, 1, &x)) ||
+              (code == 1 && dl_reply_int(r, 2, &y));
+    freeReplyObject(r);
+    if (bad)
+        return dl_fail(err, errlen, DL_EREDIS, "unexpected acquire reply");
+    memset(a, 0, sizeof *a);
+    a->outcome = (int)code;
+    a->count = x;
+    a->pttl_ms = x;
+    a->token = y;
+    return DL_OK;
+}
+
+/* After a fresh acquire with sync_replicas: WAIT for the replicas; on a
+ * shortfall take the hold back and fail. */
+static dl_status sync_replicas(dl_client *c, const dl_lockref *l,
+                               const char **argv, size_t *lens,
+                               char *err, size_t errlen)
+{
+    char n_s[16], t_s[24];
+    snprintf(n_s, sizeof n_s, "%d", c->opts.sync_replicas);
+    snprintf(t_s, sizeof t_s, "%lld", (long long)c->opts.sync_timeout_ms);
+    const char *wargv[3] = { "WAIT", n_s, t_s };
+    redisReply *r;
+    dl_status st = dl_topology_call(&c->topo, l->key, l->keylen, 3, wargv,
+                                    NULL, &r, err, errlen);
+    long long acked = -1;
+    if (st == DL_OK) {
+        acked = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+        freeReplyObject(r);
+        if (acked >= c->opts.sync_replicas)
+            return DL_OK;
+        st = dl_fail(err, errlen, DL_EQUORUM, "quorum: only %lld of %d "
+                     "replicas confirmed the lock within %lld ms", acked,
+                     c->opts.sync_replicas,
+                     (long long)c->opts.sync_timeout_ms);
+    }
+    const char *dargv[DL_SCRIPT_HEAD + 4];
+    size_t dlens[DL_SCRIPT_HEAD + 4];
+    char derr[DL_ERRLEN];
+    dargv[3] = argv[3]; dlens[3] = lens[3];         /* key */
+    dargv[4] = argv[5]; dlens[4] = lens[5];         /* owner */
+    dargv[5] = l->chan; dlens[5] = l->chanlen;
+    dargv[6] = c->pubverb; dlens[6] = strlen(c->pubverb);
+    if (dl_topology_eval(&c->topo, &c->scripts, 0, l->key, l->keylen,
+                         DL_S_DROP, 1, 7, dargv, dlens, &r, derr,
+                         sizeof derr) == DL_OK)
+        freeReplyObject(r);
+    return st;
+}
+
+/* Subscribe to l's channel where the release will be announced: every
+ * Redlock master, or the lock's node. Returns how many subscriptions are
+ * new (the caller retries before waiting), and the waiters in ws. */
+static size_t subscribe(dl_client *c, const dl_lockref *l, dl_waiter **ws,
+                        size_t *nws)
+{
+    dl_topology *t = &c->topo;
+    char err[DL_ERRLEN];
+    size_t fresh = 0, lo = 0, hi = t->nnodes;
+    if (t->kind != DL_TOPO_REDLOCK) {
+        lo = dl_topology_route(t, l->key, l->keylen);
+        hi = lo + 1;
+    }
+    *nws = 0;
+    for (size_t i = lo; i < hi; i++) {
+        pthread_mutex_lock(&c->mu);
+        dl_waiter *w = &t->nodes[i]->sub;
+        pthread_mutex_unlock(&c->mu);
+        if (!dl_waiter_subscribed(w, l->chan, l->chanlen) &&
+            dl_waiter_subscribe(w, l->chan, l->chanlen, err, sizeof err)
+                == DL_OK)
+            fresh++;
+        ws[(*nws)++] = w;
+    }
+    return fresh;
 }
 
 dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
@@ -208,7 +367,7 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
     int64_t start = dl_now_us();
     int64_t until = wait_us < 0 ? INT64_MAX : start + wait_us;
     int64_t expect = 0, ms;
-    int watchdog;
+    int watchdog, redlock = c->topo.kind == DL_TOPO_REDLOCK;
     *ref_kept = 0;
 
     pthread_mutex_lock(&c->mu);
@@ -235,23 +394,23 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
 
     int waited = 0;
     for (;;) {
-        int64_t t0 = dl_now_us(), code = 0, a = 0, b = 0;
-        redisReply *r;
-        dl_status st = dl_script_eval(&c->cmd, &c->scripts, DL_S_ACQUIRE, 2,
-                                      8, argv, lens, &r, err, errlen);
+        int64_t t0 = dl_now_us();
+        dl_attempt a;
+        dl_status st = redlock
+            ? dl_redlock_attempt(c, l, argv, lens, t0, ms, expect, &a,
+                                 err, errlen)
+            : attempt_one(c, l, argv, lens, &a, err, errlen);
         if (st != DL_OK)
             return st;
-        /* {1, count, token} | {0, pttl} | {-1} */
-        int bad = int_at(r, 0, &code) ||
-                  (code != -1 && int_at(r, 1, &a)) ||
-                  (code == 1 && int_at(r, 2, &b));
-        freeReplyObject(r);
-        if (bad)
-            return dl_fail(err, errlen, DL_EREDIS, "unexpected acquire reply");
-        if (code == 1)
-            return record_acquire(c, l, a, b, t0, ms, watchdog, ref,
-                                  ref_kept, err, errlen);
-        if (code == -1) {                   /* a reentry found it gone */
+        if (a.outcome == 1) {
+            if (c->opts.sync_replicas > 0 && expect == 0 &&
+                (st = sync_replicas(c, l, argv, lens, err, errlen)) != DL_OK)
+                return st;
+            return record_acquire(c, l, redlock ? expect + 1 : a.count,
+                                  a.token, t0, ms, dl_redlock_drift_us(c, ms),
+                                  watchdog, ref, ref_kept, err, errlen);
+        }
+        if (a.outcome == -1) {              /* a reentry found it gone */
             pthread_mutex_lock(&c->mu);
             h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
                                  l->ownerlen);
@@ -263,7 +422,7 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
             pthread_mutex_unlock(&c->mu);
             return dl_fail(err, errlen, DL_ELOST, "%s", why);
         }
-        /* Busy: a holds the holder's remaining TTL in ms. */
+        /* Busy: a.pttl_ms is the holder's remaining TTL. */
         int64_t now = dl_now_us();
         if (wait_us == 0 || now >= until) {
             c->stats.timeouts++;
@@ -273,16 +432,19 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
             waited = 1;
             c->stats.waits++;
         }
-        if (!dl_waiter_subscribed(&c->sub, l->chan, l->chanlen) &&
-            dl_waiter_subscribe(&c->sub, l->chan, l->chanlen, err,
-                                errlen) == DL_OK)
+        if (a.split) {                      /* Redlock split vote */
+            int64_t jitter = 1000 + (int64_t)(random() % 10000);
+            nap(jitter < until - now ? jitter : until - now);
+            continue;
+        }
+        dl_waiter *ws[DL_MAX_NODES];
+        size_t nws;
+        if (subscribe(c, l, ws, &nws) > 0)
             continue;               /* subscribed: retry before waiting */
-        int64_t bound = a > 0 ? a * 1000 + 1000 : 100000;
+        int64_t bound = a.pttl_ms > 0 ? a.pttl_ms * 1000 + 1000 : 100000;
         if (bound > until - now)
             bound = until - now;
-        int w = dl_waiter_subscribed(&c->sub, l->chan, l->chanlen)
-                    ? dl_waiter_wait(&c->sub, l->chan, l->chanlen, bound)
-                    : -1;
+        int w = dl_waiter_wait_any(ws, nws, l->chan, l->chanlen, bound);
         if (w > 0)
             c->stats.wakeups++;
         else if (w < 0)             /* no subscriber: TTL-bounded naps */
@@ -334,15 +496,24 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
     fmt_i64(exp_s, sizeof exp_s, expect, &argv[6], &lens[6]);
     fmt_i64(tok_s, sizeof tok_s, token, &argv[7], &lens[7]);
     argv[8] = l->chan;  lens[8] = l->chanlen;
-    argv[9] = "publish"; lens[9] = 7;
-    redisReply *r;
+    argv[9] = c->pubverb; lens[9] = strlen(c->pubverb);
     int64_t code = 0, left = 0;
-    dl_status st = dl_script_eval(&c->cmd, &c->scripts, DL_S_RELEASE, 2, 10,
-                                  argv, lens, &r, err, errlen);
-    if (st == DL_OK) {
-        if (int_at(r, 0, &code) || (code == 1 && int_at(r, 1, &left)))
-            st = dl_fail(err, errlen, DL_EREDIS, "unexpected release reply");
-        freeReplyObject(r);
+    dl_status st;
+    if (c->topo.kind == DL_TOPO_REDLOCK) {
+        st = dl_redlock_release(c, argv, lens, &code, err, errlen);
+        left = expect - 1;
+    } else {
+        redisReply *r;
+        st = dl_topology_eval(&c->topo, &c->scripts, 0, l->key, l->keylen,
+                              DL_S_RELEASE, 2, 10, argv, lens, &r, err,
+                              errlen);
+        if (st == DL_OK) {
+            if (dl_reply_int(r, 0, &code) ||
+                (code == 1 && dl_reply_int(r, 1, &left)))
+                st = dl_fail(err, errlen, DL_EREDIS,
+                             "unexpected release reply");
+            freeReplyObject(r);
+        }
     }
 
     pthread_mutex_lock(&c->mu);
@@ -381,17 +552,27 @@ dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
     argv[4] = l->owner; lens[4] = l->ownerlen;
     fmt_i64(ms_s, sizeof ms_s, lease_ms, &argv[5], &lens[5]);
     int64_t t0 = dl_now_us();
-    redisReply *r;
-    dl_status st = dl_script_eval(&c->cmd, &c->scripts, DL_S_EXTEND, 1, 6,
-                                  argv, lens, &r, err, errlen);
+    int ok;
+    dl_status st;
+    if (c->topo.kind == DL_TOPO_REDLOCK) {
+        st = dl_redlock_extend(c, argv, lens, &ok, err, errlen);
+    } else {
+        redisReply *r;
+        st = dl_topology_eval(&c->topo, &c->scripts, 0, l->key, l->keylen,
+                              DL_S_EXTEND, 1, 6, argv, lens, &r, err,
+                              errlen);
+        if (st == DL_OK) {
+            ok = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+            freeReplyObject(r);
+        }
+    }
     if (st != DL_OK)
         return st;
-    int ok = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-    freeReplyObject(r);
 
     pthread_mutex_lock(&c->mu);
     if (ok) {
-        h->deadline_us = t0 + lease_ms * 1000;
+        h->deadline_us = t0 + lease_ms * 1000 - dl_redlock_drift_us(c,
+                                                                    lease_ms);
         if (!h->watchdog)
             h->lease_ms = lease_ms;
         h->renew_at_us = t0 + lease_ms * 1000 / 3;
@@ -409,15 +590,17 @@ dl_status dl_client_ttl(dl_client *c, const dl_lockref *l, int64_t *ttl_ms,
 {
     const char *argv[2] = { "PTTL", l->key };
     size_t lens[2] = { 4, l->keylen };
+    if (c->topo.kind == DL_TOPO_REDLOCK)
+        return dl_redlock_ttl(c, argv, lens, ttl_ms, err, errlen);
     redisReply *r;
-    dl_status st = dl_conn_call(&c->cmd, 2, argv, lens, &r, err, errlen);
+    dl_status st = dl_topology_call(&c->topo, l->key, l->keylen, 2, argv,
+                                    lens, &r, err, errlen);
     if (st != DL_OK)
         return st;
     if (r->type == REDIS_REPLY_INTEGER)
         *ttl_ms = r->integer;
     else
-        st = r->type == REDIS_REPLY_ERROR ? dl_reply_error(r, err, errlen)
-             : dl_fail(err, errlen, DL_EREDIS, "bad PTTL reply");
+        st = dl_fail(err, errlen, DL_EREDIS, "bad PTTL reply");
     freeReplyObject(r);
     return st;
 }
@@ -429,10 +612,13 @@ dl_status dl_client_force_release(dl_client *c, const dl_lockref *l,
     size_t lens[DL_SCRIPT_HEAD + 3];
     argv[3] = l->key;  lens[3] = l->keylen;
     argv[4] = l->chan; lens[4] = l->chanlen;
-    argv[5] = "publish"; lens[5] = 7;
+    argv[5] = c->pubverb; lens[5] = strlen(c->pubverb);
+    if (c->topo.kind == DL_TOPO_REDLOCK)
+        return dl_redlock_force(c, argv, lens, existed, err, errlen);
     redisReply *r;
-    dl_status st = dl_script_eval(&c->cmd, &c->scripts, DL_S_FORCE, 1, 6,
-                                  argv, lens, &r, err, errlen);
+    dl_status st = dl_topology_eval(&c->topo, &c->scripts, 0, l->key,
+                                    l->keylen, DL_S_FORCE, 1, 6, argv, lens,
+                                    &r, err, errlen);
     if (st != DL_OK)
         return st;
     *existed = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
@@ -443,13 +629,13 @@ dl_status dl_client_force_release(dl_client *c, const dl_lockref *l,
 dl_status dl_client_ping(dl_client *c, char *err, size_t errlen)
 {
     const char *argv[1] = { "PING" };
+    if (c->topo.kind == DL_TOPO_REDLOCK)
+        return dl_redlock_ping(c, argv, err, errlen);
     redisReply *r;
-    dl_status st = dl_conn_call(&c->cmd, 1, argv, NULL, &r, err, errlen);
-    if (st != DL_OK)
-        return st;
-    if (r->type == REDIS_REPLY_ERROR)
-        st = dl_reply_error(r, err, errlen);
-    freeReplyObject(r);
+    dl_status st = dl_topology_call(&c->topo, "", 0, 1, argv, NULL, &r, err,
+                                    errlen);
+    if (st == DL_OK)
+        freeReplyObject(r);
     return st;
 }
 

@@ -9,21 +9,30 @@
 #include "conn.h"
 #include "registry.h"
 #include "script.h"
-#include "wait.h"
+#include "topology.h"
 #include "watchdog.h"
 
 #include <pthread.h>
 #include <sys/types.h>
 
 typedef struct dl_client_opts {
-    dl_endpoint ep;             /* owned */
+    dl_topo_kind topo;
+    dl_endpoint *eps;           /* owned: url | servers | sentinels | seeds */
+    size_t neps;
+    char *master;               /* owned: Sentinel master name */
+    dl_endpoint tmpl;           /* owned: credentials/db of data nodes */
     char *prefix;               /* owned */
     size_t prefixlen;
     int64_t lease_ms;           /* watchdog lease */
     int64_t max_hold_ms;        /* 0: no cap */
     int64_t connect_timeout_us;
     int64_t command_timeout_us;
+    int sync_replicas;          /* WAIT for this many replicas; 0: no */
+    int64_t sync_timeout_ms;
 } dl_client_opts;
+
+/* Free what opts owns. */
+void dl_client_opts_free(dl_client_opts *opts);
 
 typedef struct dl_stats {
     uint64_t acquired, released, renewed, lost, waits, timeouts;
@@ -47,15 +56,16 @@ typedef struct dl_holdinfo {
 } dl_holdinfo;
 
 typedef struct dl_client {
-    pthread_mutex_t mu;         /* guards reg, stats, wd.next_wake_us */
+    pthread_mutex_t mu;         /* guards reg, stats, wd.next_wake_us and
+                                   topo's node list and slot map */
     dl_registry reg;
     dl_stats stats;
     int pending;                /* notices queued; read unlocked as a hint */
     dl_client_opts opts;
-    dl_conn cmd;                /* Lua thread only */
-    dl_waiter sub;              /* Lua thread only */
+    dl_topology topo;
     dl_watchdog wd;
     dl_scripts scripts;         /* read-only once open */
+    const char *pubverb;        /* "publish", or "spublish" on Cluster */
     char id[DL_ID_HEX + 1];
     pid_t pid;                  /* the process that opened it */
     uint64_t next_owner;
@@ -96,6 +106,9 @@ dl_status dl_client_force_release(dl_client *c, const dl_lockref *l,
 dl_status dl_client_ping(dl_client *c, char *err, size_t errlen);
 
 void dl_client_hold_info(dl_client *c, const dl_lockref *l, dl_holdinfo *hi);
+
+/* Integer element i of an array reply: 0, or -1 if there is none. */
+int dl_reply_int(const redisReply *r, size_t i, int64_t *v);
 
 /* Take up to max queued notices. */
 size_t dl_client_take_events(dl_client *c, dl_event *buf, size_t max);

@@ -229,14 +229,26 @@ static struct timeval to_tv(int64_t us)
     return tv;
 }
 
-void dl_conn_init(dl_conn *c, const dl_endpoint *ep,
-                  int64_t connect_timeout_us, int64_t command_timeout_us)
+int dl_conn_init(dl_conn *c, const dl_endpoint *ep,
+                 int64_t connect_timeout_us, int64_t command_timeout_us)
 {
-    c->ctx = NULL;
-    c->stale = 0;
-    c->ep = ep;
+    memset(c, 0, sizeof *c);
     c->connect_timeout_us = connect_timeout_us;
     c->command_timeout_us = command_timeout_us;
+    return dl_endpoint_copy(&c->ep, ep);
+}
+
+void dl_conn_free(dl_conn *c)
+{
+    dl_conn_drop(c);
+    dl_endpoint_free(&c->ep);
+}
+
+void dl_conn_retarget(dl_conn *c)
+{
+    dl_conn_drop(c);
+    if (c->resolver)
+        c->resolve_next = 1;
 }
 
 void dl_conn_drop(dl_conn *c)
@@ -249,10 +261,10 @@ void dl_conn_drop(dl_conn *c)
 
 static const char *where(const dl_conn *c, char *buf, size_t n)
 {
-    if (c->ep->path)
-        snprintf(buf, n, "%s", c->ep->path);
+    if (c->ep.path)
+        snprintf(buf, n, "%s", c->ep.path);
     else
-        snprintf(buf, n, "%s:%d", c->ep->host, c->ep->port);
+        snprintf(buf, n, "%s:%d", c->ep.host ? c->ep.host : "?", c->ep.port);
     return buf;
 }
 
@@ -307,25 +319,62 @@ static dl_status setup_cmd(dl_conn *c, int argc, const char **argv,
     return st;
 }
 
+/* Remember why a connect failed and, when the attempt cost time (a host
+ * that does not answer), back off (bounded) before the next one, so that
+ * a dead server costs one timeout, not one per call. A refused connection
+ * costs nothing and is tried again at once. */
+static dl_status back_off(dl_conn *c, const char *why)
+{
+    if (c->resolver)
+        c->resolve_next = 1;
+    if (dl_now_us() - c->attempt_us < 5000)
+        return DL_ECONN;
+    snprintf(c->why, sizeof c->why, "%s", why);
+    c->backoff_us = c->backoff_us ? c->backoff_us * 2 : DL_BACKOFF_MIN_US;
+    if (c->backoff_us > DL_BACKOFF_MAX_US)
+        c->backoff_us = DL_BACKOFF_MAX_US;
+    c->retry_at_us = dl_now_us() + c->backoff_us;
+    return DL_ECONN;
+}
+
+static dl_status connect_failed(dl_conn *c, char *err, size_t errlen)
+{
+    dl_conn_error(c, err, errlen);
+    return back_off(c, err);
+}
+
 dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
 {
     if (c->ctx)
         return DL_OK;
-    const dl_endpoint *ep = c->ep;
+    if (c->retry_at_us && dl_now_us() < c->retry_at_us)
+        return dl_fail(err, errlen, DL_ECONN, "%s (retrying in %lld ms)",
+                       c->why, (long long)((c->retry_at_us - dl_now_us())
+                                           / 1000 + 1));
+    c->attempt_us = dl_now_us();
+    if (c->resolve_next && c->resolver) {
+        dl_endpoint ep;
+        if (c->resolver->resolve(c->resolver->ud, &ep, err, errlen) != 0)
+            return back_off(c, err);
+        dl_endpoint_free(&c->ep);
+        c->ep = ep;
+        c->resolve_next = 0;
+    }
+    const dl_endpoint *ep = &c->ep;
     struct timeval tv = to_tv(c->connect_timeout_us);
     c->ctx = ep->path ? redisConnectUnixWithTimeout(ep->path, tv)
                       : redisConnectWithTimeout(ep->host, ep->port, tv);
     if (!c->ctx)
         return dl_fail(err, errlen, DL_ECONN, "out of memory");
     if (c->ctx->err)
-        return dl_conn_error(c, err, errlen);
+        return connect_failed(c, err, errlen);
     int fd = c->ctx->fd, one = 1;
     (void)fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
     if (!ep->path)
         (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (c->command_timeout_us > 0 &&
         redisSetTimeout(c->ctx, to_tv(c->command_timeout_us)) != REDIS_OK)
-        return dl_conn_error(c, err, errlen);
+        return connect_failed(c, err, errlen);
     if (ep->password) {
         const char *argv[3] = { "AUTH", ep->username, ep->password };
         int argc = 3;
@@ -334,16 +383,39 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
             argc = 2;
         }
         if (setup_cmd(c, argc, argv, "AUTH", err, errlen) != DL_OK)
-            return DL_ECONN;
+            return back_off(c, err);
     }
     if (ep->db != 0) {
         char db[16];
         snprintf(db, sizeof db, "%d", ep->db);
         const char *argv[2] = { "SELECT", db };
         if (setup_cmd(c, 2, argv, "SELECT", err, errlen) != DL_OK)
-            return DL_ECONN;
+            return back_off(c, err);
     }
+    c->backoff_us = 0;
+    c->retry_at_us = 0;
     return DL_OK;
+}
+
+dl_status dl_conn_flush(dl_conn *c, char *err, size_t errlen)
+{
+    int done = 0;
+    if (!c->ctx)
+        return dl_fail(err, errlen, DL_ECONN, "connection lost");
+    while (!done)
+        if (redisBufferWrite(c->ctx, &done) != REDIS_OK)
+            return dl_conn_error(c, err, errlen);
+    return DL_OK;
+}
+
+void dl_conn_read_timeout(dl_conn *c, int64_t us)
+{
+    if (!c->ctx)
+        return;
+    if (us <= 0)
+        us = c->command_timeout_us;
+    if (us > 0)
+        (void)redisSetTimeout(c->ctx, to_tv(us));
 }
 
 dl_status dl_conn_append(dl_conn *c, int argc, const char **argv,

@@ -32,17 +32,48 @@ void dl_endpoint_free(dl_endpoint *ep);
 /* Deep copy; returns 0 or -1 on allocation failure. */
 int dl_endpoint_copy(dl_endpoint *dst, const dl_endpoint *src);
 
+/* Where a connection should go now, asked again after a failure: used
+ * for Sentinel, whose master moves. Called on the thread that owns the
+ * connection; fills *ep (zeroed first). Returns 0, or -1 with err. */
+typedef struct dl_resolver {
+    int (*resolve)(void *ud, dl_endpoint *ep, char *err, size_t errlen);
+    void *ud;
+} dl_resolver;
+
 typedef struct dl_conn {
     redisContext *ctx;          /* NULL while disconnected */
-    const dl_endpoint *ep;      /* borrowed; outlives the conn */
+    dl_endpoint ep;             /* owned: where it connects */
+    const dl_resolver *resolver;/* NULL: ep never changes */
+    int resolve_next;           /* ask the resolver before reconnecting */
     int64_t connect_timeout_us;
     int64_t command_timeout_us; /* 0: block without a bound */
+    int64_t retry_at_us;        /* no connect attempt before this */
+    int64_t backoff_us;         /* doubles per slow failed connect, capped */
+    int64_t attempt_us;         /* when the last connect attempt began */
     int stale;                  /* the last error was a dead link (EOF,
                                    reset), not a timeout */
+    char why[96];               /* the last connect failure */
 } dl_conn;
 
-void dl_conn_init(dl_conn *c, const dl_endpoint *ep,
-                  int64_t connect_timeout_us, int64_t command_timeout_us);
+#define DL_BACKOFF_MIN_US 25000
+#define DL_BACKOFF_MAX_US 1000000
+
+/* Copy ep into c. Returns 0, or -1 when out of memory (c owns nothing). */
+int dl_conn_init(dl_conn *c, const dl_endpoint *ep,
+                 int64_t connect_timeout_us, int64_t command_timeout_us);
+/* Drop the connection and free the endpoint. */
+void dl_conn_free(dl_conn *c);
+
+/* Write everything queued by dl_conn_append without waiting for replies,
+ * so that several connections work at once. */
+dl_status dl_conn_flush(dl_conn *c, char *err, size_t errlen);
+
+/* Bound the next reads by us (0: the connection's command timeout). */
+void dl_conn_read_timeout(dl_conn *c, int64_t us);
+
+/* Forget the connection and ask the resolver (if any) before the next
+ * connect: the server is no longer what we wanted (READONLY). */
+void dl_conn_retarget(dl_conn *c);
 
 /* Connect (if not connected), set TCP_NODELAY and timeouts, AUTH, SELECT.
  * Returns DL_OK or DL_ECONN with a message in err. */

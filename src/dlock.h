@@ -17,7 +17,8 @@ typedef enum {
     DL_ELOST,       /* "lost"       */
     DL_ECONN,       /* "connection" */
     DL_EQUORUM,     /* "quorum"     */
-    DL_EREDIS       /* "redis"      */
+    DL_EREDIS,      /* "redis"      */
+    DL_EMOVED       /* internal: a Cluster redirect, text in err */
 } dl_status;
 
 #define DL_ERRLEN 256           /* size of every caller-owned err buffer */

@@ -82,6 +82,13 @@ static const char *const src[DL_S_COUNT] = {
         "  redis.call(ARGV[3], ARGV[2], 'drop')\n"
         "end\n"
         "return 1\n",
+
+    [DL_S_FENCE] =
+        "local n = tonumber(redis.call('hget', KEYS[1], 'n') or '0')\n"
+        "if n < tonumber(ARGV[1]) then\n"
+        "  redis.call('hset', KEYS[1], 'n', ARGV[1])\n"
+        "end\n"
+        "return 1\n",
 };
 
 dl_status dl_scripts_load(dl_conn *c, dl_scripts *s, char *err, size_t errlen)
@@ -149,8 +156,23 @@ dl_status dl_script_eval(dl_conn *c, const dl_scripts *s, dl_script_id id,
         lens[1] = strlen(src[id]);
         st = dl_conn_call(c, argc, argv, lens, out, err, errlen);
     }
+    if (st == DL_OK && (*out)->type == REDIS_REPLY_ERROR &&
+        strncmp((*out)->str, "READONLY", 8) == 0 && c->resolver) {
+        /* Sentinel: the master was demoted. Find the new one, resend. */
+        freeReplyObject(*out);
+        dl_conn_retarget(c);
+        argv[0] = "EVAL";
+        lens[0] = 4;
+        argv[1] = src[id];
+        lens[1] = strlen(src[id]);
+        st = dl_conn_call(c, argc, argv, lens, out, err, errlen);
+    }
     if (st == DL_OK && (*out)->type == REDIS_REPLY_ERROR) {
-        st = dl_reply_error(*out, err, errlen);
+        if (strncmp((*out)->str, "MOVED ", 6) == 0 ||
+            strncmp((*out)->str, "ASK ", 4) == 0)
+            st = dl_fail(err, errlen, DL_EMOVED, "%s", (*out)->str);
+        else
+            st = dl_reply_error(*out, err, errlen);
         freeReplyObject(*out);
         *out = NULL;
     }

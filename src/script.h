@@ -21,6 +21,7 @@ typedef enum {
     DL_S_EXTEND,    /* KEYS lock;       ARGV owner lease_ms               */
     DL_S_FORCE,     /* KEYS lock;       ARGV chan pub                     */
     DL_S_DROP,      /* KEYS lock;       ARGV owner chan pub               */
+    DL_S_FENCE,     /* KEYS fence;      ARGV token: raise the counter to it */
     DL_S_COUNT
 } dl_script_id;
 

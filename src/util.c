@@ -22,6 +22,7 @@ const char *dl_strerror(dl_status st)
     case DL_ECONN:    return "connection";
     case DL_EQUORUM:  return "quorum";
     case DL_EREDIS:   return "redis";
+    case DL_EMOVED:   return "redis";
     }
     return "redis";
 }

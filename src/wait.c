@@ -18,13 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-void dl_waiter_init(dl_waiter *w, const dl_endpoint *ep,
-                    int64_t connect_timeout_us, int64_t command_timeout_us)
+int dl_waiter_init(dl_waiter *w, const dl_endpoint *ep,
+                   int64_t connect_timeout_us, int sharded)
 {
     memset(w, 0, sizeof *w);
+    w->sharded = sharded;
     /* No socket timeout: every read here follows a poll() that said so. */
-    (void)command_timeout_us;
-    dl_conn_init(&w->conn, ep, connect_timeout_us, 0);
+    return dl_conn_init(&w->conn, ep, connect_timeout_us, 0);
 }
 
 static void forget_all(dl_waiter *w)
@@ -37,7 +37,7 @@ static void forget_all(dl_waiter *w)
 void dl_waiter_free(dl_waiter *w)
 {
     forget_all(w);
-    dl_conn_drop(&w->conn);
+    dl_conn_free(&w->conn);
 }
 
 static dl_sub *find(dl_waiter *w, const char *chan, size_t len)
@@ -99,27 +99,6 @@ static int flush(dl_waiter *w)
     return 0;
 }
 
-/* Wait for readability until deadline_us, then read. 1: read something,
- * 0: deadline passed, -1: connection broke. */
-static int read_some(dl_waiter *w, int64_t deadline_us)
-{
-    for (;;) {
-        int64_t left = deadline_us - dl_now_us();
-        if (left <= 0)
-            return 0;
-        struct pollfd p = { .fd = w->conn.ctx->fd, .events = POLLIN };
-        int ms = (int)((left + 999) / 1000);
-        int n = poll(&p, 1, ms);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -1;
-        if (n == 0)
-            continue;           /* re-check the clock; poll rounds */
-        return redisBufferRead(w->conn.ctx) == REDIS_OK ? 1 : -1;
-    }
-}
-
 static void broken(dl_waiter *w)
 {
     forget_all(w);
@@ -132,8 +111,9 @@ static void evict_lru(dl_waiter *w)
     for (int i = 1; i < w->nsubs; i++)
         if (w->subs[i].used < w->subs[lru].used)
             lru = i;
-    const char *argv[2] = { "UNSUBSCRIBE", w->subs[lru].chan };
-    size_t lens[2] = { 11, w->subs[lru].len };
+    const char *argv[2] = { w->sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE",
+                            w->subs[lru].chan };
+    size_t lens[2] = { strlen(argv[0]), w->subs[lru].len };
     /* The reply is drained with the other traffic; nothing waits for it. */
     (void)redisAppendCommandArgv(w->conn.ctx, 2, argv, lens);
     free(w->subs[lru].chan);
@@ -156,8 +136,8 @@ dl_status dl_waiter_subscribe(dl_waiter *w, const char *chan, size_t len,
         return dl_fail(err, errlen, DL_ECONN, "out of memory");
     memcpy(copy, chan, len);
     copy[len] = '\0';
-    const char *argv[2] = { "SUBSCRIBE", chan };
-    size_t lens[2] = { 9, len };
+    const char *argv[2] = { w->sharded ? "SSUBSCRIBE" : "SUBSCRIBE", chan };
+    size_t lens[2] = { strlen(argv[0]), len };
     if (redisAppendCommandArgv(w->conn.ctx, 2, argv, lens) != REDIS_OK ||
         flush(w) != 0) {
         free(copy);
@@ -177,7 +157,20 @@ dl_status dl_waiter_subscribe(dl_waiter *w, const char *chan, size_t len,
         int c = drain(w, chan, len);
         if (c > 0)
             return DL_OK;
-        int rd = c < 0 ? -1 : read_some(w, deadline);
+        int rd = c < 0 ? -1 : 0;
+        if (rd == 0) {
+            int64_t left = deadline - dl_now_us();
+            struct pollfd p = { .fd = w->conn.ctx->fd, .events = POLLIN };
+            int n = left > 0 ? poll(&p, 1, (int)((left + 999) / 1000)) : 0;
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n > 0)
+                rd = redisBufferRead(w->conn.ctx) == REDIS_OK ? 1 : -1;
+            else if (n < 0)
+                rd = -1;
+            else if (dl_now_us() < deadline)
+                continue;               /* poll rounds: look again */
+        }
         if (rd <= 0) {
             broken(w);
             return dl_fail(err, errlen, DL_ECONN, rd == 0 ?
@@ -187,29 +180,52 @@ dl_status dl_waiter_subscribe(dl_waiter *w, const char *chan, size_t len,
     }
 }
 
-int dl_waiter_wait(dl_waiter *w, const char *chan, size_t len,
-                   int64_t timeout_us)
+int dl_waiter_wait_any(dl_waiter **ws, size_t n, const char *chan,
+                       size_t len, int64_t timeout_us)
 {
-    dl_sub *s = find(w, chan, len);
-    if (!w->conn.ctx || !s)
-        return -1;
-    s->used = ++w->tick;
+    struct pollfd pfd[64];
+    dl_waiter *polled[64];
     int64_t deadline = dl_now_us() + timeout_us;
+    if (n > 64)
+        n = 64;
     for (;;) {
-        if (drain(w, NULL, 0) < 0) {
-            broken(w);
-            return -1;
+        size_t np = 0;
+        int woke = 0;
+        for (size_t i = 0; i < n; i++) {
+            dl_waiter *w = ws[i];
+            dl_sub *s = w->conn.ctx ? find(w, chan, len) : NULL;
+            if (!s)
+                continue;
+            s->used = ++w->tick;
+            if (drain(w, NULL, 0) < 0) {
+                broken(w);
+                continue;
+            }
+            if (s->pending) {
+                s->pending = 0;
+                woke = 1;
+            }
+            pfd[np].fd = w->conn.ctx->fd;
+            pfd[np].events = POLLIN;
+            pfd[np].revents = 0;
+            polled[np++] = w;
         }
-        if (s->pending) {
-            s->pending = 0;
+        if (woke)
             return 1;
-        }
-        int rd = read_some(w, deadline);
-        if (rd == 0)
+        if (np == 0)
+            return -1;
+        int64_t left = deadline - dl_now_us();
+        if (left <= 0)
             return 0;
-        if (rd < 0) {
-            broken(w);
+        int k = poll(pfd, (nfds_t)np, (int)((left + 999) / 1000));
+        if (k < 0 && errno != EINTR) {
+            for (size_t i = 0; i < np; i++)
+                broken(polled[i]);
             return -1;
         }
+        for (size_t i = 0; k > 0 && i < np; i++)
+            if (pfd[i].revents && redisBufferRead(polled[i]->conn.ctx)
+                                      != REDIS_OK)
+                broken(polled[i]);
     }
 }

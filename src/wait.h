@@ -20,13 +20,15 @@ typedef struct dl_sub {
 
 typedef struct dl_waiter {
     dl_conn conn;
+    int sharded;            /* SSUBSCRIBE (Cluster shard channels) */
     dl_sub subs[DL_WAIT_MAX_SUBS];
     int nsubs;
     uint64_t tick;
 } dl_waiter;
 
-void dl_waiter_init(dl_waiter *w, const dl_endpoint *ep,
-                    int64_t connect_timeout_us, int64_t command_timeout_us);
+/* Returns 0, or -1 when out of memory. */
+int dl_waiter_init(dl_waiter *w, const dl_endpoint *ep,
+                   int64_t connect_timeout_us, int sharded);
 void dl_waiter_free(dl_waiter *w);
 
 /* Whether chan is subscribed (confirmed by the server). */
@@ -37,10 +39,17 @@ int dl_waiter_subscribed(dl_waiter *w, const char *chan, size_t len);
 dl_status dl_waiter_subscribe(dl_waiter *w, const char *chan, size_t len,
                               char *err, size_t errlen);
 
-/* Block until a message on chan arrives (1), timeout_us passes (0), or
- * the connection breaks (-1, subscriptions forgotten). A message that
- * arrived since the previous wait on chan counts. */
-int dl_waiter_wait(dl_waiter *w, const char *chan, size_t len,
-                   int64_t timeout_us);
+/* Block until a message on chan arrives on any of the n waiters (1),
+ * timeout_us passes (0), or none of them is subscribed any more (-1: the
+ * links broke; their subscriptions are forgotten). A message that arrived
+ * since the previous wait on chan counts. */
+int dl_waiter_wait_any(dl_waiter **ws, size_t n, const char *chan,
+                       size_t len, int64_t timeout_us);
+
+static inline int dl_waiter_wait(dl_waiter *w, const char *chan, size_t len,
+                                 int64_t timeout_us)
+{
+    return dl_waiter_wait_any(&w, 1, chan, len, timeout_us);
+}
 
 #endif

@@ -1,74 +1,66 @@
 /* SPDX-License-Identifier: MIT
  * watchdog.c: the renewal thread.
  *
- * DESIGN. One thread per client, its own hiredis connection, one mutex
- * (the client's) and one condition variable on CLOCK_MONOTONIC, in the
- * shape of Redis's bio.c: the loop starts with the mutex held, scans the
- * registry, drops the mutex for the network, and retakes it to record
- * what Redis said. Each pass:
+ * DESIGN. One thread per client, its own hiredis connection to each node,
+ * one mutex (the client's) and one condition variable on CLOCK_MONOTONIC,
+ * in the shape of Redis's bio.c: the loop starts with the mutex held,
+ * scans the registry, drops the mutex for the network, and retakes it to
+ * record what Redis said. Each pass:
  *   1. marks lost every hold whose local deadline has passed (the lease
  *      may have run out without a confirmed renewal);
  *   2. takes every watchdog hold due for renewal, renewing up to lease/6
- *      early so that holds drift into the same pass;
- *   3. renews them with one script call per DL_RENEW_BATCH keys, all
- *      calls pipelined: one round trip per pass, however many holds;
- *   4. releases orphans (holds of collected coroutines) in the same
- *      pipeline and frees them;
- *   5. sleeps until the earliest renewal or deadline, or a poke.
+ *      early so that holds drift into the same pass, and notes the node
+ *      (and Cluster slot) each goes to - every node on Redlock;
+ *   3. renews them with one script call per DL_RENEW_BATCH keys of one
+ *      node (and one slot, which Cluster scripts need), every call of the
+ *      pass pipelined and written to all nodes before any reply is read:
+ *      one round trip per pass, however many holds;
+ *   4. releases orphans (holds of collected coroutines) and frees them;
+ *   5. counts the answers per hold against the quorum (1, or N/2+1 on
+ *      Redlock): renewed, lost, or retried soon;
+ *   6. sleeps until the earliest renewal or deadline, or a poke.
  * The thread runs no Lua, blocks every signal, and is joined by close.
  */
 #define _GNU_SOURCE
 #include "watchdog.h"
 #include "client.h"
+#include "redlock.h"
 
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define RES_ERROR 2
-#define RES_NOSCRIPT 3
 #define LOST_GONE "lost: the lock expired or was deleted"
 #define LOST_TAKEN "lost: another owner holds the lock"
 #define LOST_UNCONFIRMED "lost: the lease ran out before a renewal was confirmed"
 #define LOST_EXPIRED "lost: the lease expired"
 #define LOST_MAXHOLD "lost: max_hold reached"
 
-static int reserve_batch(dl_watchdog *w, size_t n)
+/* Grow *p (of *cap elements of size sz) to hold n. */
+static int grow(void *p, size_t *cap, size_t n, size_t sz)
 {
-    if (n <= w->capbatch)
+    if (n <= *cap)
         return 0;
-    size_t cap = w->capbatch ? w->capbatch * 2 : 64;
-    while (cap < n)
-        cap *= 2;
-    dl_hold **b = realloc(w->batch, cap * sizeof *b);
-    if (b)
-        w->batch = b;
-    uint64_t *g = realloc(w->gens, cap * sizeof *g);
-    if (g)
-        w->gens = g;
-    int *r = realloc(w->res, cap * sizeof *r);
-    if (r)
-        w->res = r;
-    if (!b || !g || !r)
+    size_t c = *cap ? *cap * 2 : 64;
+    while (c < n)
+        c *= 2;
+    void *q = realloc(*(void **)p, c * sz);
+    if (!q)
         return -1;
-    w->capbatch = cap;
+    *(void **)p = q;
+    *cap = c;
     return 0;
 }
 
-static int reserve_argv(dl_watchdog *w, size_t n)
+static int reserve_batch(dl_watchdog *w, size_t n)
 {
-    if (n <= w->capargv)
-        return 0;
-    const char **a = realloc(w->argv, n * sizeof *a);
-    if (a)
-        w->argv = a;
-    size_t *l = realloc(w->lens, n * sizeof *l);
-    if (l)
-        w->lens = l;
-    if (!a || !l)
+    size_t cap = w->capbatch, c2 = cap, c3 = cap;
+    if (grow(&w->batch, &cap, n, sizeof *w->batch) ||
+        grow(&w->gens, &c2, n, sizeof *w->gens) ||
+        grow(&w->votes, &c3, n, sizeof *w->votes))
         return -1;
-    w->capargv = n;
+    w->capbatch = cap;
     return 0;
 }
 
@@ -82,8 +74,9 @@ static int capped(const dl_client *c, const dl_hold *h, int64_t now)
 static int64_t scan(dl_client *c, int64_t now)
 {
     dl_watchdog *w = &c->wd;
+    dl_topology *t = &c->topo;
     int64_t lease = c->opts.lease_ms * 1000, next = INT64_MAX;
-    w->nbatch = 0;
+    w->nbatch = w->norder = 0;
     for (dl_hold *h = c->reg.head; h; h = h->next) {
         if (h->lost || h->count <= 0)
             continue;
@@ -102,119 +95,216 @@ static int64_t scan(dl_client *c, int64_t now)
                 next = h->renew_at_us;
             continue;
         }
-        if (reserve_batch(w, w->nbatch + 1) != 0) {
+        size_t fan = t->kind == DL_TOPO_REDLOCK ? t->nnodes : 1;
+        if (reserve_batch(w, w->nbatch + 1) != 0 ||
+            grow(&w->order, &w->caporder, w->norder + fan,
+                 sizeof *w->order) != 0) {
             next = now + 10000;             /* out of memory: later */
             break;
         }
+        size_t e = w->nbatch++;
         h->inflight = 1;
-        w->gens[w->nbatch] = h->gen;
-        w->batch[w->nbatch++] = h;
+        w->gens[e] = h->gen;
+        w->batch[e] = h;
+        memset(&w->votes[e], 0, sizeof w->votes[e]);
+        uint64_t slot = 0, node = 0;
+        if (t->kind == DL_TOPO_CLUSTER) {
+            slot = dl_key_slot(h->key, h->keylen);
+            node = t->slots[slot] == DL_NO_NODE ? 0 : t->slots[slot];
+        }
+        for (size_t k = 0; k < fan; k++)
+            w->order[w->norder++] = ((node + k) << 40) | (slot << 24) | e;
     }
     return next;
 }
 
-/* Results of one renewal call for holds first..first+m. */
-static void fill(dl_watchdog *w, size_t first, size_t m, const redisReply *r)
+static int cmp_u64(const void *a, const void *b)
 {
-    int noscript = dl_script_noscript(r);
-    for (size_t i = 0; i < m; i++) {
-        w->res[first + i] = noscript ? RES_NOSCRIPT : RES_ERROR;
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == m &&
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+#define ENTRY(o) ((size_t)((o) & 0xffffff))
+#define SLOT(o)  ((unsigned)(((o) >> 24) & 0xffff))
+#define NODE(o)  ((size_t)((o) >> 40))
+
+/* Cut the sorted order into script calls: one node, one slot, at most
+ * DL_RENEW_BATCH keys each. */
+static int make_chunks(dl_watchdog *w)
+{
+    w->nchunks = 0;
+    for (size_t i = 0; i < w->norder;) {
+        size_t j = i + 1;
+        while (j < w->norder && j - i < DL_RENEW_BATCH &&
+               NODE(w->order[j]) == NODE(w->order[i]) &&
+               SLOT(w->order[j]) == SLOT(w->order[i]))
+            j++;
+        if (grow(&w->chunks, &w->capchunks, w->nchunks + 1,
+                 sizeof *w->chunks) != 0)
+            return -1;
+        dl_chunk *k = &w->chunks[w->nchunks++];
+        k->node = (uint32_t)NODE(w->order[i]);
+        k->first = (uint32_t)i;
+        k->m = (uint32_t)(j - i);
+        i = j;
+    }
+    return 0;
+}
+
+/* The arguments of chunk k in w->argv/w->lens; returns argc. */
+static int chunk_args(dl_client *c, const dl_chunk *k, const char *lease_s)
+{
+    dl_watchdog *w = &c->wd;
+    size_t a = DL_SCRIPT_HEAD;
+    for (size_t i = 0; i < k->m; i++, a++) {
+        const dl_hold *h = w->batch[ENTRY(w->order[k->first + i])];
+        w->argv[a] = h->key;
+        w->lens[a] = h->keylen;
+    }
+    w->argv[a] = lease_s;
+    w->lens[a++] = strlen(lease_s);
+    for (size_t i = 0; i < k->m; i++, a++) {
+        const dl_hold *h = w->batch[ENTRY(w->order[k->first + i])];
+        w->argv[a] = h->owner;
+        w->lens[a] = h->ownerlen;
+    }
+    return (int)a;
+}
+
+/* Count chunk k's answers: per key 1 renewed, 0 gone, -1 taken. */
+static void tally(dl_watchdog *w, const dl_chunk *k, const redisReply *r)
+{
+    for (size_t i = 0; i < k->m; i++) {
+        dl_votes *v = &w->votes[ENTRY(w->order[k->first + i])];
+        long long x = 2;
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == k->m &&
             r->element[i]->type == REDIS_REPLY_INTEGER)
-            w->res[first + i] = (int)r->element[i]->integer;
+            x = r->element[i]->integer;
+        if (x == 1)
+            v->ok++;
+        else if (x == 0)
+            v->gone++;
+        else if (x == -1)
+            v->taken++;
+        else
+            v->err++;
     }
 }
 
-/* Steps 3 and 4, without the mutex. Fills w->res. Returns the number
- * of script calls made. */
-static size_t renew(dl_client *c, dl_hold *orphans)
+/* DROP every orphan on its node(s), queued on the pipelines. */
+static void queue_orphans(dl_client *c, dl_hold *orphans, size_t nnodes,
+                          size_t *ndrop)
 {
-    dl_watchdog *w = &c->wd;
-    char err[DL_ERRLEN], lease_s[24];
-    size_t n = w->nbatch, nchunks = (n + DL_RENEW_BATCH - 1) / DL_RENEW_BATCH;
-    snprintf(lease_s, sizeof lease_s, "%lld", (long long)c->opts.lease_ms);
-    for (size_t i = 0; i < n; i++)
-        w->res[i] = RES_ERROR;
-    if (reserve_argv(w, 2 * n + (DL_SCRIPT_HEAD + 1) * nchunks) != 0)
-        return 0;
-
-    int ok = 1;
-    for (size_t k = 0, off = 0; k < nchunks && ok; k++) {
-        size_t first = k * DL_RENEW_BATCH;
-        size_t m = n - first < DL_RENEW_BATCH ? n - first : DL_RENEW_BATCH;
-        const char **argv = w->argv + off;
-        size_t *lens = w->lens + off;
-        size_t a = DL_SCRIPT_HEAD;
-        for (size_t i = 0; i < m; i++, a++) {
-            argv[a] = w->batch[first + i]->key;
-            lens[a] = w->batch[first + i]->keylen;
-        }
-        argv[a] = lease_s;
-        lens[a++] = strlen(lease_s);
-        for (size_t i = 0; i < m; i++, a++) {
-            argv[a] = w->batch[first + i]->owner;
-            lens[a] = w->batch[first + i]->ownerlen;
-        }
-        ok = dl_script_append(&w->conn, &c->scripts, DL_S_RENEW, (int)m,
-                              (int)a, argv, lens, err, sizeof err) == DL_OK;
-        off += a;
-    }
-    size_t ndrop = 0;
-    for (dl_hold *h = orphans; h && ok; h = h->onext, ndrop++) {
+    dl_topology *t = &c->topo;
+    char err[DL_ERRLEN];
+    for (dl_hold *h = orphans; h; h = h->onext) {
         const char *argv[DL_SCRIPT_HEAD + 4];
         size_t lens[DL_SCRIPT_HEAD + 4];
         argv[3] = h->key;   lens[3] = h->keylen;
         argv[4] = h->owner; lens[4] = h->ownerlen;
         argv[5] = h->chan;  lens[5] = h->chanlen;
-        argv[6] = "publish"; lens[6] = 7;
-        ok = dl_script_append(&w->conn, &c->scripts, DL_S_DROP, 1, 7, argv,
-                              lens, err, sizeof err) == DL_OK;
-    }
-
-    /* Read every reply in order, then resend chunks whose script the
-     * server had lost (SCRIPT FLUSH, restart) with EVAL. */
-    for (size_t k = 0; k < nchunks && ok; k++) {
-        size_t first = k * DL_RENEW_BATCH;
-        size_t m = n - first < DL_RENEW_BATCH ? n - first : DL_RENEW_BATCH;
-        redisReply *r;
-        if (dl_conn_read(&w->conn, &r, err, sizeof err) != DL_OK)
-            return nchunks;
-        fill(w, first, m, r);
-        freeReplyObject(r);
-    }
-    for (size_t i = 0; i < ndrop && ok; i++) {
-        redisReply *r;
-        if (dl_conn_read(&w->conn, &r, err, sizeof err) != DL_OK)
-            return nchunks;
-        freeReplyObject(r);
-    }
-    for (size_t k = 0, off = 0; k < nchunks && ok; k++) {
-        size_t first = k * DL_RENEW_BATCH;
-        size_t m = n - first < DL_RENEW_BATCH ? n - first : DL_RENEW_BATCH;
-        size_t argc = DL_SCRIPT_HEAD + 2 * m + 1;
-        redisReply *r;
-        if (w->res[first] == RES_NOSCRIPT) {
-            if (dl_script_eval(&w->conn, &c->scripts, DL_S_RENEW, (int)m,
-                               (int)argc, w->argv + off, w->lens + off, &r,
-                               err, sizeof err) != DL_OK)
-                break;
-            fill(w, first, m, r);
-            freeReplyObject(r);
+        argv[6] = c->pubverb; lens[6] = strlen(c->pubverb);
+        size_t lo = 0, hi = nnodes;
+        if (t->kind != DL_TOPO_REDLOCK) {
+            lo = dl_topology_route(t, h->key, h->keylen);
+            hi = lo + 1;
         }
-        off += argc;
+        for (size_t k = lo; k < hi; k++)
+            if (dl_script_append(&t->nodes[k]->wd, &c->scripts, DL_S_DROP,
+                                 1, 7, argv, lens, err, sizeof err) == DL_OK)
+                ndrop[k]++;
     }
-    return nchunks;
 }
 
-/* Record the results of a pass sent at `sent`, with c->mu held. */
+/* Steps 3 and 4, without the mutex. Fills w->votes. Returns the number
+ * of script calls made. */
+static size_t renew(dl_client *c, dl_hold *orphans, size_t nnodes)
+{
+    dl_watchdog *w = &c->wd;
+    dl_topology *t = &c->topo;
+    char err[DL_ERRLEN], lease_s[24];
+    size_t ndrop[DL_MAX_NODES] = { 0 };
+    int sent[DL_MAX_NODES], moved[DL_MAX_NODES] = { 0 };
+    snprintf(lease_s, sizeof lease_s, "%lld", (long long)c->opts.lease_ms);
+    qsort(w->order, w->norder, sizeof *w->order, cmp_u64);
+    if (make_chunks(w) != 0) {
+        w->nchunks = 0;
+        for (size_t i = 0; i < w->nbatch; i++)
+            w->votes[i].err++;
+        return 0;
+    }
+    for (size_t k = 0; k < nnodes; k++)
+        sent[k] = 1;
+    for (size_t i = 0; i < w->nchunks; i++) {
+        const dl_chunk *k = &w->chunks[i];
+        int argc = chunk_args(c, k, lease_s);
+        if (sent[k->node] &&
+            dl_script_append(&t->nodes[k->node]->wd, &c->scripts,
+                             DL_S_RENEW, (int)k->m, argc, w->argv, w->lens,
+                             err, sizeof err) != DL_OK)
+            sent[k->node] = 0;
+    }
+    queue_orphans(c, orphans, nnodes, ndrop);
+    for (size_t k = 0; k < nnodes; k++)     /* all nodes work at once */
+        if (sent[k] && t->nodes[k]->wd.ctx &&
+            dl_conn_flush(&t->nodes[k]->wd, err, sizeof err) != DL_OK)
+            sent[k] = 0;
+
+    /* Read every reply in order; resend with EVAL a chunk whose script
+     * the server had lost (SCRIPT FLUSH, restart). */
+    for (size_t i = 0; i < w->nchunks; i++) {
+        const dl_chunk *k = &w->chunks[i];
+        dl_conn *conn = &t->nodes[k->node]->wd;
+        redisReply *r = NULL;
+        if (!sent[k->node] ||
+            dl_conn_read(conn, &r, err, sizeof err) != DL_OK) {
+            sent[k->node] = 0;
+            tally(w, k, NULL);
+            continue;
+        }
+        if (dl_script_noscript(r)) {
+            freeReplyObject(r);
+            int argc = chunk_args(c, k, lease_s);
+            if (dl_script_eval(conn, &c->scripts, DL_S_RENEW, (int)k->m,
+                               argc, w->argv, w->lens, &r, err,
+                               sizeof err) != DL_OK)
+                r = NULL;
+        } else if (r->type == REDIS_REPLY_ERROR &&
+                   (strncmp(r->str, "MOVED ", 6) == 0 ||
+                    strncmp(r->str, "ASK ", 4) == 0)) {
+            moved[k->node] = 1;
+        }
+        tally(w, k, r);
+        if (r)
+            freeReplyObject(r);
+    }
+    for (size_t k = 0; k < nnodes; k++) {
+        for (size_t i = 0; sent[k] && i < ndrop[k]; i++) {
+            redisReply *r;
+            if (dl_conn_read(&t->nodes[k]->wd, &r, err, sizeof err) != DL_OK)
+                break;
+            freeReplyObject(r);
+        }
+        if (moved[k])                       /* Cluster: the map moved */
+            (void)dl_topology_refresh(t, k, 1, err, sizeof err);
+    }
+    return w->nchunks;
+}
+
+/* Steps 5: record the results of a pass sent at `sent`, with c->mu held. */
 static void record(dl_client *c, int64_t sent, size_t calls)
 {
     dl_watchdog *w = &c->wd;
+    dl_topology *t = &c->topo;
     int64_t lease = c->opts.lease_ms * 1000;
     int64_t retry = lease / 10 < 1000000 ? lease / 10 : 1000000;
+    int64_t drift = dl_redlock_drift_us(c, c->opts.lease_ms);
+    size_t q = (size_t)t->quorum;
+    size_t n = t->kind == DL_TOPO_REDLOCK ? t->nnodes : 1;
     int failed = 0;
     for (size_t i = 0; i < w->nbatch; i++) {
         dl_hold *h = w->batch[i];
+        const dl_votes *v = &w->votes[i];
         h->inflight = 0;
         if (h->dead) {
             free(h);
@@ -222,20 +312,14 @@ static void record(dl_client *c, int64_t sent, size_t calls)
         }
         if (h->lost || h->releasing || h->gen != w->gens[i])
             continue;
-        switch (w->res[i]) {
-        case 1:
-            if (sent + lease > h->deadline_us)
-                h->deadline_us = sent + lease;
+        if (v->ok >= q) {
+            if (sent + lease - drift > h->deadline_us)
+                h->deadline_us = sent + lease - drift;
             h->renew_at_us = sent + lease / 3;
             c->stats.renewed++;
-            break;
-        case 0:
-            dl_client_lose(c, h, LOST_GONE);
-            break;
-        case -1:
-            dl_client_lose(c, h, LOST_TAKEN);
-            break;
-        default:
+        } else if ((size_t)(v->gone + v->taken) > n - q) {
+            dl_client_lose(c, h, v->taken ? LOST_TAKEN : LOST_GONE);
+        } else {
             failed = 1;
             h->renew_at_us = dl_now_us() + retry;
         }
@@ -273,10 +357,11 @@ static void *run(void *arg)
             wait_until(c, next);
             continue;
         }
+        size_t nnodes = c->topo.nnodes;
         w->next_wake_us = 0;                /* busy: no pokes needed */
         pthread_mutex_unlock(&c->mu);
         int64_t sent = dl_now_us();
-        size_t calls = renew(c, orphans);
+        size_t calls = renew(c, orphans, nnodes);
         while (orphans) {
             dl_hold *next_o = orphans->onext;
             free(orphans);
@@ -292,6 +377,11 @@ static void *run(void *arg)
 dl_status dl_watchdog_start(dl_client *c, char *err, size_t errlen)
 {
     dl_watchdog *w = &c->wd;
+    size_t n = DL_SCRIPT_HEAD + 2 * DL_RENEW_BATCH + 1;
+    w->argv = malloc(n * sizeof *w->argv);
+    w->lens = malloc(n * sizeof *w->lens);
+    if (!w->argv || !w->lens)
+        return dl_fail(err, errlen, DL_ECONN, "out of memory");
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -300,12 +390,6 @@ dl_status dl_watchdog_start(dl_client *c, char *err, size_t errlen)
     if (rc != 0)
         return dl_fail(err, errlen, DL_ECONN, "cannot create a condition");
     w->cv_ready = 1;
-    /* A renewal must come back well within the lease it protects. */
-    int64_t third = c->opts.lease_ms * 1000 / 3;
-    int64_t cmd = c->opts.command_timeout_us;
-    int64_t con = c->opts.connect_timeout_us;
-    dl_conn_init(&w->conn, &c->opts.ep, con < third ? con : third,
-                 cmd > 0 && cmd < third ? cmd : third);
     w->next_wake_us = INT64_MAX;
 
     sigset_t all, old;
@@ -335,18 +419,14 @@ void dl_watchdog_stop(dl_client *c)
     if (w->cv_ready && dl_client_same_process(c))
         pthread_cond_destroy(&w->cv);
     w->cv_ready = 0;
-    dl_conn_drop(&w->conn);
     free(w->batch);
     free(w->gens);
-    free(w->res);
+    free(w->votes);
+    free(w->order);
+    free(w->chunks);
     free(w->argv);
     free(w->lens);
-    w->batch = NULL;
-    w->gens = NULL;
-    w->res = NULL;
-    w->argv = NULL;
-    w->lens = NULL;
-    w->capbatch = w->capargv = w->nbatch = 0;
+    memset(w, 0, sizeof *w);
 }
 
 void dl_watchdog_poke(dl_client *c, int64_t when_us)

@@ -9,11 +9,22 @@
 
 #include "conn.h"
 #include "registry.h"
+#include "topology.h"
 #include <pthread.h>
 
 #define DL_RENEW_BATCH 100      /* keys per renewal script call */
 
 struct dl_client;
+
+/* Per hold of a pass: how the servers answered its renewal. */
+typedef struct dl_votes {
+    uint16_t ok, gone, taken, err;
+} dl_votes;
+
+/* One renewal script call: node, and entries order[first..first+m). */
+typedef struct dl_chunk {
+    uint32_t node, first, m;
+} dl_chunk;
 
 typedef struct dl_watchdog {
     pthread_t thread;
@@ -22,14 +33,16 @@ typedef struct dl_watchdog {
     int cv_ready;               /* cv was initialised */
     int stopping;
     int64_t next_wake_us;       /* when the thread looks next; INT64_MAX */
-    dl_conn conn;               /* used by the thread only */
     dl_hold **batch;            /* holds being renewed (inflight) */
     uint64_t *gens;             /* their generations when sent */
-    int *res;                   /* their results: 1, 0, -1, or RES_ERROR */
+    dl_votes *votes;            /* their answers */
+    uint64_t *order;            /* (node, slot, entry) sort keys */
     size_t nbatch, capbatch;
-    const char **argv;          /* reused argument vectors */
+    size_t norder, caporder;
+    dl_chunk *chunks;
+    size_t nchunks, capchunks;
+    const char **argv;          /* reused argument vector */
     size_t *lens;
-    size_t capargv;
 } dl_watchdog;
 
 /* Start the thread for client c. Returns DL_OK or DL_ECONN with err. */

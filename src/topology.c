@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: MIT
+ * topology.c: nodes, routing and fan-out.
+ *
+ * DESIGN. Every topology is a list of nodes; what differs is which nodes
+ * an operation goes to. One server and Sentinel use node 0 (Sentinel
+ * re-resolves node 0's address through a resolver hook on each of its
+ * connections, so the Lua thread and the watchdog follow a failover on
+ * their own). Redlock sends every operation to all nodes at once and
+ * counts answers against a quorum. Cluster routes each lock by the CRC16
+ * slot of its hash tag through a slot map learnt from CLUSTER SLOTS and
+ * corrected by MOVED; ASK is followed for one command without touching
+ * the map. Nodes are only ever added (under the client's mutex, by
+ * either thread, without I/O) and freed at close, so a node pointer read
+ * under the mutex stays valid.
+ */
+#define _GNU_SOURCE
+#include "topology.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- hash slots ------------------------------------------------------ */
+
+/* CRC16-CCITT (XModem), as Redis Cluster specifies it. */
+static unsigned crc16(const char *buf, size_t len)
+{
+    unsigned crc = 0;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (unsigned)(unsigned char)buf[i] << 8;
+        for (int b = 0; b < 8; b++)
+            crc = crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1;
+        crc &= 0xffff;
+    }
+    return crc;
+}
+
+unsigned dl_key_slot(const char *key, size_t len)
+{
+    const char *open = memchr(key, '{', len);
+    if (open) {
+        size_t rest = len - (size_t)(open - key) - 1;
+        const char *close = memchr(open + 1, '}', rest);
+        if (close && close > open + 1)
+            return crc16(open + 1, (size_t)(close - open - 1)) & 16383;
+    }
+    return crc16(key, len) & 16383;
+}
+
+/* ---- nodes ------------------------------------------------------------ */
+
+static void free_node(dl_node *n)
+{
+    if (!n)
+        return;
+    dl_conn_free(&n->cmd);
+    dl_waiter_free(&n->sub);
+    dl_conn_free(&n->wd);
+    dl_endpoint_free(&n->ep);
+    free(n);
+}
+
+/* A node for ep (copied), its connections not yet open. */
+static dl_node *new_node(dl_topology *t, const dl_endpoint *ep)
+{
+    dl_node *n = calloc(1, sizeof *n);
+    if (!n)
+        return NULL;
+    int bad = dl_endpoint_copy(&n->ep, ep);
+    bad |= dl_conn_init(&n->cmd, ep, t->connect_timeout_us,
+                        t->command_timeout_us);
+    bad |= dl_waiter_init(&n->sub, ep, t->connect_timeout_us,
+                          t->kind == DL_TOPO_CLUSTER);
+    bad |= dl_conn_init(&n->wd, ep, t->wd_timeout_us < t->connect_timeout_us
+                                        ? t->wd_timeout_us
+                                        : t->connect_timeout_us,
+                        t->wd_timeout_us);
+    if (bad) {
+        free_node(n);
+        return NULL;
+    }
+    if (t->kind == DL_TOPO_SENTINEL) {
+        dl_conn *cs[3] = { &n->cmd, &n->sub.conn, &n->wd };
+        for (int i = 0; i < 3; i++) {
+            cs[i]->resolver = &t->resolver;
+            cs[i]->resolve_next = 1;
+        }
+    }
+    return n;
+}
+
+size_t dl_topology_node_at(dl_topology *t, const char *host, int port)
+{
+    for (size_t i = 0; i < t->nnodes; i++) {
+        const dl_endpoint *ep = &t->nodes[i]->ep;
+        if (ep->port == port && ep->host && strcmp(ep->host, host) == 0)
+            return i;
+    }
+    if (t->nnodes == DL_MAX_NODES)
+        return DL_NO_NODE;
+    dl_endpoint ep;
+    if (dl_endpoint_copy(&ep, &t->tmpl) != 0)
+        return DL_NO_NODE;
+    free(ep.host);
+    free(ep.path);
+    ep.path = NULL;
+    ep.host = strdup(host);
+    ep.port = port;
+    dl_node *n = ep.host ? new_node(t, &ep) : NULL;
+    dl_endpoint_free(&ep);
+    if (!n)
+        return DL_NO_NODE;
+    t->nodes[t->nnodes] = n;
+    return t->nnodes++;
+}
+
+/* ---- Sentinel ----------------------------------------------------------- */
+
+/* The resolver of node 0's connections: ask each sentinel in turn. */
+static int sentinel_resolve(void *ud, dl_endpoint *out, char *err,
+                            size_t errlen)
+{
+    dl_topology *t = ud;
+    char last[DL_ERRLEN] = "no sentinel answered";
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < t->nsentinels; i++) {
+        dl_conn sc;
+        redisReply *r = NULL;
+        if (dl_conn_init(&sc, &t->sentinels[i], t->connect_timeout_us,
+                         t->command_timeout_us) != 0)
+            break;
+        const char *argv[3] = { "SENTINEL", "get-master-addr-by-name",
+                                t->master };
+        int ok = 0;
+        if (dl_conn_call(&sc, 3, argv, NULL, &r, last, sizeof last) ==
+            DL_OK) {
+            if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                r->element[0]->type == REDIS_REPLY_STRING &&
+                r->element[1]->type == REDIS_REPLY_STRING &&
+                dl_endpoint_copy(out, &t->tmpl) == 0) {
+                free(out->host);
+                free(out->path);
+                out->path = NULL;
+                out->host = strdup(r->element[0]->str);
+                out->port = atoi(r->element[1]->str);
+                ok = out->host != NULL && out->port > 0;
+                if (!ok)
+                    dl_endpoint_free(out);
+            } else {
+                snprintf(last, sizeof last, "sentinel %s:%d does not know "
+                         "master '%s'", t->sentinels[i].host ?
+                         t->sentinels[i].host : "?", t->sentinels[i].port,
+                         t->master);
+            }
+            freeReplyObject(r);
+        }
+        dl_conn_free(&sc);
+        if (ok)
+            return 0;
+    }
+    dl_fail(err, errlen, DL_ECONN, "%s", last);
+    return -1;
+}
+
+/* ---- set-up ------------------------------------------------------------ */
+
+dl_status dl_topology_init(dl_topology *t, dl_topo_kind kind,
+                           pthread_mutex_t *mu, dl_endpoint *eps,
+                           size_t neps, char *master, dl_endpoint *tmpl,
+                           int64_t connect_timeout_us,
+                           int64_t command_timeout_us,
+                           int64_t wd_timeout_us, char *err, size_t errlen)
+{
+    memset(t, 0, sizeof *t);
+    t->kind = kind;
+    t->mu = mu;
+    t->tmpl = *tmpl;
+    memset(tmpl, 0, sizeof *tmpl);
+    t->master = master;
+    t->connect_timeout_us = connect_timeout_us;
+    t->command_timeout_us = command_timeout_us;
+    t->wd_timeout_us = wd_timeout_us;
+    t->quorum = kind == DL_TOPO_REDLOCK ? (int)(neps / 2 + 1) : 1;
+    t->resolver.resolve = sentinel_resolve;
+    t->resolver.ud = t;
+    dl_status st = DL_OK;
+    if (neps == 0 || neps > DL_MAX_NODES)
+        st = dl_fail(err, errlen, DL_ECONN, "between 1 and %d servers",
+                     DL_MAX_NODES);
+    if (st == DL_OK && kind == DL_TOPO_SENTINEL) {
+        t->sentinels = eps;
+        t->nsentinels = neps;
+        eps = NULL;
+        dl_node *n = new_node(t, &t->tmpl);
+        if (!n)
+            st = dl_fail(err, errlen, DL_ECONN, "out of memory");
+        else
+            t->nodes[t->nnodes++] = n;
+    }
+    if (st == DL_OK && kind == DL_TOPO_CLUSTER) {
+        t->slots = malloc(DL_SLOTS * sizeof *t->slots);
+        if (!t->slots)
+            st = dl_fail(err, errlen, DL_ECONN, "out of memory");
+        else
+            for (size_t i = 0; i < DL_SLOTS; i++)
+                t->slots[i] = DL_NO_NODE;
+    }
+    for (size_t i = 0; eps && st == DL_OK && i < neps; i++) {
+        dl_node *n = new_node(t, &eps[i]);
+        if (!n)
+            st = dl_fail(err, errlen, DL_ECONN, "out of memory");
+        else
+            t->nodes[t->nnodes++] = n;
+    }
+    for (size_t i = 0; eps && i < neps; i++)
+        dl_endpoint_free(&eps[i]);
+    free(eps);
+    return st;
+}
+
+void dl_topology_free(dl_topology *t)
+{
+    for (size_t i = 0; i < t->nnodes; i++)
+        free_node(t->nodes[i]);
+    for (size_t i = 0; i < t->nsentinels; i++)
+        dl_endpoint_free(&t->sentinels[i]);
+    free(t->sentinels);
+    free(t->slots);
+    free(t->master);
+    dl_endpoint_free(&t->tmpl);
+    memset(t, 0, sizeof *t);
+}
+
+/* ---- routing ------------------------------------------------------------ */
+
+size_t dl_topology_route(dl_topology *t, const char *key, size_t len)
+{
+    if (t->kind != DL_TOPO_CLUSTER)
+        return 0;
+    unsigned slot = dl_key_slot(key, len);
+    pthread_mutex_lock(t->mu);
+    size_t idx = t->slots[slot];
+    pthread_mutex_unlock(t->mu);
+    return idx == DL_NO_NODE ? 0 : idx;
+}
+
+dl_status dl_topology_refresh(dl_topology *t, size_t via, int wd,
+                              char *err, size_t errlen)
+{
+    pthread_mutex_lock(t->mu);
+    dl_node *n = via < t->nnodes ? t->nodes[via] : NULL;
+    pthread_mutex_unlock(t->mu);
+    if (!n)
+        return dl_fail(err, errlen, DL_ECONN, "no such node");
+    dl_conn *c = wd ? &n->wd : &n->cmd;
+    const char *argv[2] = { "CLUSTER", "SLOTS" };
+    redisReply *r;
+    dl_status st = dl_conn_call(c, 2, argv, NULL, &r, err, errlen);
+    if (st != DL_OK)
+        return st;
+    if (r->type != REDIS_REPLY_ARRAY) {
+        st = r->type == REDIS_REPLY_ERROR ? dl_reply_error(r, err, errlen)
+             : dl_fail(err, errlen, DL_EREDIS, "bad CLUSTER SLOTS reply");
+        freeReplyObject(r);
+        return st;
+    }
+    pthread_mutex_lock(t->mu);
+    for (size_t i = 0; i < r->elements; i++) {
+        redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+            e->element[0]->type != REDIS_REPLY_INTEGER ||
+            e->element[1]->type != REDIS_REPLY_INTEGER ||
+            e->element[2]->type != REDIS_REPLY_ARRAY ||
+            e->element[2]->elements < 2 ||
+            e->element[2]->element[0]->type != REDIS_REPLY_STRING ||
+            e->element[2]->element[1]->type != REDIS_REPLY_INTEGER)
+            continue;
+        const char *host = e->element[2]->element[0]->str;
+        if (!*host || strcmp(host, "?") == 0)
+            host = n->ep.host ? n->ep.host : "127.0.0.1";
+        size_t idx = dl_topology_node_at(t, host,
+                                        (int)e->element[2]->element[1]->integer);
+        long long lo = e->element[0]->integer, hi = e->element[1]->integer;
+        for (long long s = lo; idx != DL_NO_NODE && s <= hi && s < DL_SLOTS
+             && s >= 0; s++)
+            t->slots[s] = (uint16_t)idx;
+    }
+    pthread_mutex_unlock(t->mu);
+    freeReplyObject(r);
+    return DL_OK;
+}
+
+/* Parse "MOVED 3999 127.0.0.1:6381" / "ASK ..." in msg. */
+static int parse_redirect(const char *msg, int *ask, unsigned *slot,
+                          char *host, size_t hostsz, int *port)
+{
+    *ask = strncmp(msg, "ASK ", 4) == 0;
+    if (!*ask && strncmp(msg, "MOVED ", 6) != 0)
+        return -1;
+    const char *p = msg + (*ask ? 4 : 6);
+    char *end;
+    unsigned long s = strtoul(p, &end, 10);
+    if (end == p || *end != ' ' || s >= DL_SLOTS)
+        return -1;
+    p = end + 1;
+    const char *colon = strrchr(p, ':');
+    if (!colon || (size_t)(colon - p) >= hostsz)
+        return -1;
+    memcpy(host, p, (size_t)(colon - p));
+    host[colon - p] = '\0';
+    *port = atoi(colon + 1);
+    *slot = (unsigned)s;
+    return *port > 0 ? 0 : -1;
+}
+
+/* Run a script (id >= 0) or a plain command on node idx. */
+static dl_status run_once(dl_topology *t, const dl_scripts *s, int wd,
+                          size_t idx, int asking, int id, int nkeys,
+                          int argc, const char **argv, size_t *lens,
+                          redisReply **out, char *err, size_t errlen)
+{
+    pthread_mutex_lock(t->mu);
+    dl_node *n = t->nodes[idx];
+    pthread_mutex_unlock(t->mu);
+    dl_conn *c = wd ? &n->wd : &n->cmd;
+    if (asking) {
+        const char *a[1] = { "ASKING" };
+        redisReply *r;
+        if (dl_conn_call(c, 1, a, NULL, &r, err, errlen) != DL_OK)
+            return DL_ECONN;
+        freeReplyObject(r);
+    }
+    if (id >= 0)
+        return dl_script_eval(c, s, (dl_script_id)id, nkeys, argc, argv,
+                              lens, out, err, errlen);
+    dl_status st = dl_conn_call(c, argc, argv, lens, out, err, errlen);
+    if (st == DL_OK && (*out)->type == REDIS_REPLY_ERROR) {
+        if (strncmp((*out)->str, "READONLY", 8) == 0 && c->resolver) {
+            freeReplyObject(*out);
+            dl_conn_retarget(c);
+            st = dl_conn_call(c, argc, argv, lens, out, err, errlen);
+            if (st != DL_OK || (*out)->type != REDIS_REPLY_ERROR)
+                return st;
+        }
+        if (strncmp((*out)->str, "MOVED ", 6) == 0 ||
+            strncmp((*out)->str, "ASK ", 4) == 0)
+            st = dl_fail(err, errlen, DL_EMOVED, "%s", (*out)->str);
+        else
+            st = dl_reply_error(*out, err, errlen);
+        freeReplyObject(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+static dl_status run_routed(dl_topology *t, const dl_scripts *s, int wd,
+                            const char *key, size_t keylen, int id,
+                            int nkeys, int argc, const char **argv,
+                            size_t *lens, redisReply **out,
+                            char *err, size_t errlen)
+{
+    size_t idx = dl_topology_route(t, key, keylen);
+    int asking = 0;
+    for (int hop = 0; hop < 5; hop++) {
+        dl_status st = run_once(t, s, wd, idx, asking, id, nkeys, argc,
+                                argv, lens, out, err, errlen);
+        if (st != DL_EMOVED)
+            return st;
+        unsigned slot;
+        int port;
+        char host[256], msg[DL_ERRLEN];
+        snprintf(msg, sizeof msg, "%s", err);
+        if (parse_redirect(msg, &asking, &slot, host, sizeof host, &port))
+            return dl_fail(err, errlen, DL_EREDIS, "%s", msg);
+        pthread_mutex_lock(t->mu);
+        size_t to = dl_topology_node_at(t, host, port);
+        if (!asking && to != DL_NO_NODE)
+            t->slots[slot] = (uint16_t)to;
+        pthread_mutex_unlock(t->mu);
+        if (to == DL_NO_NODE)
+            return dl_fail(err, errlen, DL_ECONN, "too many cluster nodes");
+        if (!asking)                /* the map moved: learn all of it */
+            (void)dl_topology_refresh(t, to, wd, msg, sizeof msg);
+        idx = to;
+    }
+    return dl_fail(err, errlen, DL_ECONN, "too many cluster redirects");
+}
+
+dl_status dl_topology_eval(dl_topology *t, const dl_scripts *s, int wd,
+                           const char *key, size_t keylen, dl_script_id id,
+                           int nkeys, int argc, const char **argv,
+                           size_t *lens, redisReply **out,
+                           char *err, size_t errlen)
+{
+    return run_routed(t, s, wd, key, keylen, (int)id, nkeys, argc, argv,
+                      lens, out, err, errlen);
+}
+
+dl_status dl_topology_call(dl_topology *t, const char *key, size_t keylen,
+                           int argc, const char **argv, const size_t *lens,
+                           redisReply **out, char *err, size_t errlen)
+{
+    return run_routed(t, NULL, 0, key, keylen, -1, 0, argc, argv,
+                      (size_t *)lens, out, err, errlen);
+}
+
+/* ---- Redlock fan-out ----------------------------------------------------- */
+
+size_t dl_topology_fan(dl_topology *t, const dl_scripts *s, int id,
+                       int nkeys, int argc, const char **argv, size_t *lens,
+                       redisReply **out)
+{
+    char err[DL_ERRLEN];
+    int sent[DL_MAX_NODES];
+    size_t n = t->nnodes, replied = 0;
+    for (size_t i = 0; i < n; i++) {
+        dl_conn *c = &t->nodes[i]->cmd;
+        out[i] = NULL;
+        sent[i] = (id >= 0 ? dl_script_append(c, s, (dl_script_id)id, nkeys,
+                                              argc, argv, lens, err,
+                                              sizeof err)
+                           : dl_conn_append(c, argc, argv, lens, err,
+                                            sizeof err)) == DL_OK &&
+                  dl_conn_flush(c, err, sizeof err) == DL_OK;
+    }
+    int64_t deadline = dl_now_us() + t->command_timeout_us;
+    for (size_t i = 0; i < n; i++) {
+        dl_conn *c = &t->nodes[i]->cmd;
+        if (!sent[i])
+            continue;
+        int64_t left = deadline - dl_now_us();
+        if (left <= 0) {
+            dl_conn_drop(c);            /* its reply must not be read later */
+            continue;
+        }
+        dl_conn_read_timeout(c, left);
+        redisReply *r;
+        if (dl_conn_read(c, &r, err, sizeof err) != DL_OK)
+            continue;
+        dl_conn_read_timeout(c, 0);
+        if (id >= 0 && dl_script_noscript(r)) {
+            freeReplyObject(r);
+            if (dl_script_eval(c, s, (dl_script_id)id, nkeys, argc, argv,
+                               lens, &r, err, sizeof err) != DL_OK)
+                continue;
+        }
+        out[i] = r;
+        replied++;
+    }
+    return replied;
+}

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT
+ * topology.h: the Redis servers a client talks to and how a lock finds
+ * its way to them. One server (url), N independent masters (Redlock), a
+ * master found through Sentinel, or a Cluster routed by hash slot.
+ */
+#ifndef DLOCK_TOPOLOGY_H
+#define DLOCK_TOPOLOGY_H
+
+#include "script.h"
+#include "wait.h"
+
+#include <pthread.h>
+
+#define DL_MAX_NODES 64
+#define DL_SLOTS 16384
+#define DL_NO_NODE 0xffff
+
+typedef enum {
+    DL_TOPO_SINGLE,
+    DL_TOPO_REDLOCK,
+    DL_TOPO_SENTINEL,
+    DL_TOPO_CLUSTER
+} dl_topo_kind;
+
+/* One server and the three connections dlock keeps to it. */
+typedef struct dl_node {
+    dl_endpoint ep;             /* configured or discovered address */
+    dl_conn cmd;                /* Lua thread only */
+    dl_waiter sub;              /* Lua thread only */
+    dl_conn wd;                 /* watchdog thread only */
+} dl_node;
+
+typedef struct dl_topology {
+    dl_topo_kind kind;
+    pthread_mutex_t *mu;        /* the client's: guards nodes, nnodes, slots */
+    dl_node *nodes[DL_MAX_NODES]; /* never removed before close */
+    size_t nnodes;
+    int quorum;                 /* Redlock: N/2+1; otherwise 1 */
+    uint16_t *slots;            /* Cluster: slot -> node index */
+    dl_endpoint tmpl;           /* credentials and db for discovered nodes */
+    dl_endpoint *sentinels;     /* Sentinel: where to ask */
+    size_t nsentinels;
+    char *master;               /* Sentinel: the master's name */
+    dl_resolver resolver;       /* Sentinel: resolves node 0 */
+    int64_t connect_timeout_us, command_timeout_us, wd_timeout_us;
+} dl_topology;
+
+/* Set up t for kind over eps (url | servers | sentinels | cluster seeds);
+ * takes ownership of eps, master and tmpl in every case. No I/O. */
+dl_status dl_topology_init(dl_topology *t, dl_topo_kind kind,
+                           pthread_mutex_t *mu, dl_endpoint *eps,
+                           size_t neps, char *master, dl_endpoint *tmpl,
+                           int64_t connect_timeout_us,
+                           int64_t command_timeout_us,
+                           int64_t wd_timeout_us, char *err, size_t errlen);
+void dl_topology_free(dl_topology *t);
+
+/* CRC16 hash slot of key, honouring a {hash tag}. */
+unsigned dl_key_slot(const char *key, size_t len);
+
+/* The node a single-node topology sends key to (Cluster: by slot). Takes
+ * t->mu. Returns its index. */
+size_t dl_topology_route(dl_topology *t, const char *key, size_t len);
+
+/* Run script id for key on the node that owns it, following Cluster
+ * MOVED/ASK redirects and Sentinel re-resolution (READONLY). wd selects
+ * the watchdog's connections. Errors as dl_script_eval. */
+dl_status dl_topology_eval(dl_topology *t, const dl_scripts *s, int wd,
+                           const char *key, size_t keylen, dl_script_id id,
+                           int nkeys, int argc, const char **argv,
+                           size_t *lens, redisReply **out,
+                           char *err, size_t errlen);
+
+/* Run one plain command (no script) on the node that owns key. */
+dl_status dl_topology_call(dl_topology *t, const char *key, size_t keylen,
+                           int argc, const char **argv, const size_t *lens,
+                           redisReply **out, char *err, size_t errlen);
+
+/* Redlock: run script id (or, with id < 0, the plain command argv) on
+ * every node at once, from the Lua thread. out[i] gets node i's reply or
+ * NULL; returns how many nodes replied. The whole fan-out is bounded by
+ * the command timeout. */
+size_t dl_topology_fan(dl_topology *t, const dl_scripts *s, int id,
+                       int nkeys, int argc, const char **argv, size_t *lens,
+                       redisReply **out);
+
+/* Cluster: learn the slot map through conn (wd: a watchdog connection of
+ * node `via`). Returns DL_OK or an error. */
+dl_status dl_topology_refresh(dl_topology *t, size_t via, int wd,
+                              char *err, size_t errlen);
+
+/* Cluster: the node index for host:port, created (no I/O) if new.
+ * Expects t->mu held. DL_NO_NODE when full or out of memory. */
+size_t dl_topology_node_at(dl_topology *t, const char *host, int port);
+
+#endif
