@@ -10,8 +10,9 @@
 --            p50/p99, ratio to the floor, Redis CPU per cycle.
 --   M2       contended: N = 2, 4, 8 processes on one lock, each doing a
 --            read-modify-write of a file counter under it: critical
---            sections/s, lost updates, handoff latency (a release to the
---            moment a different, already waiting process holds the lock),
+--            sections/s, Redis commands per critical section, lost updates,
+--            handoff latency (from the releaser calling release() to a
+--            different, already waiting process returning from acquire()),
 --            how often the releaser re-takes it, Jain's fairness index.
 --            Series "loop": holders retry at once; "step": they sleep 1 ms
 --            after each release.
@@ -35,6 +36,8 @@ local ROOT = DIR .. "/.."
 local FLOOR = ROOT .. "/build/bench/floor"
 package.path = DIR .. "/?.lua;" .. package.path
 local T0 = now()
+local function loadavg() return (io.open("/proc/loadavg") or io.stdin):read("l"):match("^(%S+)") or "?" end
+local LOAD0 = loadavg()                   -- other work on the host skews everything
 
 -- ---- small helpers ---------------------------------------------------------
 
@@ -86,9 +89,23 @@ local function log(fmt, ...) io.stderr:write(("[%5.1fs] " .. fmt .. "\n"):format
 -- ---- the server and an admin connection ------------------------------------
 
 local URL = sh("sh " .. q(ROOT .. "/tools/redis-start.sh") .. " " .. q(TMP)):match("%S+")
-assert(URL, "could not start redis-server")
+assert(URL and URL:match("^redis://127%.0%.0%.1:"), "could not start a loopback redis-server")
 local PORT = assert(tonumber(URL:match(":(%d+)/")))
-assert(URL:match("^redis://127%.0%.0%.1:"), "loopback only")
+local SERVER_PID = assert(tonumber(readf(("%s/redis-%d.pid"):format(TMP, PORT))))
+
+-- The ceiling and M1 run with the server and the client pinned to one CPU:
+-- on a small VM a cross-CPU wakeup can cost more than the whole loopback
+-- round trip, and where the scheduler happens to put the two processes
+-- would decide the result (5x swings between runs). On one CPU the figures
+-- are stable and every microsecond of client or server work shows. M2 and
+-- M3 run unpinned.
+local CPU = (tonumber(sh("nproc 2>/dev/null"):match("%d+")) or 1) - 1
+local PIN = os.execute("taskset -c 0 true >/dev/null 2>&1") and ("taskset -c %d "):format(CPU) or ""
+local function pin_server(on)
+  if PIN == "" then return end
+  local cpus = on and tostring(CPU) or ("0-%d"):format(CPU)
+  sh(("taskset -apc %s %d >/dev/null 2>&1"):format(cpus, SERVER_PID))
+end
 
 local have_socket, plain = pcall(require, "plainlock")
 local admin
@@ -112,17 +129,6 @@ local function cmdstats()
     t[cmd] = { calls = tonumber(calls), usec = tonumber(usec) }
   end
   return t
-end
-
--- Redis CPU per lock cycle between two snapshots: every lock command
--- (SET, EVALSHA, EVAL) costs server time; each cycle sends two of them.
-local function server_us_per_cycle(a, b)
-  local calls, usec = 0, 0
-  for _, cmd in ipairs({ "set", "evalsha", "eval" }) do
-    local x, y = a[cmd] or { calls = 0, usec = 0 }, b[cmd] or { calls = 0, usec = 0 }
-    calls, usec = calls + y.calls - x.calls, usec + y.usec - x.usec
-  end
-  return calls > 0 and 2 * usec / calls or 0 / 0
 end
 
 -- ---- the acquire script, read out of src/script.c --------------------------
@@ -158,13 +164,11 @@ end
 local ACQUIRE = c_literal(assert(readf(ROOT .. "/src/script.c")), "[DL_S_ACQUIRE] =")
 writef(TMP .. "/acquire.lua", ACQUIRE)
 local SHA = sh(("redis-cli -p %d -x SCRIPT LOAD < %s"):format(PORT, q(TMP .. "/acquire.lua"))):match("%x+")
-do  -- a dlock client loads its own scripts: ours must be one of them
-  local c = assert(dlock.connect(URL))
-  c:close()
+do  -- with the cache flushed, a dlock client loads its scripts: ours must be one
   admin("SCRIPT", "FLUSH")
-  local c2 = assert(dlock.connect(URL))
+  local c = assert(dlock.connect(URL))
   local same = admin("SCRIPT", "EXISTS", SHA)
-  c2:close()
+  c:close()
   assert(type(same) == "table" and same[1] == 1 or same == 1,
          "the acquire script read from src/script.c is not what dlock loads")
 end
@@ -172,21 +176,32 @@ end
 -- ---- Ceiling and M1 --------------------------------------------------------
 
 local function redis_benchmark(...)
-  local out = sh(("redis-benchmark -h 127.0.0.1 -p %d -c 1 -n %d --csv %s 2>/dev/null")
+  local out = sh((PIN .. "redis-benchmark -h 127.0.0.1 -p %d -c 1 -n %d --csv %s 2>/dev/null")
                  :format(PORT, CFG.rb_n, table.concat({ ... }, " ")))
   local rps, p50 = out:match('\n"[^"]*","([%d.]+)","[%d.]+","[%d.]+","([%d.]+)"')
   return assert(tonumber(rps), "redis-benchmark: " .. out), tonumber(p50) * 1000
 end
 
--- One cycle-loop run; returns { cps, p50, p99, srv } (per s, µs, µs, µs).
-local function cycles(cmd)
+-- One cycle-loop slice: adds cycles, seconds, latencies and the Redis
+-- time it caused (INFO commandstats deltas) to acc.
+local function cycles(cmd, acc)
   local before = cmdstats()
   local n, el, p50, p99 = sh(cmd):match("(%d+) (%S+) (%S+) (%S+)")
   assert(n, "no result from: " .. cmd)
-  return { cps = tonumber(n) / tonumber(el), p50 = tonumber(p50), p99 = tonumber(p99),
-           srv = server_us_per_cycle(before, cmdstats()) }
+  local after = cmdstats()
+  acc.n, acc.el = acc.n + tonumber(n), acc.el + tonumber(el)
+  acc.p50[#acc.p50 + 1], acc.p99[#acc.p99 + 1] = tonumber(p50), tonumber(p99)
+  for _, c in ipairs({ "set", "evalsha", "eval" }) do   -- the lock commands
+    local x, y = before[c] or { calls = 0, usec = 0 }, after[c] or { calls = 0, usec = 0 }
+    acc.calls, acc.usec = acc.calls + y.calls - x.calls, acc.usec + y.usec - x.usec
+  end
 end
 
+-- Each M1 run interleaves floor, dlock and plain in SLICES short slices
+-- (order rotated), so that load from elsewhere on the host hits all alike.
+local SLICES = QUICK and 2 or 4
+local IMPLS = { "floor", "dlock", plain and "plain" }
+pin_server(true)
 local R = { ping = {}, ping50 = {}, eval = {}, eval50 = {}, floor = {}, dlock = {}, plain = {} }
 for rep = 1, CFG.reps do
   log("ceiling and M1, run %d/%d", rep, CFG.reps)
@@ -195,13 +210,27 @@ for rep = 1, CFG.reps do
   rps, p50 = redis_benchmark("-r 100000000 EVALSHA", SHA, "2 'bench:{__rand_int__}'",
                              "'bench:{__rand_int__}:fence' owner 30000 0")
   R.eval[rep], R.eval50[rep] = rps, p50
-  R.floor[rep] = cycles(("%s 127.0.0.1 %d %g"):format(q(FLOOR), PORT, CFG.secs))
-  for _, impl in ipairs({ "dlock", plain and "plain" }) do
-    R[impl][rep] = cycles(("%s %s m1 %s %s %g"):format(q(LUA), q(DIR .. "/worker.lua"),
-                                                     impl, URL, CFG.secs))
-    R[impl][rep].ratio = R[impl][rep].cps / R.floor[rep].cps   -- paired, same moment
+  local acc = {}
+  for _, impl in ipairs(IMPLS) do acc[impl] = { n = 0, el = 0, p50 = {}, p99 = {}, calls = 0, usec = 0 } end
+  for s = 1, SLICES do
+    for k = 0, #IMPLS - 1 do
+      local impl = IMPLS[(s + k - 1) % #IMPLS + 1]
+      local secs = CFG.secs / SLICES
+      cycles(PIN .. (impl == "floor" and ("%s 127.0.0.1 %d %g"):format(q(FLOOR), PORT, secs)
+             or ("%s %s m1 %s %s %g"):format(q(LUA), q(DIR .. "/worker.lua"), impl, URL, secs)),
+             acc[impl])
+    end
   end
+  for _, impl in ipairs(IMPLS) do
+    local a = acc[impl]
+    R[impl][rep] = { cps = a.n / a.el, p50 = median(a.p50), p99 = median(a.p99),
+                     srv = a.calls > 0 and 2 * a.usec / a.calls or 0 / 0,   -- 2 commands a cycle
+                     ratio = a.n / a.el / (acc.floor.n / acc.floor.el) }
+  end
+  log("  cycles/s: floor %.0f, dlock %.0f, plain %s", R.floor[rep].cps, R.dlock[rep].cps,
+      plain and ("%.0f"):format(R.plain[rep].cps) or "-")
 end
+pin_server(false)
 admin("FLUSHALL")
 
 local function med(runs, field)
@@ -222,24 +251,29 @@ end
 local function m2_run(impl, n, stepback, id)
   local base = ("%s/m2-%s"):format(TMP, id)
   local counter, go = base .. ".counter", base .. ".go"
-  writef(counter, "0")
+  writef(counter, ("%012d"):format(0))
   local cmds = {}
   for i = 1, n do
     cmds[i] = ("%s %s m2 %s %s %s %s %s %s %s %g"):format(q(LUA), q(DIR .. "/worker.lua"),
       impl, URL, q("m2:" .. id), q(counter), q(base .. "." .. i .. ".log"),
       q(base .. "." .. i .. ".ready"), q(go), stepback)
   end
+  local before = cmdstats()
   local h = assert(io.popen(table.concat(cmds, " & ") .. " & wait"))
   for i = 1, n do wait_file(base .. "." .. i .. ".ready", 20) end
   local start = now() + 0.05                 -- the start barrier
   writef(go, ("%.6f %.6f"):format(start, start + CFG.m2_secs))
   h:read("a")
   h:close()
+  local after, cmds_used = cmdstats(), 0
+  for _, c in ipairs({ "set", "evalsha", "eval" }) do
+    cmds_used = cmds_used + (after[c] or { calls = 0 }).calls - (before[c] or { calls = 0 }).calls
+  end
 
   local holds, counts = {}, {}
   for i = 1, n do
     local s = assert(readf(base .. "." .. i .. ".log"), "M2 worker " .. i .. " wrote no log")
-    counts[i] = tonumber(s:match("count (%d+)"))
+    counts[i] = assert(tonumber(s:match("count (%d+)")), "M2 worker " .. i .. " did not finish")
     for w, a, r in s:gmatch("(%S+) (%S+) (%S+)\n") do
       holds[#holds + 1] = { p = i, w = tonumber(w), a = tonumber(a), r = tonumber(r) }
     end
@@ -258,7 +292,8 @@ local function m2_run(impl, n, stepback, id)
   table.sort(handoffs)
   local total = 0
   for _, c in ipairs(counts) do total = total + c end
-  return { cps = total / CFG.m2_secs, lost = total - tonumber(readf(counter)),
+  log("  %s: %d holds, per process %s", id, total, table.concat(counts, " "))
+  return { cps = total / CFG.m2_secs, cmds = cmds_used / math.max(total, 1), lost = total - tonumber(readf(counter)),
            overlaps = overlaps, h50 = pct(handoffs, 0.5), h99 = pct(handoffs, 0.99),
            retake = #holds > 1 and retakes / (#holds - 1) or 0, jain = jain(counts) }
 end
@@ -282,9 +317,11 @@ end
 
 -- ---- M3 --------------------------------------------------------------------
 
--- Steady renewal rate from (t, calls) samples: renewal passes show up as
--- jumps; count the calls of every pass after the first over the time from
--- the first pass to the last (no edge effect from where the window falls).
+-- Renewal rate from (t, calls) samples. Renewal passes show up as jumps.
+-- "steady": the calls of passes 3..m over the time from pass 2 to pass m
+-- (skips the one-off catch-up of locks acquired over more than lease/6,
+-- and any edge effect of where the window falls); "window": all calls
+-- over the whole window.
 local function renew_rate(samples)
   local passes, inpass = {}, false
   for i = 2, #samples do
@@ -296,13 +333,12 @@ local function renew_rate(samples)
     end
     inpass = d > 0
   end
-  if #passes < 2 then
-    local a, b = samples[1], samples[#samples]
-    return (b.c - a.c) / (b.t - a.t), #passes
-  end
+  local a, b = samples[1], samples[#samples]
+  local window = (b.c - a.c) / (b.t - a.t)
+  if #passes < 4 then return window, window, #passes end
   local calls = 0
-  for i = 2, #passes do calls = calls + passes[i].calls end
-  return calls / (passes[#passes].t - passes[1].t), #passes
+  for i = 3, #passes do calls = calls + passes[i].calls end
+  return calls / (passes[#passes].t - passes[2].t), window, #passes
 end
 
 local M3 = {}
@@ -316,7 +352,7 @@ for rep = 1, CFG.reps do
   local function calls() return (cmdstats().evalsha or { calls = 0 }).calls end
   local samples, t0 = { { t = now(), c = calls() } }, now()
   while now() < t0 + CFG.m3_hold do
-    sleep(0.05)
+    sleep(0.02)
     samples[#samples + 1] = { t = now(), c = calls() }
   end
   local live = admin("EVAL", "return #redis.call('keys', ARGV[1])", 0, prefix .. "{*}")
@@ -324,8 +360,10 @@ for rep = 1, CFG.reps do
   h:read("a")
   h:close()
   local held, lost, cpu, wall = assert(readf(base .. ".result")):match("(%d+) (%d+) (%S+) (%S+)")
-  local rate, passes = renew_rate(samples)
-  M3[rep] = { rate = rate, passes = passes, cpu = tonumber(cpu) / tonumber(wall),
+  local rate, window, passes = renew_rate(samples)
+  log("  renewals/s %.1f steady, %.1f over the window, %d passes; held %s, lost %s, CPU %.2f s",
+      rate, window, passes, held, lost, tonumber(cpu))
+  M3[rep] = { rate = rate, window = window, passes = passes, cpu = tonumber(cpu) / tonumber(wall),
               held = tonumber(held), lost = tonumber(lost), live = tonumber(live) }
 end
 
@@ -356,23 +394,26 @@ row("M1 ratio to the floor (paired per run)", f2(d_ratio), pv(function(i) return
 row("M1 cycle latency p50 / p99 (µs)", ("%s / %s"):format(f0(med(R.dlock, "p50")), f0(med(R.dlock, "p99"))),
     pv(function(i) return ("%s / %s"):format(f0(med(R[i], "p50")), f0(med(R[i], "p99"))) end))
 row("M1 Redis CPU per cycle (µs, INFO commandstats)", f2(med(R.dlock, "srv")),
-    pv(function(i) return f2(med(R[i], "srv")) end), ("floor: %s"):format(f2(med(R.floor, "srv"))))
+    pv(function(i) return f2(med(R[i], "srv")) end))
 
 local lost_d, lost_p, over_d, over_p = 0, 0, 0, 0
 for _, s in ipairs(SERIES) do
   for _, n in ipairs(NS) do
     local label = ("M2 N=%d %s"):format(n, s[1] == "loop" and "loop at once" or "1 ms step-back")
     local d, p = M2.dlock[s[1]][n], PL and M2.plain[s[1]][n]
+    local function pm(fmt) return pv(function() return fmt(p) end) end
     for _, r in ipairs(d) do lost_d, over_d = lost_d + r.lost, over_d + r.overlaps end
     for _, r in ipairs(p or {}) do lost_p, over_p = lost_p + r.lost, over_p + r.overlaps end
     local function ms(runs) return ("%.3f / %.3f"):format(med(runs, "h50"), med(runs, "h99")) end
-    row(label .. ": critical sections/s", f0(med(d, "cps")), p and f0(med(p, "cps")))
+    row(label .. ": critical sections/s", f0(med(d, "cps")), pm(function(r) return f0(med(r, "cps")) end))
+    row(label .. ": Redis lock commands per critical section", f2(med(d, "cmds")),
+        pm(function(r) return f2(med(r, "cmds")) end))
     local t = ""
     if n == 4 and s[1] == "step" then t = ("p99 < 2 ms: %s"):format(verdict(med(d, "h99") < 2)) end
-    row(label .. ": handoff p50 / p99 (ms)", ms(d), p and ms(p), t)
-    row(label .. ": releaser re-takes its lock", ("%.0f %%"):format(100 * med(d, "retake")),
-        p and ("%.0f %%"):format(100 * med(p, "retake")))
-    row(label .. ": Jain fairness", f2(med(d, "jain")), p and f2(med(p, "jain")),
+    local function rt(r) return ("%.0f %%"):format(100 * med(r, "retake")) end
+    row(label .. ": handoff p50 / p99 (ms)", ms(d), pm(ms), t)
+    row(label .. ": releaser re-takes its lock", rt(d), pm(rt))
+    row(label .. ": Jain fairness", f2(med(d, "jain")), pm(function(r) return f2(med(r, "jain")) end),
         ("≥ 0.9: %s"):format(verdict(med(d, "jain") >= 0.9)))
   end
 end
@@ -387,8 +428,8 @@ for _, r in ipairs(M3) do ok3 = ok3 and r.held == n3 and r.live == n3 and r.lost
 row(("M3 %d locks, lease %g s, %g s: held at the end (client / server), lost"):format(n3, M3_LEASE, CFG.m3_hold),
     ("%d / %d, %d"):format(med(M3, "held"), med(M3, "live"), med(M3, "lost")), nil,
     ("all held, 0 lost in every run: %s"):format(verdict(ok3)))
-row("M3 renewal commands/s seen by the server (EVALSHA calls; passes seen)",
-    ("%.1f (%d)"):format(rate, med(M3, "passes")), nil,
+row("M3 renewal commands/s seen by the server (EVALSHA): steady (whole window; passes)",
+    ("%.1f (%.1f; %d)"):format(rate, med(M3, "window"), med(M3, "passes")), nil,
     ("≤ %g/s (2%% sampling tolerance): %s"):format(want, verdict(rate <= want * 1.02)))
 row("M3 CPU of the holding process (share of one core)", ("%.1f %%"):format(100 * cpu), nil,
     ("≤ 10 %%: %s"):format(verdict(cpu <= 0.10)))
@@ -397,9 +438,11 @@ local ver = sh("redis-server --version"):match("v=(%S+)") or "?"
 local cores = sh("nproc 2>/dev/null"):match("%d+") or "?"
 local out = {
   ("dlock bench%s: redis-server %s on 127.0.0.1, %s cores, %s; median of %d runs; " ..
-   "M1 %g s, M2 %g s per run; plain Lua = bench/plainlock.lua. Took %.0f s."):format(
+   "M1 %g s, M2 %g s per run; ceiling and M1 %s; plain Lua = bench/plainlock.lua. " ..
+   "Took %.0f s; load average %s before, %s after."):format(
     QUICK and " --quick" or "", ver, cores, os.date("%Y-%m-%d %H:%M"), CFG.reps,
-    CFG.secs, CFG.m2_secs, now() - T0),
+    CFG.secs, CFG.m2_secs, PIN ~= "" and ("with server and client pinned to CPU " .. CPU) or "unpinned (no taskset)",
+    now() - T0, LOAD0, loadavg()),
   "",
   "| measure | dlock (or ceiling) | plain Lua | target |",
   "|---|---|---|---|",
