@@ -44,19 +44,42 @@ function helper.wait_for(cond, timeout, step)
   return cond()
 end
 
+--- True if a local TCP socket (listening or connected, IPv4 or IPv6)
+--- already uses `port`, per /proc/net/tcp*.
+function helper.port_in_use(port)
+  local pat = (":%04X "):format(port)
+  for _, f in ipairs({ "/proc/net/tcp", "/proc/net/tcp6" }) do
+    for line in (helper.read_file(f) or ""):gmatch("[^\n]+") do
+      local localaddr = line:match("^%s*%d+:%s+(%S+)")
+      if localaddr and (localaddr .. " "):find(pat, 1, true) then return true end
+    end
+  end
+  return false
+end
+
 local servers = {}
 math.randomseed(os.time() + math.floor(dlock.now() * 1e6) % 1000003)
 
 --- Start a redis-server on a free loopback port; returns a handle with
 --- port, url, pid, cli(...), stop(), signal(sig).
-function helper.start_redis(extra)
+--- opts (optional): conf = a config file loaded before the command-line
+--- options (redis-sentinel needs one it can rewrite), sentinel = true to
+--- run in sentinel mode.
+function helper.start_redis(extra, opts)
+  opts = opts or {}
   for _ = 1, 20 do
     local port = math.random(20000, 60000)
+    for _ = 1, 20 do                      -- skip ports some socket already has
+      if not helper.port_in_use(port) then break end
+      port = math.random(20000, 60000)
+    end
     local base = string.format("%s/redis-%d", tmp, port)
+    sh("mkdir -p " .. base .. ".d")        -- its own data: no dump.rdb shared
     local cmd = string.format(
-      "env -u LD_PRELOAD redis-server --port %d --bind 127.0.0.1 --save '' --appendonly no " ..
-      "--daemonize yes --pidfile %s.pid --logfile %s.log --dir %s %s",
-      port, base, base, tmp, extra or "")
+      "env -u LD_PRELOAD redis-server %s--port %d --bind 127.0.0.1 --save '' --appendonly no " ..
+      "--daemonize yes --pidfile %s.pid --logfile %s.log --dir %s %s%s",
+      opts.conf and ("'" .. opts.conf .. "' ") or "", port, base, base, base .. ".d",
+      extra or "", opts.sentinel and " --sentinel" or "")
     if sh(cmd .. " >/dev/null 2>&1") then
       local up = helper.wait_for(function()
         local r = read(("redis-cli -p %d ping 2>&1"):format(port))
@@ -75,7 +98,7 @@ function helper.start_redis(extra)
           return read(("redis-cli -p %d %s 2>&1"):format(port, table.concat(args, " ")))
             :gsub("%s+$", "")
         end
-        function srv.signal(sig) return sh(("kill -%s %d"):format(sig, srv.pid)) end
+        function srv.signal(sig) return sh(("kill -%s %d 2>/dev/null"):format(sig, srv.pid)) end
         function srv.stop()
           if srv.pid then
             srv.signal("KILL")

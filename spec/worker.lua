@@ -22,6 +22,7 @@ end
 if mode == "counter" then
   -- counter URL NAME ITERATIONS COUNTER_FILE TOKEN_FILE IDX
   local url, name, iters, cfile, tfile, idx = arg[2], arg[3], tonumber(arg[4]), arg[5], arg[6], arg[7]
+  if url:sub(1, 1) == "{" then url = assert(load("return " .. url))() end
   local client = assert(dlock.connect(url))
   local lock = client:lock(name)
   for _ = 1, iters do
@@ -36,8 +37,10 @@ if mode == "counter" then
   say("done", idx)
 
 elseif mode == "hold" then
-  -- hold URL NAME SECONDS: hold for SECONDS then release
-  local client = assert(dlock.connect(arg[2]))
+  -- hold URL|OPTS NAME SECONDS: hold for SECONDS then release
+  local target = arg[2]
+  if target:sub(1, 1) == "{" then target = assert(load("return " .. target))() end
+  local client = assert(dlock.connect(target))
   local lock = client:lock(arg[3])
   assert(lock:acquire())
   say("held", lock:token())

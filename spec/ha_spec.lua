@@ -1,0 +1,253 @@
+-- The same lock API on Redlock (independent masters), Sentinel and Cluster,
+-- against real topologies started on loopback by spec/topology.lua.
+local dlock = require "dlock"
+local helper = require "helper"
+local topology = require "topology"
+
+-- A Lua table literal of connect options, for worker processes.
+local function literal(opts)
+  local parts = {}
+  for k, v in pairs(opts) do
+    if type(v) == "table" then
+      local items = {}
+      for i, u in ipairs(v) do items[i] = ("%q"):format(u) end
+      v = "{" .. table.concat(items, ",") .. "}"
+    else
+      v = ("%q"):format(v)
+    end
+    parts[#parts + 1] = k .. "=" .. v
+  end
+  return "{" .. table.concat(parts, ",") .. "}"
+end
+
+-- Several processes, one lock, a non-atomic counter: no update lost,
+-- fencing tokens strictly increasing.
+local function mutual_exclusion(opts)
+  local name = helper.unique_name("mx")
+  local cfile = helper.tmp .. "/" .. name:gsub(":", "_") .. ".count"
+  local tfile = cfile .. ".tokens"
+  local nproc, iters = 3, 60
+  local outs = helper.run_parallel(nproc, "counter", literal(opts), name, iters,
+    cfile, tfile)
+  for i = 1, nproc do assert.matches("done " .. i, outs[i]) end
+  assert.equals(tostring(nproc * iters), helper.read_file(cfile))
+  local last = 0
+  for tok in helper.read_file(tfile):gmatch("(%d+) %d+\n") do
+    assert.is_true(tonumber(tok) > last)
+    last = tonumber(tok)
+  end
+end
+
+-- The common life of a lock, the same on every topology.
+local function lifecycle(opts)
+  local c = assert(dlock.connect(opts))
+  local other = assert(dlock.connect(opts))
+  local name = helper.unique_name()
+  local l = c:lock(name)
+  assert.equals(l, l:acquire())
+  assert(l:acquire())
+  assert.equals(2, l:count())
+  local t = l:token()
+  assert.is_true(l:ttl() > 0)
+  assert.is_nil((other:lock(name):try_acquire()))
+  assert.same({ true, 1 }, { l:release() })
+  assert.same({ true, 0 }, { l:release() })
+  assert(other:lock(name):acquire())
+  assert.is_true(other:lock(name):token() > t)
+  assert.is_true(other:lock(name):extend(5))
+  assert.is_true(other:lock(name):force_release())
+  assert.same({ true, "x" }, { c:with(name, function() return "x" end) })
+  assert.is_true(c:ping())
+  c:close(); other:close()
+end
+
+describe("Redlock (servers)", function()
+  local topo, opts
+
+  lazy_setup(function()
+    topo = topology.masters(5)
+    opts = { servers = topo.urls, lease = 1, command_timeout = 0.3,
+             connect_timeout = 0.3 }
+  end)
+  lazy_teardown(function() topo.stop() end)
+
+  it("acquires, re-enters, extends and releases on a quorum", function()
+    lifecycle(opts)
+  end)
+
+  it("holds the lock on a majority, and the watchdog keeps it", function()
+    local c = assert(dlock.connect(opts))
+    local name = helper.unique_name()
+    local l = c:lock(name)
+    assert(l:acquire())
+    dlock.sleep(2.2)                              -- > 2 leases
+    assert.is_true(l:held())
+    local n = 0
+    for _, s in ipairs(topo.servers) do
+      n = n + (s.cli("exists", "dlock:{" .. name .. "}") == "1" and 1 or 0)
+    end
+    assert.is_true(n >= 3)
+    assert(l:release())
+    c:close()
+  end)
+
+  it("keeps fencing tokens increasing when one master's counter ran ahead", function()
+    local c = assert(dlock.connect(opts))
+    local name = helper.unique_name()
+    topo.servers[1].cli("hset", "dlock:{" .. name .. "}:fence", "n", "100")
+    local l = c:lock(name)
+    assert(l:acquire())
+    assert.equals(101, l:token())                 -- the quorum's highest
+    assert(l:release())
+    topo.servers[1].stop()                        -- the one that ran ahead
+    assert(l:acquire())
+    assert.is_true(l:token() > 101)               -- written back to the others
+    assert(l:release())
+    topo.servers[1].restart()
+    c:close()
+  end)
+
+  it("gives mutual exclusion across processes", function()
+    mutual_exclusion({ servers = topo.urls })
+  end)
+
+  it("works with a minority down; a majority down gives 'quorum' in bounded time", function()
+    local c = assert(dlock.connect(opts))
+    local l = c:lock(helper.unique_name())
+    assert(l:acquire())
+    topo.servers[4].stop()
+    topo.servers[5].stop()
+    local m = c:lock(helper.unique_name())
+    assert(m:acquire())
+    assert(m:release())
+    dlock.sleep(1.2)
+    assert.is_true(l:held())                      -- renewed on 3 of 5
+    topo.servers[3].stop()
+    local t0 = dlock.now()
+    local ok, err = c:lock(helper.unique_name()):acquire{ wait = 5 }
+    assert.is_nil(ok)
+    assert.matches("^quorum", err)
+    assert.is_true(dlock.now() - t0 < 2, "took " .. (dlock.now() - t0))
+    assert.matches("^quorum", select(2, c:ping()))
+    assert(helper.wait_for(function() return not l:held() end, 3))
+    c:close()
+  end)
+end)
+
+describe("Sentinel (sentinels, master)", function()
+  local topo, opts
+
+  lazy_setup(function()
+    topo = topology.sentinel()
+    opts = { sentinels = topo.sentinel_urls, master = topo.name,
+             command_timeout = 0.5, connect_timeout = 0.5 }
+  end)
+  lazy_teardown(function() topo.stop() end)
+
+  it("finds the master through the sentinels", function()
+    lifecycle(opts)
+    local c = assert(dlock.connect(opts))
+    local name = helper.unique_name()
+    assert(c:lock(name):acquire())
+    assert.equals("1", topo.master.cli("exists", "dlock:{" .. name .. "}"))
+    c:close()
+  end)
+
+  it("with sync_replicas, waits for the replica to confirm an acquire", function()
+    local o = {}
+    for k, v in pairs(opts) do o[k] = v end
+    o.sync_replicas, o.sync_timeout = 1, 2
+    local c = assert(dlock.connect(o))
+    local name = helper.unique_name()
+    assert(c:lock(name):acquire())
+    assert.equals("1", topo.replica.cli("exists", "dlock:{" .. name .. "}"))
+    c:close()
+    o.sync_replicas, o.sync_timeout = 2, 0.2      -- there is only one replica
+    c = assert(dlock.connect(o))
+    local l = c:lock(helper.unique_name())
+    local ok, err = l:acquire()
+    assert.is_nil(ok)
+    assert.matches("^quorum", err)
+    assert.is_false(l:held())
+    assert.is_nil(l:ttl())                        -- taken back
+    c:close()
+  end)
+
+  it("gives mutual exclusion across processes", function()
+    mutual_exclusion({ sentinels = topo.sentinel_urls, master = topo.name })
+  end)
+
+  it("keeps working after a failover", function()
+    local c = assert(dlock.connect(opts))
+    assert(c:lock(helper.unique_name()):acquire())
+    topo.failover()
+    local l = c:lock(helper.unique_name())
+    local ok = helper.wait_for(function() return l:acquire{ wait = 1 } end, 15, 0.1)
+    assert.equals(l, ok)
+    assert.equals("1", topo.master.cli("exists", "dlock:{" .. l.name .. "}"))
+    assert(l:release())
+    c:close()
+  end)
+end)
+
+describe("Cluster (cluster)", function()
+  local topo, opts
+
+  lazy_setup(function()
+    topo = topology.cluster(3)
+    opts = { cluster = { topo.urls[1] }, command_timeout = 0.5,
+             connect_timeout = 0.5, lease = 1 }
+  end)
+  lazy_teardown(function() topo.stop() end)
+
+  it("routes locks in different slots to their nodes", function()
+    lifecycle(opts)
+    local c = assert(dlock.connect(opts))
+    local seen = {}
+    for i = 1, 30 do
+      local name = "spread" .. i
+      local l = c:lock(name)
+      assert(l:acquire())
+      local owner = topo.owner(topology.keyslot(topo, "dlock:{" .. name .. "}"))
+      assert.equals("1", topo.nodes[owner].cli("exists", "dlock:{" .. name .. "}"))
+      seen[owner] = true
+    end
+    assert.is_true(seen[1] and seen[2] and seen[3])
+    c:close()
+  end)
+
+  it("wakes a waiter through shard channels", function()
+    local name = helper.unique_name()
+    local holder = helper.spawn("hold", literal({ cluster = topo.urls }), name, 0.5)
+    assert(helper.wait_for(function() return holder.output():match("held") end, 10))
+    local c = assert(dlock.connect(opts))
+    local l = c:lock(name)
+    assert(l:acquire{ wait = 10 })              -- holder's lease is 30 s
+    assert.is_true(c:stats().wakeups >= 1)
+    assert(l:release())
+    c:close()
+  end)
+
+  it("gives mutual exclusion across processes", function()
+    mutual_exclusion({ cluster = topo.urls })
+  end)
+
+  it("follows a slot that moves while a lock is held", function()
+    local c = assert(dlock.connect(opts))
+    local name = helper.unique_name()
+    local l = c:lock(name)
+    assert(l:acquire())
+    local slot = topology.keyslot(topo, "dlock:{" .. name .. "}")
+    local from = topo.owner(slot)
+    local to = from % 3 + 1
+    topo.move_slot(slot, to)
+    dlock.sleep(1.2)                              -- renewals cross the move
+    assert.is_true(l:held())
+    assert.equals("1", topo.nodes[to].cli("exists", "dlock:{" .. name .. "}"))
+    assert(l:acquire())                           -- reentry on the new node
+    assert.same({ true, 1 }, { l:release() })
+    assert.same({ true, 0 }, { l:release() })
+    assert.equals("0", topo.nodes[to].cli("exists", "dlock:{" .. name .. "}"))
+    c:close()
+  end)
+end)
