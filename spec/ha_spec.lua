@@ -177,6 +177,25 @@ describe("Sentinel (sentinels, master)", function()
     mutual_exclusion({ sentinels = topo.sentinel_urls, master = topo.name })
   end)
 
+  it("keeps renewing a held lock on the new master after a failover", function()
+    local o = {}
+    for k, v in pairs(opts) do o[k] = v end
+    o.lease, o.sync_replicas = 4, 1               -- the replica has the lock
+    local c = assert(dlock.connect(o))
+    local l = c:lock(helper.unique_name())
+    assert(l:acquire())
+    topo.failover()
+    dlock.sleep(2.5)                              -- renewals cross the failover
+    assert.is_true(l:held())
+    local key = "dlock:{" .. l.name .. "}"
+    assert(helper.wait_for(function()
+      return (tonumber((topo.master.cli("pttl", key))) or 0) > 2500
+    end, 3))                                      -- renewed on the new master
+    assert.same({ true, 0 }, { l:release() })
+    assert.equals("0", topo.master.cli("exists", key))
+    c:close()
+  end)
+
   it("keeps working after a failover", function()
     local c = assert(dlock.connect(opts))
     assert(c:lock(helper.unique_name()):acquire())

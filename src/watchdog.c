@@ -225,6 +225,7 @@ static size_t renew(dl_client *c, dl_hold *orphans, size_t nnodes)
     char err[DL_ERRLEN], lease_s[24];
     size_t ndrop[DL_MAX_NODES] = { 0 };
     int sent[DL_MAX_NODES], moved[DL_MAX_NODES] = { 0 };
+    int retarget[DL_MAX_NODES] = { 0 };
     snprintf(lease_s, sizeof lease_s, "%lld", (long long)c->opts.lease_ms);
     qsort(w->order, w->norder, sizeof *w->order, cmp_u64);
     if (make_chunks(w) != 0) {
@@ -273,6 +274,9 @@ static size_t renew(dl_client *c, dl_hold *orphans, size_t nnodes)
                    (strncmp(r->str, "MOVED ", 6) == 0 ||
                     strncmp(r->str, "ASK ", 4) == 0)) {
             moved[k->node] = 1;
+        } else if (r->type == REDIS_REPLY_ERROR &&
+                   strncmp(r->str, "READONLY", 8) == 0) {
+            retarget[k->node] = 1;          /* Sentinel: master demoted */
         }
         tally(w, k, r);
         if (r)
@@ -287,6 +291,8 @@ static size_t renew(dl_client *c, dl_hold *orphans, size_t nnodes)
         }
         if (moved[k])                       /* Cluster: the map moved */
             (void)dl_topology_refresh(t, k, 1, err, sizeof err);
+        if (retarget[k])                    /* ask the sentinels again */
+            dl_conn_retarget(&t->nodes[k]->wd);
     }
     return w->nchunks;
 }
