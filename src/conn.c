@@ -292,6 +292,8 @@ dl_status dl_conn_error(dl_conn *c, char *err, size_t errlen)
 
 dl_status dl_reply_error(const redisReply *r, char *err, size_t errlen)
 {
+    if (strncmp(r->str, "MOVED ", 6) == 0 || strncmp(r->str, "ASK ", 4) == 0)
+        return dl_fail(err, errlen, DL_EMOVED, "%s", r->str);
     static const char *const transient[] = { "LOADING", "BUSY ",
                                              "MASTERDOWN", NULL };
     for (int i = 0; transient[i]; i++)

@@ -97,9 +97,10 @@ dl_status dl_conn_append(dl_conn *c, int argc, const char **argv,
                          const size_t *lens, char *err, size_t errlen);
 dl_status dl_conn_read(dl_conn *c, redisReply **out, char *err, size_t errlen);
 
-/* Classify an error reply: the transient states of a server that cannot
- * serve yet (LOADING, BUSY, MASTERDOWN) are DL_ECONN, anything else is
- * DL_EREDIS. Writes the text to err. */
+/* Classify an error reply: a Cluster redirect (MOVED, ASK) is DL_EMOVED,
+ * the transient states of a server that cannot serve yet (LOADING, BUSY,
+ * MASTERDOWN) are DL_ECONN, anything else is DL_EREDIS. Writes the text
+ * to err. */
 dl_status dl_reply_error(const redisReply *r, char *err, size_t errlen);
 
 /* Describe a hiredis context error as "connection: ..." text in err. */

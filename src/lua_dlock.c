@@ -211,8 +211,8 @@ static const char *const CONNECT_KEYS[] = {
     "on_lost", "max_hold", "sync_replicas", "sync_timeout", NULL
 };
 
-static void check_keys(lua_State *L, int t, const char *fname,
-                       const char *const *keys)
+void dlua_check_keys(lua_State *L, int t, const char *fname,
+                     const char *const *keys)
 {
     lua_pushnil(L);
     while (lua_next(L, t)) {
@@ -311,7 +311,7 @@ static void read_args(lua_State *L, conn_args *a)
     if (!lua_istable(L, 1))
         luaL_argerror(L, 1, lua_pushfstring(L, "URL string or options "
                       "table expected, got %s", luaL_typename(L, 1)));
-    check_keys(L, 1, "connect", CONNECT_KEYS);
+    dlua_check_keys(L, 1, "connect", CONNECT_KEYS);
     static const char *const topo[] = { "url", "servers", "sentinels",
                                         "cluster", NULL };
     int ntopo = 0;

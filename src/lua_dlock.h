@@ -41,6 +41,11 @@ int64_t dlua_lease_ms(lua_State *L, int idx, const char *fname,
 int64_t dlua_seconds_us(lua_State *L, int idx, const char *fname,
                         const char *what);
 
+/* Raise "bad option 'k' to 'fname' (unknown option)" for a key of the
+ * table at t that is not in the NULL-terminated keys. */
+void dlua_check_keys(lua_State *L, int t, const char *fname,
+                     const char *const *keys);
+
 /* Raise "bad option 'what' to 'fname' (msg)". */
 int dlua_opt_error(lua_State *L, const char *fname, const char *what,
                    const char *msg);

@@ -69,25 +69,6 @@ static char *put(char *p, const char *a, size_t alen, const char *b,
 static const char *const LOCK_KEYS[] = { "wait", "lease", "owner", NULL };
 static const char *const ACQUIRE_KEYS[] = { "wait", "lease", NULL };
 
-/* Raise on a key of table t not in keys. */
-static void check_keys(lua_State *L, int t, const char *fname,
-                       const char *const *keys)
-{
-    lua_pushnil(L);
-    while (lua_next(L, t)) {
-        lua_pop(L, 1);
-        int known = 0;
-        if (lua_type(L, -1) == LUA_TSTRING)
-            for (int i = 0; keys[i] && !known; i++)
-                known = strcmp(lua_tostring(L, -1), keys[i]) == 0;
-        if (!known)
-            dlua_opt_error(L, fname, lua_type(L, -1) == LUA_TSTRING
-                                         ? lua_tostring(L, -1)
-                                         : luaL_typename(L, -1),
-                           "unknown option");
-    }
-}
-
 /* wait and lease from the table at t (if any) over the given defaults. */
 static void read_timing(lua_State *L, int t, const char *fname,
                         int64_t *wait_us, int64_t *lease_ms)
@@ -97,7 +78,7 @@ static void read_timing(lua_State *L, int t, const char *fname,
     if (!lua_istable(L, t))
         luaL_argerror(L, t, lua_pushfstring(L, "options table expected, "
                       "got %s", luaL_typename(L, t)));
-    check_keys(L, t, fname, fname[0] == 'l' ? LOCK_KEYS : ACQUIRE_KEYS);
+    dlua_check_keys(L, t, fname, fname[0] == 'l' ? LOCK_KEYS : ACQUIRE_KEYS);
     if (lua_getfield(L, t, "wait") != LUA_TNIL)
         *wait_us = dlua_wait_us(L, -1, fname, "wait");
     lua_pop(L, 1);

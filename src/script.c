@@ -168,11 +168,7 @@ dl_status dl_script_eval(dl_conn *c, const dl_scripts *s, dl_script_id id,
         st = dl_conn_call(c, argc, argv, lens, out, err, errlen);
     }
     if (st == DL_OK && (*out)->type == REDIS_REPLY_ERROR) {
-        if (strncmp((*out)->str, "MOVED ", 6) == 0 ||
-            strncmp((*out)->str, "ASK ", 4) == 0)
-            st = dl_fail(err, errlen, DL_EMOVED, "%s", (*out)->str);
-        else
-            st = dl_reply_error(*out, err, errlen);
+        st = dl_reply_error(*out, err, errlen);
         freeReplyObject(*out);
         *out = NULL;
     }

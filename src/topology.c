@@ -342,11 +342,7 @@ static dl_status run_once(dl_topology *t, const dl_scripts *s, int wd,
             if (st != DL_OK || (*out)->type != REDIS_REPLY_ERROR)
                 return st;
         }
-        if (strncmp((*out)->str, "MOVED ", 6) == 0 ||
-            strncmp((*out)->str, "ASK ", 4) == 0)
-            st = dl_fail(err, errlen, DL_EMOVED, "%s", (*out)->str);
-        else
-            st = dl_reply_error(*out, err, errlen);
+        st = dl_reply_error(*out, err, errlen);
         freeReplyObject(*out);
         *out = NULL;
     }
