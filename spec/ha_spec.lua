@@ -196,6 +196,23 @@ describe("Sentinel (sentinels, master)", function()
     c:close()
   end)
 
+  it("writes to the new master when a paused old master comes back", function()
+    local c = assert(dlock.connect(opts))
+    assert(c:lock(helper.unique_name()):acquire())  -- connected, listening
+    local old = topo.master
+    old.signal("STOP")
+    local ok, err = pcall(topo.failover, 30, { reattach = false })
+    old.signal("CONT")
+    assert(ok, err)
+    -- The old master still believes it is one until Sentinel demotes it; the
+    -- +switch-master announcement sends dlock to the new one at once.
+    local l = c:lock(helper.unique_name())
+    assert(l:acquire{ wait = 5 })
+    assert.equals("1", topo.master.cli("exists", "dlock:{" .. l.name .. "}"))
+    assert(l:release())
+    c:close()
+  end)
+
   it("keeps working after a failover", function()
     local c = assert(dlock.connect(opts))
     assert(c:lock(helper.unique_name()):acquire())

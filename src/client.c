@@ -394,6 +394,7 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
 
     int waited = 0;
     for (;;) {
+        dl_topology_sentinel_news(&c->topo);
         int64_t t0 = dl_now_us();
         dl_attempt a;
         dl_status st = redlock
@@ -486,6 +487,7 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
     int64_t expect = h->count, token = h->token;
     h->releasing = 1;
     pthread_mutex_unlock(&c->mu);
+    dl_topology_sentinel_news(&c->topo);
 
     char exp_s[24], tok_s[24];
     const char *argv[DL_SCRIPT_HEAD + 7];
@@ -551,6 +553,7 @@ dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
     argv[3] = l->key;   lens[3] = l->keylen;
     argv[4] = l->owner; lens[4] = l->ownerlen;
     fmt_i64(ms_s, sizeof ms_s, lease_ms, &argv[5], &lens[5]);
+    dl_topology_sentinel_news(&c->topo);
     int64_t t0 = dl_now_us();
     int ok;
     dl_status st;
@@ -588,6 +591,7 @@ dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
 dl_status dl_client_ttl(dl_client *c, const dl_lockref *l, int64_t *ttl_ms,
                         char *err, size_t errlen)
 {
+    dl_topology_sentinel_news(&c->topo);
     const char *argv[2] = { "PTTL", l->key };
     size_t lens[2] = { 4, l->keylen };
     if (c->topo.kind == DL_TOPO_REDLOCK)
@@ -613,6 +617,7 @@ dl_status dl_client_force_release(dl_client *c, const dl_lockref *l,
     argv[3] = l->key;  lens[3] = l->keylen;
     argv[4] = l->chan; lens[4] = l->chanlen;
     argv[5] = c->pubverb; lens[5] = strlen(c->pubverb);
+    dl_topology_sentinel_news(&c->topo);
     if (c->topo.kind == DL_TOPO_REDLOCK)
         return dl_redlock_force(c, argv, lens, existed, err, errlen);
     redisReply *r;
@@ -629,6 +634,7 @@ dl_status dl_client_force_release(dl_client *c, const dl_lockref *l,
 dl_status dl_client_ping(dl_client *c, char *err, size_t errlen)
 {
     const char *argv[1] = { "PING" };
+    dl_topology_sentinel_news(&c->topo);
     if (c->topo.kind == DL_TOPO_REDLOCK)
         return dl_redlock_ping(c, argv, err, errlen);
     redisReply *r;

@@ -363,6 +363,8 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
         c->resolve_next = 0;
     }
     const dl_endpoint *ep = &c->ep;
+    if (!ep->path && !ep->host)
+        return dl_fail(err, errlen, DL_ECONN, "no address to connect to");
     struct timeval tv = to_tv(c->connect_timeout_us);
     c->ctx = ep->path ? redisConnectUnixWithTimeout(ep->path, tv)
                       : redisConnectWithTimeout(ep->host, ep->port, tv);

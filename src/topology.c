@@ -162,6 +162,41 @@ static int sentinel_resolve(void *ud, dl_endpoint *out, char *err,
     return -1;
 }
 
+#define SWITCH_MASTER "+switch-master"
+
+void dl_topology_sentinel_news(dl_topology *t)
+{
+    char err[DL_ERRLEN];
+    size_t len = sizeof SWITCH_MASTER - 1;
+    dl_waiter *w = &t->news;
+    if (t->kind != DL_TOPO_SENTINEL || t->nsentinels == 0)
+        return;
+    if (!t->news_init || (!w->conn.ctx && !w->conn.retry_at_us)) {
+        /* (Re)start on the next sentinel; the first time on the first. */
+        if (t->news_init) {
+            dl_waiter_free(w);
+            t->news_from = (t->news_from + 1) % t->nsentinels;
+        }
+        t->news_init = dl_waiter_init(w, &t->sentinels[t->news_from],
+                                      t->connect_timeout_us, 0) == 0;
+        if (!t->news_init)
+            return;
+    }
+    if (!dl_waiter_subscribed(w, SWITCH_MASTER, len) &&
+        dl_waiter_subscribe(w, SWITCH_MASTER, len, err, sizeof err) != DL_OK)
+        return;
+    if (dl_waiter_wait(w, SWITCH_MASTER, len, 0) <= 0)
+        return;
+    dl_node *n = t->nodes[0];
+    dl_conn_retarget(&n->cmd);
+    dl_waiter_free(&n->sub);            /* its subscriptions go with it */
+    if (dl_waiter_init(&n->sub, &t->tmpl, t->connect_timeout_us, 0) == 0) {
+        n->sub.conn.resolver = &t->resolver;
+        n->sub.conn.resolve_next = 1;
+    }
+    __atomic_store_n(&t->wd_retarget, 1, __ATOMIC_RELEASE);
+}
+
 /* ---- set-up ------------------------------------------------------------ */
 
 dl_status dl_topology_init(dl_topology *t, dl_topo_kind kind,
@@ -222,6 +257,8 @@ void dl_topology_free(dl_topology *t)
 {
     for (size_t i = 0; i < t->nnodes; i++)
         free_node(t->nodes[i]);
+    if (t->news_init)
+        dl_waiter_free(&t->news);
     for (size_t i = 0; i < t->nsentinels; i++)
         dl_endpoint_free(&t->sentinels[i]);
     free(t->sentinels);

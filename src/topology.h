@@ -42,6 +42,10 @@ typedef struct dl_topology {
     size_t nsentinels;
     char *master;               /* Sentinel: the master's name */
     dl_resolver resolver;       /* Sentinel: resolves node 0 */
+    dl_waiter news;             /* Sentinel: +switch-master, Lua thread */
+    size_t news_from;           /* which sentinel it listens to */
+    int news_init;
+    int wd_retarget;            /* atomic: the watchdog must re-resolve */
     int64_t connect_timeout_us, command_timeout_us, wd_timeout_us;
 } dl_topology;
 
@@ -54,6 +58,11 @@ dl_status dl_topology_init(dl_topology *t, dl_topo_kind kind,
                            int64_t command_timeout_us,
                            int64_t wd_timeout_us, char *err, size_t errlen);
 void dl_topology_free(dl_topology *t);
+
+/* Sentinel, Lua thread: look (without blocking) for a failover
+ * announcement; on one, send node 0's connections and the watchdog's to
+ * the sentinels again. */
+void dl_topology_sentinel_news(dl_topology *t);
 
 /* CRC16 hash slot of key, honouring a {hash tag}. */
 unsigned dl_key_slot(const char *key, size_t len);

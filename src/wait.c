@@ -188,7 +188,7 @@ int dl_waiter_wait_any(dl_waiter **ws, size_t n, const char *chan,
     int64_t deadline = dl_now_us() + timeout_us;
     if (n > 64)
         n = 64;
-    for (;;) {
+    for (int looked = 0;; looked = 1) {
         size_t np = 0;
         int woke = 0;
         for (size_t i = 0; i < n; i++) {
@@ -215,9 +215,11 @@ int dl_waiter_wait_any(dl_waiter **ws, size_t n, const char *chan,
         if (np == 0)
             return -1;
         int64_t left = deadline - dl_now_us();
-        if (left <= 0)
+        if (left <= 0 && looked)
             return 0;
-        int k = poll(pfd, (nfds_t)np, (int)((left + 999) / 1000));
+        /* A zero timeout still looks at the sockets once. */
+        int k = poll(pfd, (nfds_t)np, left > 0 ? (int)((left + 999) / 1000)
+                                               : 0);
         if (k < 0 && errno != EINTR) {
             for (size_t i = 0; i < np; i++)
                 broken(polled[i]);

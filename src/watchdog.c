@@ -353,7 +353,6 @@ static void *run(void *arg)
 {
     dl_client *c = arg;
     dl_watchdog *w = &c->wd;
-    pthread_setname_np(pthread_self(), "dlock-watchdog");
     pthread_mutex_lock(&c->mu);
     while (!w->stopping) {                  /* invariant: c->mu held */
         int64_t next = scan(c, dl_now_us());
@@ -366,6 +365,8 @@ static void *run(void *arg)
         size_t nnodes = c->topo.nnodes;
         w->next_wake_us = 0;                /* busy: no pokes needed */
         pthread_mutex_unlock(&c->mu);
+        if (__atomic_exchange_n(&c->topo.wd_retarget, 0, __ATOMIC_ACQ_REL))
+            dl_conn_retarget(&c->topo.nodes[0]->wd);   /* Sentinel news */
         int64_t sent = dl_now_us();
         size_t calls = renew(c, orphans, nnodes);
         while (orphans) {
@@ -405,6 +406,8 @@ dl_status dl_watchdog_start(dl_client *c, char *err, size_t errlen)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0)
         return dl_fail(err, errlen, DL_ECONN, "cannot start the watchdog");
+    /* Named here, not by the thread: visible as soon as connect returns. */
+    pthread_setname_np(w->thread, "dlock-watchdog");
     w->running = 1;
     return DL_OK;
 }
