@@ -115,6 +115,47 @@ describe("bad input", function()
     probe:close()
   end)
 
+  it("survives 3,000 random option tables (property test)", function()
+    math.randomseed(4242)
+    local values = { 0, -1, 1, 0.001, 1e300, -1e300, 0 / 0, math.huge, -math.huge,
+      2^53, 2^63, math.mininteger, "", "x", "1", {}, { "redis://127.0.0.1:1" },
+      { 1, 2 }, true, false, print, coroutine.create(print) }
+    local keys = { "url", "servers", "sentinels", "master", "cluster", "prefix",
+      "lease", "connect_timeout", "command_timeout", "username", "password", "db",
+      "on_lost", "max_hold", "sync_replicas", "sync_timeout", "wait", "owner", 1, "" }
+    local function random_table(n)
+      local t = {}
+      for _ = 1, n do t[keys[math.random(#keys)]] = values[math.random(#values)] end
+      return t
+    end
+    for _ = 1, 1000 do
+      -- connect: whatever the options, it raises or fails; it never reaches
+      -- anything but a refused loopback port
+      local o = random_table(math.random(0, 4))
+      if o.url ~= nil or (o.servers == nil and o.sentinels == nil and o.cluster == nil) then
+        o.url = "redis://127.0.0.1:1"
+      end
+      for _, k in ipairs{ "servers", "sentinels", "cluster" } do
+        if type(o[k]) == "table" then o[k] = { "redis://127.0.0.1:1" } end
+      end
+      o.connect_timeout = 0.05
+      local ok, c, err = pcall(dlock.connect, o)
+      if ok then
+        assert.is_nil(c)
+        assert.matches("^%a", err)
+      end
+      -- lock and acquire options on a live client
+      local lo = random_table(math.random(0, 3))
+      local okl, l = pcall(client.lock, client, "p", lo)
+      if okl then
+        local oka, got = pcall(l.try_acquire, l, random_table(math.random(0, 2)))
+        if oka and got then l:release() end         -- a tiny lease may be lost
+      end
+    end
+    assert.is_true(client:ping())
+    assert.equals(0, lock:count())
+  end)
+
   it("accepts wait = math.huge as forever", function()
     assert(lock:acquire{ wait = math.huge })
     assert(lock:release())
