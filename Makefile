@@ -2,6 +2,7 @@
 LUA      ?= lua5.4
 LUA_PC   ?= $(LUA)
 BUSTED   ?= busted
+BUSTED_ARGS ?=
 CC       ?= cc
 CFLAGS   ?= -O2 -g
 PREFIX   ?= /usr/local
@@ -26,6 +27,7 @@ SO  = $(BUILD)/dlock/core.so
 export LUA_PATH  := $(CURDIR)/lua/?.lua;$(CURDIR)/spec/?.lua;;
 export LUA_CPATH := $(CURDIR)/$(BUILD)/?.so;;
 export DLOCK_LUA := $(LUA)
+export DLOCK_BUILD := $(BUILD)
 
 .PHONY: all deps test demo bench asan valgrind lint install clean help
 
@@ -42,7 +44,7 @@ deps:                      ## install missing Debian packages (as root)
 	@sh tools/deps.sh $(LUA_PC)
 
 test: all $(BUILD)/forktest.so  ## build, then run the busted suite on real redis-servers
-	sh tools/with-tmp.sh sh tools/busted.sh $(LUA) spec
+	sh tools/with-tmp.sh sh tools/busted.sh $(LUA) $(BUSTED_ARGS) spec
 
 demo: all                  ## build, then run examples/ ($REDIS_URL or a throwaway server)
 	sh tools/demo.sh
@@ -60,7 +62,7 @@ bench: all                 ## benchmarks against a throwaway redis-server
 asan:                      ## the suite under ASan+UBSan (built in build/asan)
 	$(MAKE) all build/asan/forktest.so BUILD=build/asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
 	    LDFLAGS="-fsanitize=address,undefined"
-	LUA_CPATH="$(CURDIR)/build/asan/?.so;;" \
+	LUA_CPATH="$(CURDIR)/build/asan/?.so;;" DLOCK_BUILD=build/asan \
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

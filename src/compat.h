@@ -14,7 +14,7 @@
 #if LUA_VERSION_NUM < 504
 /* 5.3 has one user value per userdata: dlock keeps a table there and
  * stores its numbered values in it. */
-static int dl_compat_getiuv(lua_State *L, int idx, int n)
+static inline int dl_compat_getiuv(lua_State *L, int idx, int n)
 {
     lua_getuservalue(L, idx);
     if (lua_isnil(L, -1))
@@ -23,7 +23,7 @@ static int dl_compat_getiuv(lua_State *L, int idx, int n)
     lua_remove(L, -2);
     return t;
 }
-static void dl_compat_setiuv(lua_State *L, int idx, int n)
+static inline int dl_compat_setiuv(lua_State *L, int idx, int n)
 {
     idx = lua_absindex(L, idx);
     lua_getuservalue(L, idx);
@@ -36,10 +36,11 @@ static void dl_compat_setiuv(lua_State *L, int idx, int n)
     lua_insert(L, -2);
     lua_rawseti(L, -2, n);
     lua_pop(L, 1);
+    return 1;
 }
 #define lua_newuserdatauv(L, sz, nuv) lua_newuserdata(L, (sz))
 #define lua_getiuservalue(L, idx, n)  dl_compat_getiuv(L, (idx), (n))
-#define lua_setiuservalue(L, idx, n)  (dl_compat_setiuv(L, (idx), (n)), 1)
+#define lua_setiuservalue(L, idx, n)  dl_compat_setiuv(L, (idx), (n))
 #define luaL_pushfail(L)              lua_pushnil(L)
 #define luaL_typeerror(L, arg, tname) \
     luaL_argerror(L, (arg), lua_pushfstring(L, "%s expected, got %s", \

@@ -227,7 +227,8 @@ static size_t renew(dl_client *c, dl_hold *orphans, size_t nnodes)
     int sent[DL_MAX_NODES], moved[DL_MAX_NODES] = { 0 };
     int retarget[DL_MAX_NODES] = { 0 };
     snprintf(lease_s, sizeof lease_s, "%lld", (long long)c->opts.lease_ms);
-    qsort(w->order, w->norder, sizeof *w->order, cmp_u64);
+    if (w->norder > 1)                      /* none: order may be NULL */
+        qsort(w->order, w->norder, sizeof *w->order, cmp_u64);
     if (make_chunks(w) != 0) {
         w->nchunks = 0;
         for (size_t i = 0; i < w->nbatch; i++)
