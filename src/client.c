@@ -348,9 +348,7 @@ static size_t subscribe(dl_client *c, const dl_lockref *l, dl_waiter **ws,
     }
     *nws = 0;
     for (size_t i = lo; i < hi; i++) {
-        pthread_mutex_lock(&c->mu);
         dl_waiter *w = &t->nodes[i]->sub;
-        pthread_mutex_unlock(&c->mu);
         if (!dl_waiter_subscribed(w, l->chan, l->chanlen) &&
             dl_waiter_subscribe(w, l->chan, l->chanlen, err, sizeof err)
                 == DL_OK)

@@ -451,10 +451,17 @@ dl_status dl_conn_call(dl_conn *c, int argc, const char **argv,
     *out = NULL;
     int reused = c->ctx != NULL;
     if (dl_conn_append(c, argc, argv, lens, err, errlen) == DL_OK &&
-        dl_conn_read(c, out, err, errlen) == DL_OK)
-        return DL_OK;
-    if (!reused || !c->stale)
+        dl_conn_read(c, out, err, errlen) == DL_OK) {
+        if ((*out)->type != REDIS_REPLY_ERROR || !c->resolver ||
+            strncmp((*out)->str, "READONLY", 8) != 0)
+            return DL_OK;
+        /* Sentinel: the master was demoted. Find the new one, resend. */
+        freeReplyObject(*out);
+        *out = NULL;
+        dl_conn_retarget(c);
+    } else if (!reused || !c->stale) {
         return DL_ECONN;
+    }
     if (dl_conn_append(c, argc, argv, lens, err, errlen) != DL_OK)
         return DL_ECONN;
     return dl_conn_read(c, out, err, errlen);

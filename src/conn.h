@@ -87,7 +87,9 @@ void dl_conn_drop(dl_conn *c);
  * drop the connection and give DL_ECONN. On DL_OK the caller frees *out.
  * A connection found dead (the server restarted or closed it while idle)
  * is replaced and the command sent once more: every command dlock sends is
- * safe to resend. A timeout is never resent, so the bound holds. */
+ * safe to resend. So is a READONLY answer on a connection with a resolver
+ * (a demoted Sentinel master): it is retargeted first. A timeout is never
+ * resent, so the bound holds. */
 dl_status dl_conn_call(dl_conn *c, int argc, const char **argv,
                        const size_t *lens, redisReply **out,
                        char *err, size_t errlen);

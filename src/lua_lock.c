@@ -140,19 +140,37 @@ int dlua_lock_new(lua_State *L)
     return 1;
 }
 
+/* What a Lock method works on: its client and the lock as the running
+ * owner sees it. Lives on the method's C stack (l.owner points into it). */
+typedef struct lock_call {
+    lua_client *lc;
+    int ci;                     /* stack index of the client */
+    dl_lockref l;
+    char owner[OWNER_MAX];
+} lock_call;
+
+/* Every method starts here, once its own arguments are read: check the
+ * lock at 1, drop what follows, push its client (which runs pending
+ * on_lost callbacks) and fill in the lock's identity. */
+static void begin(lua_State *L, const char *fname, lock_call *k)
+{
+    lua_lock *lk = check_lock(L, 1);
+    lua_settop(L, 1);
+    k->lc = lock_client(L, 1, fname);
+    k->ci = lua_gettop(L);
+    lockref(L, lk, k->ci, &k->l, k->owner);
+}
+
 static int acquire(lua_State *L, const char *fname, int64_t wait_us,
                    int64_t lease_ms)
 {
-    lua_lock *k = check_lock(L, 1);
-    lua_client *lc = lock_client(L, 1, fname);
-    int ci = lua_gettop(L);
-    char ownbuf[OWNER_MAX], err[DL_ERRLEN];
-    dl_lockref l;
-    lockref(L, k, ci, &l, ownbuf);
-    lua_getiuservalue(L, ci, UV_REFS);          /* client, refs */
+    lock_call k;
+    char err[DL_ERRLEN];
+    begin(L, fname, &k);
+    lua_getiuservalue(L, k.ci, UV_REFS);        /* client, refs */
     lua_pushvalue(L, 1);
     int ref = luaL_ref(L, -2), kept = 0;
-    dl_status st = dl_client_acquire(lc->c, &l, wait_us, lease_ms, ref,
+    dl_status st = dl_client_acquire(k.lc->c, &k.l, wait_us, lease_ms, ref,
                                      &kept, err, sizeof err);
     if (!kept)
         luaL_unref(L, -1, ref);
@@ -167,7 +185,6 @@ static int lock_acquire(lua_State *L)
     lua_lock *k = check_lock(L, 1);
     int64_t wait_us = k->wait_us, lease_ms = k->lease_ms;
     read_timing(L, 2, "acquire", &wait_us, &lease_ms);
-    lua_settop(L, 1);
     return acquire(L, "acquire", wait_us, lease_ms);
 }
 
@@ -179,26 +196,21 @@ static int lock_try_acquire(lua_State *L)
     if (wait_us != 0)
         dlua_opt_error(L, "try_acquire", "wait", "try_acquire does not "
                        "wait: use acquire");
-    lua_settop(L, 1);
     return acquire(L, "try_acquire", 0, lease_ms);
 }
 
 /* Release one hold. Returns the number of Lua results. */
 static int release(lua_State *L, const char *fname)
 {
-    lua_lock *k = check_lock(L, 1);
-    lua_settop(L, 1);
-    lua_client *lc = lock_client(L, 1, fname);
-    int ci = lua_gettop(L);
-    char ownbuf[OWNER_MAX], err[DL_ERRLEN];
-    dl_lockref l;
+    lock_call k;
+    char err[DL_ERRLEN];
     int64_t left;
     int unref;
-    lockref(L, k, ci, &l, ownbuf);
-    dl_status st = dl_client_release(lc->c, &l, &left, &unref, err,
+    begin(L, fname, &k);
+    dl_status st = dl_client_release(k.lc->c, &k.l, &left, &unref, err,
                                      sizeof err);
     if (unref != DL_NOREF) {
-        lua_getiuservalue(L, ci, UV_REFS);
+        lua_getiuservalue(L, k.ci, UV_REFS);
         luaL_unref(L, -1, unref);
         lua_pop(L, 1);
     }
@@ -230,13 +242,9 @@ static int lock__close(lua_State *L)
 
 static void hold_info(lua_State *L, const char *fname, dl_holdinfo *hi)
 {
-    lua_lock *k = check_lock(L, 1);
-    lua_settop(L, 1);
-    lua_client *lc = lock_client(L, 1, fname);
-    char ownbuf[OWNER_MAX];
-    dl_lockref l;
-    lockref(L, k, lua_gettop(L), &l, ownbuf);
-    dl_client_hold_info(lc->c, &l, hi);
+    lock_call k;
+    begin(L, fname, &k);
+    dl_client_hold_info(k.lc->c, &k.l, hi);
 }
 
 static int lock_held(lua_State *L)
@@ -268,14 +276,11 @@ static int lock_token(lua_State *L)
 
 static int lock_ttl(lua_State *L)
 {
-    lua_lock *k = check_lock(L, 1);
-    lua_settop(L, 1);
-    lua_client *lc = lock_client(L, 1, "ttl");
-    char ownbuf[OWNER_MAX], err[DL_ERRLEN];
-    dl_lockref l;
+    lock_call k;
+    char err[DL_ERRLEN];
     int64_t ms;
-    lockref(L, k, lua_gettop(L), &l, ownbuf);
-    dl_status st = dl_client_ttl(lc->c, &l, &ms, err, sizeof err);
+    begin(L, "ttl", &k);
+    dl_status st = dl_client_ttl(k.lc->c, &k.l, &ms, err, sizeof err);
     if (st != DL_OK)
         return dlua_fail(L, st, err);
     if (ms == -2)
@@ -289,16 +294,14 @@ static int lock_ttl(lua_State *L)
 
 static int lock_extend(lua_State *L)
 {
-    lua_lock *k = check_lock(L, 1);
+    lock_call k;
+    char err[DL_ERRLEN];
+    check_lock(L, 1);
     if (lua_isnoneornil(L, 2))
         luaL_argerror(L, 2, "number of seconds expected");
     int64_t ms = dlua_lease_ms(L, 2, "extend", "seconds");
-    lua_settop(L, 1);
-    lua_client *lc = lock_client(L, 1, "extend");
-    char ownbuf[OWNER_MAX], err[DL_ERRLEN];
-    dl_lockref l;
-    lockref(L, k, lua_gettop(L), &l, ownbuf);
-    dl_status st = dl_client_extend(lc->c, &l, ms, err, sizeof err);
+    begin(L, "extend", &k);
+    dl_status st = dl_client_extend(k.lc->c, &k.l, ms, err, sizeof err);
     if (st != DL_OK)
         return dlua_fail(L, st, err);
     lua_pushboolean(L, 1);
@@ -307,14 +310,11 @@ static int lock_extend(lua_State *L)
 
 static int lock_force_release(lua_State *L)
 {
-    lua_lock *k = check_lock(L, 1);
-    lua_settop(L, 1);
-    lua_client *lc = lock_client(L, 1, "force_release");
-    char ownbuf[OWNER_MAX], err[DL_ERRLEN];
-    dl_lockref l;
+    lock_call k;
+    char err[DL_ERRLEN];
     int existed;
-    lockref(L, k, lua_gettop(L), &l, ownbuf);
-    dl_status st = dl_client_force_release(lc->c, &l, &existed, err,
+    begin(L, "force_release", &k);
+    dl_status st = dl_client_force_release(k.lc->c, &k.l, &existed, err,
                                            sizeof err);
     if (st != DL_OK)
         return dlua_fail(L, st, err);

@@ -156,17 +156,6 @@ dl_status dl_script_eval(dl_conn *c, const dl_scripts *s, dl_script_id id,
         lens[1] = strlen(src[id]);
         st = dl_conn_call(c, argc, argv, lens, out, err, errlen);
     }
-    if (st == DL_OK && (*out)->type == REDIS_REPLY_ERROR &&
-        strncmp((*out)->str, "READONLY", 8) == 0 && c->resolver) {
-        /* Sentinel: the master was demoted. Find the new one, resend. */
-        freeReplyObject(*out);
-        dl_conn_retarget(c);
-        argv[0] = "EVAL";
-        lens[0] = 4;
-        argv[1] = src[id];
-        lens[1] = strlen(src[id]);
-        st = dl_conn_call(c, argc, argv, lens, out, err, errlen);
-    }
     if (st == DL_OK && (*out)->type == REDIS_REPLY_ERROR) {
         st = dl_reply_error(*out, err, errlen);
         freeReplyObject(*out);

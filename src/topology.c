@@ -356,9 +356,7 @@ static dl_status run_once(dl_topology *t, const dl_scripts *s, int wd,
                           int argc, const char **argv, size_t *lens,
                           redisReply **out, char *err, size_t errlen)
 {
-    pthread_mutex_lock(t->mu);
-    dl_node *n = t->nodes[idx];
-    pthread_mutex_unlock(t->mu);
+    dl_node *n = t->nodes[idx];         /* idx came from under t->mu */
     dl_conn *c = wd ? &n->wd : &n->cmd;
     if (asking) {
         const char *a[1] = { "ASKING" };
@@ -372,13 +370,6 @@ static dl_status run_once(dl_topology *t, const dl_scripts *s, int wd,
                               lens, out, err, errlen);
     dl_status st = dl_conn_call(c, argc, argv, lens, out, err, errlen);
     if (st == DL_OK && (*out)->type == REDIS_REPLY_ERROR) {
-        if (strncmp((*out)->str, "READONLY", 8) == 0 && c->resolver) {
-            freeReplyObject(*out);
-            dl_conn_retarget(c);
-            st = dl_conn_call(c, argc, argv, lens, out, err, errlen);
-            if (st != DL_OK || (*out)->type != REDIS_REPLY_ERROR)
-                return st;
-        }
         st = dl_reply_error(*out, err, errlen);
         freeReplyObject(*out);
         *out = NULL;

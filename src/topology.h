@@ -33,7 +33,10 @@ typedef struct dl_node {
 typedef struct dl_topology {
     dl_topo_kind kind;
     pthread_mutex_t *mu;        /* the client's: guards nodes, nnodes, slots */
-    dl_node *nodes[DL_MAX_NODES]; /* never removed before close */
+    dl_node *nodes[DL_MAX_NODES]; /* appended under mu, never removed
+                                     before close: an index read under mu
+                                     (or below a node count read under
+                                     mu) may be dereferenced without it */
     size_t nnodes;
     int quorum;                 /* Redlock: N/2+1; otherwise 1 */
     uint16_t *slots;            /* Cluster: slot -> node index */
