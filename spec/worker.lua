@@ -84,7 +84,9 @@ elseif mode == "soak" then
   -- through connection errors (the server restarts once meanwhile).
   local url, name, nlocks, iters, dir, idx = arg[2], arg[3], tonumber(arg[4]),
     tonumber(arg[5]), arg[6], arg[7]
-  local client = assert(dlock.connect{ url = url, lease = 5,
+  -- The lease outlasts the restart (stop, reap, AOF reload: a few seconds);
+  -- keys expire on absolute times, so a shorter one may run out meanwhile.
+  local client = assert(dlock.connect{ url = url, lease = 15,
     connect_timeout = 0.2, command_timeout = 1 })
   local locks = {}
   for k = 1, nlocks do locks[k] = client:lock(name .. ":" .. k) end
