@@ -107,6 +107,15 @@ function helper.start_redis(extra, opts)
             srv.pid = nil
           end
         end
+        --- SHUTDOWN (persisting whatever its options ask for) and wait
+        --- until it has exited; true if it exited by itself.
+        function srv.shutdown()
+          local out = srv.cli("shutdown")
+          local gone = helper.wait_for(function()
+            return not sh(("kill -0 %d 2>/dev/null"):format(srv.pid)) end, 15, 0.02)
+          if not gone then srv.stop() end
+          return gone, out
+        end
         --- Kill it and start it again on the same port (data is lost
         --- unless `extra` asked for persistence).
         function srv.restart()

@@ -26,8 +26,8 @@ describe("soak", function()
     end
     -- restart once the run is about half-way
     assert(helper.wait_for(function() return total() >= nproc * iters / 2 end, 200, 0.05))
-    srv.cli("shutdown")
-    srv.stop()
+    local clean, out = srv.shutdown()
+    assert.is_true(clean, "SHUTDOWN did not stop the server: " .. tostring(out))
     srv.restart()
     local all_done = helper.wait_for(function()
       for i = 1, nproc do if workers[i].alive() then return false end end

@@ -628,6 +628,19 @@ static int module_parse_url(lua_State *L)
     return 1;
 }
 
+/* dlock.core.scripts() -> { acquire = source, release = ..., ... }: the
+ * Redis-side scripts, so tests can drive them step by step. */
+static int module_scripts(lua_State *L)
+{
+    lua_createtable(L, 0, DL_S_COUNT);
+    for (int i = 0; i < DL_S_COUNT; i++) {
+        const char *name;
+        lua_pushstring(L, dl_script_source((dl_script_id)i, &name));
+        lua_setfield(L, -2, name);
+    }
+    return 1;
+}
+
 static int module_now(lua_State *L)
 {
     lua_pushnumber(L, (lua_Number)dl_now_us() / 1e6);
@@ -671,6 +684,7 @@ int luaopen_dlock_core(lua_State *L)
         { "connect", module_connect },
         { "now", module_now },
         { "parse_url", module_parse_url },
+        { "scripts", module_scripts },
         { "sleep", module_sleep },
         { NULL, NULL }
     };

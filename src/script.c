@@ -4,9 +4,19 @@
  * Retry safety: acquire and release take the count the client believes
  * this owner holds ("expected"). A resent acquire finds count ==
  * expected + 1 and does not count twice; a resent release finds count ==
- * expected - 1 (or, for the last hold, fence.rel == its token) and does
- * not decrement twice. A field that is gone while the client expected a
- * hold means the hold was lost. Replies are arrays:
+ * expected - 1 and does not decrement twice.
+ *
+ * The last release of a hold is the hard case: when its reply is lost,
+ * the resend finds the hold gone, and other owners may have taken and
+ * released the lock meanwhile. The fence hash tells the two endings apart.
+ * The holder of a lock always has token == fence.n; a release records
+ * fence.rel = its token; a fresh acquire that finds fence.rel != n - 1
+ * (the previous hold expired or was deleted) adds n - 1 to fence.lost,
+ * the last 16 such tokens. So hold t was released by its owner if
+ * fence.n == t and fence.rel == t, or if fence.n > t and t is not in
+ * fence.lost. When more than 16 holds were lost since t (t is older than
+ * all of fence.lost) the answer is unknown and taken as lost. A counter
+ * below t means Redis lost data: lost. Replies are arrays:
  *   acquire: {1, count, token} | {0, pttl_ms} (busy) | {-1} (lost)
  *   release: {1, remaining}    | {-1} (lost)
  *   renew:   per key 1 (renewed) | 0 (key gone) | -1 (another owner)
@@ -26,6 +36,12 @@ static const char *const src[DL_S_COUNT] = {
         "    return {0, redis.call('pttl', KEYS[1])}\n"
         "  end\n"
         "  local t = redis.call('hincrby', KEYS[2], 'n', 1)\n"
+        "  if t > 1 and tonumber(redis.call('hget', KEYS[2], 'rel')) ~= t - 1 then\n"
+        "    local k = 0\n"
+        "    local l = ((t - 1) .. ' ' .. (redis.call('hget', KEYS[2], 'lost') or ''))\n"
+        "      :gsub('%d+ ', function(w) k = k + 1; if k > 16 then return '' end end)\n"
+        "    redis.call('hset', KEYS[2], 'lost', l)\n"
+        "  end\n"
         "  redis.call('hset', KEYS[1], ARGV[1], 1)\n"
         "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
         "  return {1, 1, t}\n"
@@ -37,13 +53,21 @@ static const char *const src[DL_S_COUNT] = {
     [DL_S_RELEASE] =
         "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
         "local e = tonumber(ARGV[2])\n"
-        "if n == e - 1 then\n"
-        "  if n > 0 then return {1, n} end\n"
-        "  if redis.call('hget', KEYS[2], 'rel') == ARGV[3] then\n"
-        "    return {1, 0}\n"
+        "if n > 0 and n == e - 1 then return {1, n} end\n"
+        "if n == 0 then\n"
+        "  if e ~= 1 then return {-1} end\n"
+        "  local f = redis.call('hmget', KEYS[2], 'n', 'rel', 'lost')\n"
+        "  local cur, t = tonumber(f[1] or '0'), tonumber(ARGV[3])\n"
+        "  if cur == t and f[2] == ARGV[3] then return {1, 0} end\n"
+        "  if cur <= t then return {-1} end\n"
+        "  local k, old = 0, t\n"
+        "  for w in (f[3] or ''):gmatch('%d+') do\n"
+        "    k, old = k + 1, tonumber(w)\n"
+        "    if old == t then return {-1} end\n"
         "  end\n"
+        "  if k >= 16 and t < old then return {-1} end\n"
+        "  return {1, 0}\n"
         "end\n"
-        "if n == 0 then return {-1} end\n"
         "if n > 1 then\n"
         "  return {1, redis.call('hincrby', KEYS[1], ARGV[1], -1)}\n"
         "end\n"
@@ -90,6 +114,15 @@ static const char *const src[DL_S_COUNT] = {
         "end\n"
         "return 1\n",
 };
+
+const char *dl_script_source(dl_script_id id, const char **name)
+{
+    static const char *const names[DL_S_COUNT] = {
+        "acquire", "release", "renew", "extend", "force", "drop", "fence"
+    };
+    *name = names[id];
+    return src[id];
+}
 
 dl_status dl_scripts_load(dl_conn *c, dl_scripts *s, char *err, size_t errlen)
 {

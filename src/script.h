@@ -5,8 +5,9 @@
  * Keys of one lock, all sharing the hash tag {name} (one Cluster slot):
  *   P{name}        hash  owner -> reentrant hold count; has the lease TTL
  *   P{name}:fence  hash  n = fencing counter, rel = token of the last
- *                        hold released (lets a resent release be told apart
- *                        from a lost hold); never expires
+ *                        hold released, lost = the last 16 tokens whose
+ *                        hold ended without a release (together they tell
+ *                        a resent release from a lost hold); never expires
  *   P{name}:ch     channel a release publishes on
  */
 #ifndef DLOCK_SCRIPT_H
@@ -50,5 +51,8 @@ dl_status dl_script_append(dl_conn *c, const dl_scripts *s, dl_script_id id,
                            int nkeys, int argc, const char **argv,
                            size_t *lens, char *err, size_t errlen);
 int dl_script_noscript(const redisReply *r);
+
+/* The source of script id and its name ("acquire", ...), for tests. */
+const char *dl_script_source(dl_script_id id, const char **name);
 
 #endif
