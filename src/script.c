@@ -28,13 +28,14 @@
 
 static const char *const src[DL_S_COUNT] = {
     [DL_S_ACQUIRE] =
-        "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
-        "local e = tonumber(ARGV[3])\n"
+        "local p = redis.call('pttl', KEYS[1])\n"
+        "local e, n = tonumber(ARGV[3]), 0\n"
+        "if p ~= -2 then\n"
+        "  n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
+        "end\n"
         "if n == 0 then\n"
         "  if e > 0 then return {-1} end\n"
-        "  if redis.call('exists', KEYS[1]) == 1 then\n"
-        "    return {0, redis.call('pttl', KEYS[1])}\n"
-        "  end\n"
+        "  if p ~= -2 then return {0, p} end\n"
         "  local t = redis.call('hincrby', KEYS[2], 'n', 1)\n"
         "  if t > 1 and tonumber(redis.call('hget', KEYS[2], 'rel')) ~= t - 1 then\n"
         "    local k = 0\n"
