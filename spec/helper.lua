@@ -99,10 +99,11 @@ function helper.start_redis(extra, opts)
             :gsub("%s+$", "")
         end
         function srv.signal(sig) return sh(("kill -%s %d 2>/dev/null"):format(sig, srv.pid)) end
+        local function exited() return not srv.signal(0) end
         function srv.stop()
           if srv.pid then
             srv.signal("KILL")
-            helper.wait_for(function() return not sh(("kill -0 %d 2>/dev/null"):format(srv.pid)) end, 3)
+            helper.wait_for(exited, 3)
             os.remove(base .. ".pid")
             srv.pid = nil
           end
@@ -111,8 +112,7 @@ function helper.start_redis(extra, opts)
         --- until it has exited; true if it exited by itself.
         function srv.shutdown()
           local out = srv.cli("shutdown")
-          local gone = helper.wait_for(function()
-            return not sh(("kill -0 %d 2>/dev/null"):format(srv.pid)) end, 15, 0.02)
+          local gone = helper.wait_for(exited, 15, 0.02)
           if not gone then srv.stop() end
           return gone, out
         end

@@ -26,6 +26,10 @@
 #include <stdio.h>
 #include <string.h>
 
+/* How many lost-hold tokens fence.lost keeps (a string, spliced into the
+ * scripts below). */
+#define LOST_KEEP "16"
+
 static const char *const src[DL_S_COUNT] = {
     [DL_S_ACQUIRE] =
         "local p = redis.call('pttl', KEYS[1])\n"
@@ -40,7 +44,7 @@ static const char *const src[DL_S_COUNT] = {
         "  if t > 1 and tonumber(redis.call('hget', KEYS[2], 'rel')) ~= t - 1 then\n"
         "    local k = 0\n"
         "    local l = ((t - 1) .. ' ' .. (redis.call('hget', KEYS[2], 'lost') or ''))\n"
-        "      :gsub('%d+ ', function(w) k = k + 1; if k > 16 then return '' end end)\n"
+        "      :gsub('%d+ ', function(w) k = k + 1; if k > " LOST_KEEP " then return '' end end)\n"
         "    redis.call('hset', KEYS[2], 'lost', l)\n"
         "  end\n"
         "  redis.call('hset', KEYS[1], ARGV[1], 1)\n"
@@ -66,7 +70,7 @@ static const char *const src[DL_S_COUNT] = {
         "    k, old = k + 1, tonumber(w)\n"
         "    if old == t then return {-1} end\n"
         "  end\n"
-        "  if k >= 16 and t < old then return {-1} end\n"
+        "  if k >= " LOST_KEEP " and t < old then return {-1} end\n"
         "  return {1, 0}\n"
         "end\n"
         "if n > 1 then\n"
