@@ -214,4 +214,22 @@ function helper.fds()
   return tonumber(read("ls -l /proc/$PPID/fd | grep -c 'socket:'"))
 end
 
+--- Run Lua source `src` in a separate process with this tree's modules
+--- (arguments in `...` become its arg table). Returns whether it exited 0,
+--- its output (stdout and stderr), and its exit status (a signal that
+--- killed it is 128 + the signal's number).
+function helper.run_lua(src, ...)
+  n = n + 1
+  local file = ("%s/script-%d-%d.lua"):format(tmp, n, math.random(1, 1e9))
+  local f = assert(io.open(file, "wb"))
+  f:write(src)
+  f:close()
+  local args = {}
+  for i, a in ipairs({ ... }) do args[i] = ("'%s'"):format(tostring(a)) end
+  local out = read(("%s %s %s 2>&1; echo \"exit=$?\""):format(
+    helper.lua_cmd(), file, table.concat(args, " ")))
+  local code = tonumber(out:match("exit=(%d+)%s*$"))
+  return code == 0, out:gsub("exit=%d+%s*$", ""), code
+end
+
 return helper

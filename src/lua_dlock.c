@@ -71,8 +71,11 @@ static lua_client *check_open(lua_State *L, int idx, const char *fname)
 lua_client *dlua_client(lua_State *L, int idx, const char *fname)
 {
     lua_client *lc = check_open(L, idx, fname);
-    if (lc->c->pending && !lc->dispatching)
+    if (__atomic_load_n(&lc->c->pending, __ATOMIC_ACQUIRE) &&
+        !lc->dispatching) {
         dlua_dispatch(L, idx);
+        check_open(L, idx, fname);      /* a callback may have closed it */
+    }
     return lc;
 }
 
@@ -161,44 +164,65 @@ uint64_t dlua_owner(lua_State *L, int ci)
 
 /* ---- lost-lock notices ---------------------------------------------- */
 
-int dlua_dispatch(lua_State *L, int ci)
+/* Call on_lost for n notices. The refs table and on_lost are at refs and
+ * fn. Every lock object is taken out of refs before the first callback
+ * runs, so a callback may close the client (which drops refs) or call
+ * into the library without losing the rest of the batch. Returns how many
+ * callbacks ran. */
+static int deliver(lua_State *L, int refs, int fn, const dl_event *ev,
+                   size_t n)
 {
-    ci = lua_absindex(L, ci);
+    int ran = 0;
+    luaL_checkstack(L, (int)n + 4, "dlock: on_lost notices");
+    int base = lua_gettop(L);
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, refs, ev[i].ref);                /* ..., lock */
+        luaL_unref(L, refs, ev[i].ref);
+    }
+    for (size_t i = 0; i < n; i++) {
+        int lock = base + 1 + (int)i;
+        if (!ev[i].reason || lua_isnil(L, lock) || !lua_isfunction(L, fn))
+            continue;
+        lua_pushvalue(L, fn);
+        lua_pushvalue(L, lock);
+        lua_pushstring(L, ev[i].reason);
+        ran++;
+        if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+            lua_warning(L, "dlock: on_lost raised: ", 1);
+            lua_warning(L, lua_isstring(L, -1) ? lua_tostring(L, -1)
+                                               : "(not a string)", 0);
+            lua_pop(L, 1);
+        }
+    }
+    lua_settop(L, base);
+    return ran;
+}
+
+/* Deliver every queued notice of the client at ci; the client may be
+ * closed by a callback meanwhile (close then delivers what is left). */
+static int drain(lua_State *L, int ci)
+{
     lua_client *lc = lua_touserdata(L, ci);
     dl_event ev[16];
     size_t n;
     int ran = 0;
+    lua_getiuservalue(L, ci, UV_REFS);
+    lua_getiuservalue(L, ci, UV_ONLOST);
+    int refs = lua_gettop(L) - 1;
+    while (lc->c && (n = dl_client_take_events(lc->c, ev, 16)) > 0)
+        ran += deliver(L, refs, refs + 1, ev, n);
+    lua_pop(L, 2);
+    return ran;
+}
+
+int dlua_dispatch(lua_State *L, int ci)
+{
+    ci = lua_absindex(L, ci);
+    lua_client *lc = lua_touserdata(L, ci);
     if (!lc->c || lc->dispatching)
         return 0;
     lc->dispatching = 1;
-    while ((n = dl_client_take_events(lc->c, ev, 16)) > 0) {
-        for (size_t i = 0; i < n; i++) {
-            lua_getiuservalue(L, ci, UV_REFS);          /* refs */
-            lua_rawgeti(L, -1, ev[i].ref);              /* refs, lock */
-            luaL_unref(L, -2, ev[i].ref);
-            lua_remove(L, -2);                          /* lock */
-            if (!ev[i].reason || lua_isnil(L, -1)) {
-                lua_pop(L, 1);
-                continue;
-            }
-            lua_getiuservalue(L, ci, UV_ONLOST);        /* lock, f */
-            if (!lua_isfunction(L, -1)) {
-                lua_pop(L, 2);
-                continue;
-            }
-            lua_insert(L, -2);                          /* f, lock */
-            lua_pushstring(L, ev[i].reason);            /* f, lock, why */
-            ran++;
-            if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
-                lua_warning(L, "dlock: on_lost raised: ", 1);
-                lua_warning(L, lua_isstring(L, -1) ? lua_tostring(L, -1)
-                                                   : "(not a string)", 0);
-                lua_pop(L, 1);
-            }
-        }
-        if (!lc->c)             /* on_lost closed the client */
-            break;
-    }
+    int ran = drain(L, ci);
     lc->dispatching = 0;
     return ran;
 }
@@ -514,13 +538,23 @@ static int module_connect(lua_State *L)
 
 /* ---- Client methods ----------------------------------------------- */
 
+/* Close: the notices still queued are delivered first (a callback that
+ * closes the client, or a close at exit, loses none of them). */
 static int client_close(lua_State *L)
 {
     lua_client *lc = luaL_checkudata(L, 1, CLIENT_MT);
     dl_client *c = lc->c;
     if (!c)
         return 0;
-    lc->c = NULL;
+    int same = dl_client_same_process(c);
+    lc->c = NULL;                       /* every call from here on raises */
+    lua_getiuservalue(L, 1, UV_REFS);
+    lua_getiuservalue(L, 1, UV_ONLOST);
+    dl_event ev[16];
+    size_t n;
+    while (same && (n = dl_client_take_events(c, ev, 16)) > 0)
+        deliver(L, 2, 3, ev, n);
+    lua_settop(L, 1);
     dl_client_close(c);
     lua_pushnil(L);
     lua_setiuservalue(L, 1, UV_REFS);

@@ -1,0 +1,61 @@
+-- Defects found by review and fault injection (issue 9). Each spec here
+-- failed on the code before its fix; the item number is the issue's.
+local dlock = require "dlock"
+local helper = require "helper"
+
+describe("item 9: on_lost callbacks", function()
+  -- In a child process: a crash must show as a failed spec, not end the run.
+  local script = [[
+    local dlock = require "dlock"
+    local url, a, b = arg[1], arg[2], arg[3]
+    local seen, c = {}
+    c = assert(dlock.connect{ url = url, lease = 0.3, on_lost = function(lock, why)
+      seen[#seen + 1] = lock.name .. " " .. why;
+      local f = MODE; f(c, lock)
+    end })
+    local la, lb = c:lock(a), c:lock(b)
+    assert(la:acquire()); assert(lb:acquire())
+    local probe = assert(dlock.connect(url))
+    assert(probe:lock(a):force_release()); assert(probe:lock(b):force_release())
+    probe:close()
+    dlock.sleep(1.0)                  -- both losses queued, none delivered yet
+    local ok, err = pcall(la.held, la)
+    print("held", ok, err)
+    ok, err = pcall(lb.release, lb)
+    print("release", ok, err)
+    ok, err = pcall(c.poll, c)
+    print("poll", ok, err)
+    print("seen", #seen)
+    for _, s in ipairs(seen) do print("cb", s) end
+    c:close()
+    print("end")
+  ]]
+
+  local function run(mode)
+    local a, b = helper.unique_name("cb-a"), helper.unique_name("cb-b")
+    local ok, out = helper.run_lua(script:gsub("MODE", mode), helper.url(), a, b)
+    return ok, out
+  end
+
+  it("may close the client: no crash, every callback runs, later calls raise", function()
+    local ok, out = run("(function(c) c:close() end)")
+    assert.is_true(ok, out)
+    assert.matches("seen\t2", out)
+    assert.matches("held\tfalse\t[^\n]*client is closed", out)
+    assert.matches("release\tfalse\t[^\n]*client is closed", out)
+    assert.matches("poll\tfalse\t[^\n]*client is closed", out)
+    assert.matches("\nend", out)
+  end)
+
+  it("may release, acquire and raise", function()
+    local ok, out = run([[(function(c, lock)
+      lock:release()                      -- reports the loss, returns nil
+      assert(c:lock(lock.name .. ":again"):acquire())
+      error("callback failed")
+    end)]])
+    assert.is_true(ok, out)
+    assert.matches("seen\t2", out)
+    assert.matches("held\ttrue", out)
+    assert.matches("\nend", out)
+  end)
+end)
