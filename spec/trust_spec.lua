@@ -59,3 +59,43 @@ describe("item 9: on_lost callbacks", function()
     assert.matches("\nend", out)
   end)
 end)
+
+describe("item 11: SIGPIPE", function()
+  it("stays as the host set it, and a dead link still does not kill the process", function()
+    local srv = helper.start_redis()
+    local ok, out = helper.run_lua([[
+      local dlock = require "dlock"
+      local function ignored()          -- SIGPIPE (13) in this process's SigIgn
+        local f = assert(io.open("/proc/self/status"))
+        local mask = f:read("a"):match("SigIgn:%s*(%x+)")
+        f:close()
+        return math.floor(tonumber(mask:sub(-4), 16) / 4096) % 2 == 1
+      end
+      local function child()            -- yes's status when head exits early
+        local p = io.popen("bash -c 'yes | head -c1 >/dev/null; echo ${PIPESTATUS[0]}'")
+        local s = p:read("a"):match("%d+")
+        p:close()
+        return s
+      end
+      local c = assert(dlock.connect{ url = arg[1], command_timeout = 2 })
+      print("open", ignored(), child())
+      -- the server drops our connection; a large write then meets a reset
+      os.execute("redis-cli -p " .. arg[2] .. " client kill type normal >/dev/null")
+      dlock.sleep(0.2)
+      local big = string.rep("x", 8 * 1024 * 1024)
+      for _ = 1, 3 do
+        os.execute("redis-cli -p " .. arg[2] .. " client kill type normal >/dev/null")
+        dlock.sleep(0.1)
+        print("big", c:lock(big):acquire{ wait = 0 })
+      end
+      print("alive", c:ping())
+      c:close()
+      print("closed", ignored(), child())
+    ]], srv.url, srv.port)
+    srv.stop()
+    assert.is_true(ok, out)
+    assert.matches("open\tfalse\t141", out)
+    assert.matches("closed\tfalse\t141", out)
+    assert.matches("alive\ttrue", out)
+  end)
+end)

@@ -13,7 +13,6 @@
 #include "redlock.h"
 
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,20 +45,6 @@ void dl_client_opts_free(dl_client_opts *o)
     memset(o, 0, sizeof *o);
 }
 
-/* A write to a socket the server closed raises SIGPIPE, whose default
- * action kills the process; hiredis writes with plain write(). Like
- * redis-cli, ignore it when nobody chose otherwise, so that a dead link
- * becomes an EPIPE error that the connection handles. */
-static void ignore_sigpipe(void)
-{
-    struct sigaction sa;
-    if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL &&
-        !(sa.sa_flags & SA_SIGINFO)) {
-        sa.sa_handler = SIG_IGN;
-        sigaction(SIGPIPE, &sa, NULL);
-    }
-}
-
 /* Learn the script SHAs on every reachable node (Redlock needs a quorum;
  * Cluster also learns its slot map here). */
 static dl_status load_scripts(dl_client *c, char *err, size_t errlen)
@@ -90,7 +75,6 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
                          char *err, size_t errlen)
 {
     *out = NULL;
-    ignore_sigpipe();
     dl_client *c = calloc(1, sizeof *c);
     if (!c) {
         dl_client_opts_free(opts);

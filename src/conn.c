@@ -9,6 +9,8 @@
 #define _GNU_SOURCE
 #include "conn.h"
 
+#include <hiredis/sds.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -303,13 +305,44 @@ dl_status dl_reply_error(const redisReply *r, char *err, size_t errlen)
     return dl_fail(err, errlen, DL_EREDIS, "%s", r->str);
 }
 
+/* Write the context's whole output buffer with send(MSG_NOSIGNAL), so a
+ * socket the server closed gives EPIPE instead of raising SIGPIPE (hiredis
+ * itself writes with write()). Sets ctx->err as hiredis would. */
+static int send_all(redisContext *ctx)
+{
+    while (sdslen(ctx->obuf) > 0) {
+        ssize_t n = send(ctx->fd, ctx->obuf, sdslen(ctx->obuf), MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            ctx->err = REDIS_ERR_IO;
+            snprintf(ctx->errstr, sizeof ctx->errstr, "%s",
+                     n < 0 ? strerror(errno) : "short write");
+            return REDIS_ERR;
+        }
+        sdsrange(ctx->obuf, (int)n, -1);
+    }
+    return REDIS_OK;
+}
+
+/* Read one reply; whatever is queued is sent first, by send_all. */
+static int get_reply(redisContext *ctx, void **r)
+{
+    *r = NULL;
+    if (send_all(ctx) != REDIS_OK)
+        return REDIS_ERR;
+    return redisGetReply(ctx, r);
+}
+
 /* Run a set-up command on a fresh context; any error reply fails. */
 static dl_status setup_cmd(dl_conn *c, int argc, const char **argv,
                            const char *what, char *err, size_t errlen)
 {
-    redisReply *r = redisCommandArgv(c->ctx, argc, argv, NULL);
-    if (!r)
+    void *v = NULL;
+    if (redisAppendCommandArgv(c->ctx, argc, argv, NULL) != REDIS_OK ||
+        get_reply(c->ctx, &v) != REDIS_OK || !v)
         return dl_conn_error(c, err, errlen);
+    redisReply *r = v;
     dl_status st = DL_OK;
     if (r->type == REDIS_REPLY_ERROR) {
         char addr[128];
@@ -376,8 +409,11 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
     (void)fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
     if (!ep->path)
         (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (c->command_timeout_us > 0 &&
-        redisSetTimeout(c->ctx, to_tv(c->command_timeout_us)) != REDIS_OK)
+    /* A connection without a command timeout (the subscriber's) still
+     * bounds its set-up commands, by the connect timeout. */
+    int64_t setup_us = c->command_timeout_us > 0 ? c->command_timeout_us
+                                                 : c->connect_timeout_us;
+    if (setup_us > 0 && redisSetTimeout(c->ctx, to_tv(setup_us)) != REDIS_OK)
         return connect_failed(c, err, errlen);
     if (ep->password) {
         const char *argv[3] = { "AUTH", ep->username, ep->password };
@@ -396,6 +432,9 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
         if (setup_cmd(c, 2, argv, "SELECT", err, errlen) != DL_OK)
             return back_off(c, err);
     }
+    if (c->command_timeout_us == 0 && setup_us > 0 &&
+        redisSetTimeout(c->ctx, to_tv(0)) != REDIS_OK)
+        return connect_failed(c, err, errlen);
     c->backoff_us = 0;
     c->retry_at_us = 0;
     return DL_OK;
@@ -403,12 +442,10 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
 
 dl_status dl_conn_flush(dl_conn *c, char *err, size_t errlen)
 {
-    int done = 0;
     if (!c->ctx)
         return dl_fail(err, errlen, DL_ECONN, "connection lost");
-    while (!done)
-        if (redisBufferWrite(c->ctx, &done) != REDIS_OK)
-            return dl_conn_error(c, err, errlen);
+    if (send_all(c->ctx) != REDIS_OK)
+        return dl_conn_error(c, err, errlen);
     return DL_OK;
 }
 
@@ -438,7 +475,7 @@ dl_status dl_conn_read(dl_conn *c, redisReply **out, char *err, size_t errlen)
     *out = NULL;
     if (!c->ctx)
         return dl_fail(err, errlen, DL_ECONN, "connection lost");
-    if (redisGetReply(c->ctx, &r) != REDIS_OK || !r)
+    if (get_reply(c->ctx, &r) != REDIS_OK || !r)
         return dl_conn_error(c, err, errlen);
     *out = r;
     return DL_OK;

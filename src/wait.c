@@ -90,14 +90,6 @@ static int drain(dl_waiter *w, const char *chan, size_t len)
     }
 }
 
-static int flush(dl_waiter *w)
-{
-    int done = 0;
-    while (!done)
-        if (redisBufferWrite(w->conn.ctx, &done) != REDIS_OK)
-            return -1;
-    return 0;
-}
 
 static void broken(dl_waiter *w)
 {
@@ -139,9 +131,8 @@ dl_status dl_waiter_subscribe(dl_waiter *w, const char *chan, size_t len,
     const char *argv[2] = { w->sharded ? "SSUBSCRIBE" : "SUBSCRIBE", chan };
     size_t lens[2] = { strlen(argv[0]), len };
     if (redisAppendCommandArgv(w->conn.ctx, 2, argv, lens) != REDIS_OK ||
-        flush(w) != 0) {
+        dl_conn_flush(&w->conn, err, errlen) != DL_OK) {
         free(copy);
-        dl_conn_error(&w->conn, err, errlen);
         broken(w);
         return DL_ECONN;
     }
