@@ -99,3 +99,28 @@ describe("item 11: SIGPIPE", function()
     assert.matches("alive\ttrue", out)
   end)
 end)
+
+describe("item 10: the watchdog while Redis is down", function()
+  for _, nholds in ipairs({ 1, 2000 }) do
+    it(("backs off instead of spinning (%d holds)"):format(nholds), function()
+      local srv = helper.start_redis()
+      local c = assert(dlock.connect{ url = srv.url, lease = 6,
+                                      connect_timeout = 0.2, command_timeout = 0.2 })
+      local locks = {}
+      for i = 1, nholds do
+        locks[i] = c:lock(helper.unique_name("down"))
+        assert(locks[i]:acquire())
+      end
+      srv.stop()
+      local cpu0, t0 = os.clock(), dlock.now()
+      dlock.sleep(3)                                  -- the outage
+      local cpu, wall = os.clock() - cpu0, dlock.now() - t0
+      -- Renewals fall due 1 s in. A retry every lease/10 costs next to
+      -- nothing; the old watchdog retried at once and burnt a core. 10%
+      -- leaves room for a loaded machine.
+      assert.is_true(cpu < 0.1 * wall, ("%.2f s of CPU in %.2f s"):format(cpu, wall))
+      assert.is_true(c:stats().renew_errors <= 8, "renew_errors " .. c:stats().renew_errors)
+      c:close()
+    end)
+  end
+end)

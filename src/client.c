@@ -246,6 +246,7 @@ static dl_status record_acquire(dl_client *c, const dl_lockref *l,
     h->gen++;
     h->deadline_us = t0 + ms * 1000 - drift_us;
     h->renew_at_us = t0 + ms * 1000 / 3;
+    h->retry_at_us = 0;
     c->stats.acquired++;
     dl_watchdog_poke(c, h->watchdog ? h->renew_at_us : h->deadline_us);
     pthread_mutex_unlock(&c->mu);

@@ -90,6 +90,11 @@ static int64_t scan(dl_client *c, int64_t now)
             next = h->deadline_us;
         if (!h->watchdog || h->releasing || h->inflight || capped(c, h, now))
             continue;
+        if (h->retry_at_us > now) {         /* back off after a failure */
+            if (h->retry_at_us < next)
+                next = h->retry_at_us;
+            continue;
+        }
         if (h->renew_at_us > now + lease / 6) {
             if (h->renew_at_us < next)
                 next = h->renew_at_us;
@@ -323,12 +328,13 @@ static void record(dl_client *c, int64_t sent, size_t calls)
             if (sent + lease - drift > h->deadline_us)
                 h->deadline_us = sent + lease - drift;
             h->renew_at_us = sent + lease / 3;
+            h->retry_at_us = 0;
             c->stats.renewed++;
         } else if ((size_t)(v->gone + v->taken) > n - q) {
             dl_client_lose(c, h, v->taken ? LOST_TAKEN : LOST_GONE);
         } else {
             failed = 1;
-            h->renew_at_us = dl_now_us() + retry;
+            h->retry_at_us = dl_now_us() + retry;
         }
     }
     c->stats.renew_batches += calls;
