@@ -247,6 +247,8 @@ static dl_status record_acquire(dl_client *c, const dl_lockref *l,
     h->deadline_us = t0 + ms * 1000 - drift_us;
     h->renew_at_us = t0 + ms * 1000 / 3;
     h->retry_at_us = 0;
+    h->final = watchdog && c->opts.max_hold_ms > 0 &&
+               t0 + ms * 1000 >= h->acquired_us + c->opts.max_hold_ms * 1000;
     c->stats.acquired++;
     dl_watchdog_poke(c, h->watchdog ? h->renew_at_us : h->deadline_us);
     pthread_mutex_unlock(&c->mu);
@@ -356,15 +358,23 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
     pthread_mutex_lock(&c->mu);
     dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
                                   l->ownerlen);
+    int64_t left_us = c->opts.max_hold_ms * 1000;   /* 0: no cap */
     if (h && !h->lost && h->count > 0) {    /* reentry keeps the mode */
         expect = h->count;
         watchdog = h->watchdog;
         ms = watchdog ? c->opts.lease_ms : lease_ms ? lease_ms : h->lease_ms;
+        if (left_us > 0) {
+            left_us += h->acquired_us - start;
+            if (left_us < 1000)
+                left_us = 1000;
+        }
     } else {
         watchdog = lease_ms == 0;
         ms = watchdog ? c->opts.lease_ms : lease_ms;
     }
     pthread_mutex_unlock(&c->mu);
+    if (watchdog && left_us > 0 && ms * 1000 > left_us)
+        ms = left_us / 1000;                /* never past max_hold */
 
     char ms_s[24], exp_s[24];
     const char *argv[DL_SCRIPT_HEAD + 5];

@@ -24,6 +24,7 @@ typedef struct dl_hold {
     int64_t deadline_us;        /* lease may have run out after this */
     int64_t renew_at_us;        /* watchdog renews at or after this */
     int64_t retry_at_us;        /* a failed renewal: not again before */
+    int final;                  /* its lease ends at max_hold: no renewal */
     const char *lost;           /* NULL, or why the hold was lost */
     int ref;                    /* Lua ref of the lock object, DL_NOREF */
     uint64_t gen;               /* bumped on every confirmed count change */

@@ -19,7 +19,8 @@
  * below t means Redis lost data: lost. Replies are arrays:
  *   acquire: {1, count, token} | {0, pttl_ms} (busy) | {-1} (lost)
  *   release: {1, remaining}    | {-1} (lost)
- *   renew:   per key 1 (renewed) | 0 (key gone) | -1 (another owner)
+ *   renew:   per key 1 (renewed) | 0 (key gone) | -1 (another owner);
+ *            its ARGV is owner, lease (ms) per key, in KEYS order
  */
 #include "script.h"
 
@@ -84,8 +85,8 @@ static const char *const src[DL_S_COUNT] = {
     [DL_S_RENEW] =
         "local r = {}\n"
         "for i = 1, #KEYS do\n"
-        "  if redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1 then\n"
-        "    redis.call('pexpire', KEYS[i], ARGV[1])\n"
+        "  if redis.call('hexists', KEYS[i], ARGV[2 * i - 1]) == 1 then\n"
+        "    redis.call('pexpire', KEYS[i], ARGV[2 * i])\n"
         "    r[i] = 1\n"
         "  elseif redis.call('exists', KEYS[i]) == 1 then r[i] = -1\n"
         "  else r[i] = 0 end\n"

@@ -27,6 +27,7 @@
 #include "redlock.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -35,7 +36,7 @@
 #define LOST_TAKEN "lost: another owner holds the lock"
 #define LOST_UNCONFIRMED "lost: the lease ran out before a renewal was confirmed"
 #define LOST_EXPIRED "lost: the lease expired"
-#define LOST_MAXHOLD "lost: max_hold reached"
+#define LOST_MAXHOLD "lost: max_hold"
 
 /* Grow *p (of *cap elements of size sz) to hold n. */
 static int grow(void *p, size_t *cap, size_t n, size_t sz)
@@ -55,19 +56,22 @@ static int grow(void *p, size_t *cap, size_t n, size_t sz)
 
 static int reserve_batch(dl_watchdog *w, size_t n)
 {
-    size_t cap = w->capbatch, c2 = cap, c3 = cap;
+    size_t cap = w->capbatch, c2 = cap, c3 = cap, c4 = cap, c5 = cap;
     if (grow(&w->batch, &cap, n, sizeof *w->batch) ||
         grow(&w->gens, &c2, n, sizeof *w->gens) ||
-        grow(&w->votes, &c3, n, sizeof *w->votes))
+        grow(&w->votes, &c3, n, sizeof *w->votes) ||
+        grow(&w->ms, &c4, n, sizeof *w->ms) ||
+        grow(&w->ms_s, &c5, n, sizeof *w->ms_s))
         return -1;
     w->capbatch = cap;
     return 0;
 }
 
-static int capped(const dl_client *c, const dl_hold *h, int64_t now)
+/* When h's max_hold runs out (INT64_MAX: never). */
+static int64_t cap_end(const dl_client *c, const dl_hold *h)
 {
     int64_t cap = c->opts.max_hold_ms * 1000;
-    return cap > 0 && now + c->opts.lease_ms * 1000 - h->acquired_us > cap;
+    return cap > 0 ? h->acquired_us + cap : INT64_MAX;
 }
 
 /* Steps 1 and 2, with c->mu held. Returns when to look next. */
@@ -82,13 +86,13 @@ static int64_t scan(dl_client *c, int64_t now)
             continue;
         if (now >= h->deadline_us) {
             dl_client_lose(c, h, !h->watchdog ? LOST_EXPIRED
-                                 : capped(c, h, now) ? LOST_MAXHOLD
+                                 : h->final ? LOST_MAXHOLD
                                  : LOST_UNCONFIRMED);
             continue;
         }
         if (h->deadline_us < next)
             next = h->deadline_us;
-        if (!h->watchdog || h->releasing || h->inflight || capped(c, h, now))
+        if (!h->watchdog || h->releasing || h->inflight || h->final)
             continue;
         if (h->retry_at_us > now) {         /* back off after a failure */
             if (h->retry_at_us < next)
@@ -109,6 +113,14 @@ static int64_t scan(dl_client *c, int64_t now)
         }
         size_t e = w->nbatch++;
         h->inflight = 1;
+        /* The renewal that would outlive max_hold sets exactly the time
+         * left, and is the last. */
+        int64_t end = cap_end(c, h);
+        w->ms[e] = now + lease < end ? c->opts.lease_ms
+                                     : (end - now + 999) / 1000;
+        if (w->ms[e] < 1)
+            w->ms[e] = 1;
+        snprintf(w->ms_s[e], sizeof w->ms_s[e], "%lld", (long long)w->ms[e]);
         w->gens[e] = h->gen;
         w->batch[e] = h;
         memset(&w->votes[e], 0, sizeof w->votes[e]);
@@ -156,8 +168,9 @@ static int make_chunks(dl_watchdog *w)
     return 0;
 }
 
-/* The arguments of chunk k in w->argv/w->lens; returns argc. */
-static int chunk_args(dl_client *c, const dl_chunk *k, const char *lease_s)
+/* The arguments of chunk k in w->argv/w->lens: the keys, then owner and
+ * lease per key. Returns argc. */
+static int chunk_args(dl_client *c, const dl_chunk *k)
 {
     dl_watchdog *w = &c->wd;
     size_t a = DL_SCRIPT_HEAD;
@@ -166,12 +179,13 @@ static int chunk_args(dl_client *c, const dl_chunk *k, const char *lease_s)
         w->argv[a] = h->key;
         w->lens[a] = h->keylen;
     }
-    w->argv[a] = lease_s;
-    w->lens[a++] = strlen(lease_s);
-    for (size_t i = 0; i < k->m; i++, a++) {
-        const dl_hold *h = w->batch[ENTRY(w->order[k->first + i])];
+    for (size_t i = 0; i < k->m; i++, a += 2) {
+        size_t e = ENTRY(w->order[k->first + i]);
+        const dl_hold *h = w->batch[e];
         w->argv[a] = h->owner;
         w->lens[a] = h->ownerlen;
+        w->argv[a + 1] = w->ms_s[e];
+        w->lens[a + 1] = strlen(w->ms_s[e]);
     }
     return (int)a;
 }
@@ -227,11 +241,10 @@ static size_t renew(dl_client *c, dl_hold *orphans, size_t nnodes)
 {
     dl_watchdog *w = &c->wd;
     dl_topology *t = &c->topo;
-    char err[DL_ERRLEN], lease_s[24];
+    char err[DL_ERRLEN];
     size_t ndrop[DL_MAX_NODES] = { 0 };
     int sent[DL_MAX_NODES], moved[DL_MAX_NODES] = { 0 };
     int retarget[DL_MAX_NODES] = { 0 };
-    snprintf(lease_s, sizeof lease_s, "%lld", (long long)c->opts.lease_ms);
     if (w->norder > 1)                      /* none: order may be NULL */
         qsort(w->order, w->norder, sizeof *w->order, cmp_u64);
     if (make_chunks(w) != 0) {
@@ -244,7 +257,7 @@ static size_t renew(dl_client *c, dl_hold *orphans, size_t nnodes)
         sent[k] = 1;
     for (size_t i = 0; i < w->nchunks; i++) {
         const dl_chunk *k = &w->chunks[i];
-        int argc = chunk_args(c, k, lease_s);
+        int argc = chunk_args(c, k);
         if (sent[k->node] &&
             dl_script_append(&t->nodes[k->node]->wd, &c->scripts,
                              DL_S_RENEW, (int)k->m, argc, w->argv, w->lens,
@@ -271,7 +284,7 @@ static size_t renew(dl_client *c, dl_hold *orphans, size_t nnodes)
         }
         if (dl_script_noscript(r)) {
             freeReplyObject(r);
-            int argc = chunk_args(c, k, lease_s);
+            int argc = chunk_args(c, k);
             if (dl_script_eval(conn, &c->scripts, DL_S_RENEW, (int)k->m,
                                argc, w->argv, w->lens, &r, err,
                                sizeof err) != DL_OK)
@@ -325,8 +338,14 @@ static void record(dl_client *c, int64_t sent, size_t calls)
         if (h->lost || h->releasing || h->gen != w->gens[i])
             continue;
         if (v->ok >= q) {
-            if (sent + lease - drift > h->deadline_us)
-                h->deadline_us = sent + lease - drift;
+            int64_t end = cap_end(c, h);
+            int64_t until = sent + w->ms[i] * 1000 - drift;
+            if (w->ms[i] < c->opts.lease_ms) {  /* the last, at max_hold */
+                h->final = 1;
+                until = end - drift;
+            }
+            if (until > h->deadline_us)
+                h->deadline_us = until;
             h->renew_at_us = sent + lease / 3;
             h->retry_at_us = 0;
             c->stats.renewed++;
@@ -391,7 +410,7 @@ static void *run(void *arg)
 dl_status dl_watchdog_start(dl_client *c, char *err, size_t errlen)
 {
     dl_watchdog *w = &c->wd;
-    size_t n = DL_SCRIPT_HEAD + 2 * DL_RENEW_BATCH + 1;
+    size_t n = DL_SCRIPT_HEAD + 3 * DL_RENEW_BATCH;
     w->argv = malloc(n * sizeof *w->argv);
     w->lens = malloc(n * sizeof *w->lens);
     if (!w->argv || !w->lens)
@@ -438,6 +457,8 @@ void dl_watchdog_stop(dl_client *c)
     free(w->batch);
     free(w->gens);
     free(w->votes);
+    free(w->ms);
+    free(w->ms_s);
     free(w->order);
     free(w->chunks);
     free(w->argv);

@@ -36,6 +36,8 @@ typedef struct dl_watchdog {
     dl_hold **batch;            /* holds being renewed (inflight) */
     uint64_t *gens;             /* their generations when sent */
     dl_votes *votes;            /* their answers */
+    int64_t *ms;                /* the lease each is renewed for */
+    char (*ms_s)[24];           /* ... as text */
     uint64_t *order;            /* (node, slot, entry) sort keys */
     size_t nbatch, capbatch;
     size_t norder, caporder;
