@@ -33,7 +33,15 @@ export DLOCK_BUILD := $(BUILD)
 
 all: $(SO)
 
-$(SO): $(SRC) $(HDR) | deps
+# A plain build needs only the build dependencies and installs nothing; the
+# targets that run tests or examples run `deps` (tools/deps.sh) first.
+$(SO): $(SRC) $(HDR)
+	@pkg-config --exists $(LUA_PC) hiredis 2>/dev/null || { \
+	    echo "dlock: cannot build: pkg-config finds no $(LUA_PC) and/or hiredis."; \
+	    echo "  Install the build dependencies (Debian):"; \
+	    echo "    sudo apt-get install -y build-essential pkg-config liblua$(LUA_VER)-dev libhiredis-dev"; \
+	    echo "  or run 'make deps' as root (it also installs the test tools)."; \
+	    exit 1; } >&2
 	@mkdir -p $(BUILD)/dlock
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -shared -o $@ $(SRC) $(PKG_LIBS) $(LDFLAGS)
 
@@ -43,13 +51,18 @@ $(BUILD)/forktest.so: spec/forktest.c   # fork() for the fork specs only
 deps:                      ## install missing Debian packages (as root)
 	@sh tools/deps.sh $(LUA_PC)
 
-test: all $(BUILD)/forktest.so  ## build, then run the busted suite on real redis-servers
+# Under make -j too, deps finishes before the build when a goal needs it.
+ifneq ($(filter test demo asan valgrind bench tsan,$(MAKECMDGOALS)),)
+$(SO) $(BUILD)/forktest.so: | deps
+endif
+
+test: deps all $(BUILD)/forktest.so  ## build, then run the busted suite on real redis-servers
 	sh tools/with-tmp.sh sh tools/busted.sh $(LUA) $(BUSTED_ARGS) spec
 
-demo: all                  ## build, then run examples/ ($REDIS_URL or a throwaway server)
+demo: deps all             ## build, then run examples/ ($REDIS_URL or a throwaway server)
 	sh tools/demo.sh
 
-bench: all                 ## benchmarks against a throwaway redis-server
+bench: deps all               ## benchmarks against a throwaway redis-server
 	@mkdir -p build/bench
 	$(CC) -O2 -Wall -o build/bench/floor bench/floor.c $$(pkg-config --cflags --libs hiredis)
 	@$(LUA) -e 'require "socket"' 2>/dev/null || dpkg -s lua-socket >/dev/null 2>&1 || \
@@ -59,7 +72,7 @@ bench: all                 ## benchmarks against a throwaway redis-server
 	    else echo "bench: no plain-Lua baseline; to get it: sudo apt-get install -y lua-socket"; fi
 	sh tools/with-tmp.sh $(LUA) bench/run.lua $(BENCH_ARGS)
 
-asan:                      ## the suite under ASan+UBSan (built in build/asan)
+asan: deps                 ## the suite under ASan+UBSan (built in build/asan)
 	$(MAKE) all build/asan/forktest.so BUILD=build/asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
 	    LDFLAGS="-fsanitize=address,undefined"
 	LUA_CPATH="$(CURDIR)/build/asan/?.so;;" DLOCK_BUILD=build/asan \
@@ -68,7 +81,7 @@ asan:                      ## the suite under ASan+UBSan (built in build/asan)
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=soak spec
 
-valgrind: all $(BUILD)/forktest.so ## the suite under valgrind (leaks, bad reads)
+valgrind: deps all $(BUILD)/forktest.so ## the suite under valgrind (leaks, bad reads)
 	BUSTED_CMD="valgrind -q --error-exitcode=9 --leak-check=full \
 	    --errors-for-leak-kinds=definite $(LUA) $$(command -v $(BUSTED))" \
 	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=slow spec
