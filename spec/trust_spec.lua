@@ -157,3 +157,87 @@ describe("item 8: max_hold", function()
     c:close(); probe:close()
   end)
 end)
+
+describe("item 4: renewals after the server lost the scripts", function()
+  -- Every key's TTL is first pushed far out by hand: a key whose TTL is
+  -- back under the lease afterwards was renewed by the watchdog, one still
+  -- far out was not, whatever the watchdog counted.
+  local FAR = 10000000
+  local function pipe(port, cmds)
+    local file = os.tmpname()
+    local f = assert(io.open(file, "wb"))
+    f:write(table.concat(cmds, "\n"), "\n")
+    f:close()
+    local p = assert(io.popen(("redis-cli -p %d < %s"):format(port, file)))
+    local out = p:read("a")
+    p:close()
+    os.remove(file)
+    local lines = {}
+    for l in out:gmatch("[^\n]+") do lines[#lines + 1] = l end
+    return lines
+  end
+
+  local function renewed_keys(port, keys)
+    local cmds = {}
+    for i, k in ipairs(keys) do cmds[i] = "pttl " .. k end
+    local n = 0
+    for _, v in ipairs(pipe(port, cmds)) do
+      if tonumber(v) and tonumber(v) > 0 and tonumber(v) < FAR / 2 then n = n + 1 end
+    end
+    return n
+  end
+
+  it("renews every hold after SCRIPT FLUSH, and counts only what it renewed", function()
+    local srv = helper.start_redis()
+    local c = assert(dlock.connect{ url = srv.url, lease = 3 })
+    local keys = {}
+    for i = 1, 400 do
+      local name = helper.unique_name("flush")
+      assert(c:lock(name):acquire())
+      keys[i] = "dlock:{" .. name .. "}"
+    end
+    local cmds = { "script flush" }
+    for i, k in ipairs(keys) do cmds[i + 1] = ("pexpire %s %d"):format(k, FAR) end
+    pipe(srv.port, cmds)
+    assert.equals(0, renewed_keys(srv.port, keys))
+    local r0 = c:stats().renewed
+    assert(helper.wait_for(function() return c:stats().renewed - r0 >= 400 end, 5))
+    assert.equals(400, renewed_keys(srv.port, keys))
+    assert.equals(0, c:stats().lost)
+    c:close()
+    srv.stop()
+  end)
+
+  it("on Cluster, renews holds on a master the client was not seeded with", function()
+    local topology = require "topology"
+    local cl = topology.cluster(3)
+    local lost = {}
+    local c = assert(dlock.connect{ cluster = { cl.urls[1] }, lease = 3,
+      on_lost = function(l) lost[#lost + 1] = l.name end })
+    -- locks whose slots are on the second and third masters only
+    local names, keys = {}, {}
+    while #names < 60 do
+      local name = helper.unique_name("seed")
+      local key = "dlock:{" .. name .. "}"
+      if cl.node_for(key) ~= cl.nodes[1] then
+        names[#names + 1], keys[#keys + 1] = name, key
+        assert(c:lock(name):acquire())
+      end
+    end
+    for _, k in ipairs(keys) do cl.node_for(k).cli("pexpire", k, FAR) end
+    local gone = keys[7]
+    cl.node_for(gone).cli("del", gone)
+    local r0 = c:stats().renewed
+    assert(helper.wait_for(function() return c:stats().renewed - r0 >= 59 end, 5))
+    for i, k in ipairs(keys) do
+      if k ~= gone then
+        local ttl = tonumber((cl.node_for(k).cli("pttl", k)))
+        assert.is_true(ttl > 0 and ttl < FAR / 2, ("%s not renewed (pttl %d)"):format(names[i], ttl))
+      end
+    end
+    assert(helper.wait_for(function() c:poll(); return #lost > 0 end, 3))
+    assert.same({ names[7] }, lost)                 -- the right one, only
+    c:close()
+    cl.stop()
+  end)
+end)

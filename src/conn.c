@@ -437,6 +437,7 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
         return connect_failed(c, err, errlen);
     c->backoff_us = 0;
     c->retry_at_us = 0;
+    c->epoch++;
     return DL_OK;
 }
 

@@ -52,6 +52,9 @@ typedef struct dl_conn {
     int64_t attempt_us;         /* when the last connect attempt began */
     int stale;                  /* the last error was a dead link (EOF,
                                    reset), not a timeout */
+    uint64_t epoch;             /* connections made so far */
+    uint64_t scripts_epoch;     /* the epoch whose server has our scripts
+                                   (kept by script.c) */
     char why[96];               /* the last connect failure */
 } dl_conn;
 

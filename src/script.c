@@ -130,7 +130,10 @@ const char *dl_script_source(dl_script_id id, const char **name)
     return src[id];
 }
 
-dl_status dl_scripts_load(dl_conn *c, dl_scripts *s, char *err, size_t errlen)
+/* SCRIPT LOAD every script on c with one pipelined round trip. With
+ * fill, record the SHAs there; else check them against known. */
+static dl_status load_on(dl_conn *c, dl_scripts *fill, const dl_scripts *known,
+                         char *err, size_t errlen)
 {
     for (int i = 0; i < DL_S_COUNT; i++) {
         const char *argv[3] = { "SCRIPT", "LOAD", src[i] };
@@ -144,14 +147,34 @@ dl_status dl_scripts_load(dl_conn *c, dl_scripts *s, char *err, size_t errlen)
             return DL_ECONN;
         if (st == DL_OK && r->type == REDIS_REPLY_ERROR)
             st = dl_reply_error(r, err, errlen);
-        else if (st == DL_OK && (r->type != REDIS_REPLY_STRING || r->len != 40))
+        else if (st == DL_OK && (r->type != REDIS_REPLY_STRING || r->len != 40
+                                 || (known && memcmp(known->sha[i], r->str,
+                                                     40) != 0)))
             st = dl_fail(err, errlen, DL_EREDIS, "SCRIPT LOAD: bad reply");
-        else if (st == DL_OK)
-            memcpy(s->sha[i], r->str, 41);
+        else if (st == DL_OK && fill)
+            memcpy(fill->sha[i], r->str, 41);
         freeReplyObject(r);
     }
+    if (st == DL_OK)
+        c->scripts_epoch = c->epoch;
+    return st;
+}
+
+dl_status dl_scripts_load(dl_conn *c, dl_scripts *s, char *err, size_t errlen)
+{
+    dl_status st = load_on(c, s, NULL, err, errlen);
     s->loaded = st == DL_OK;
     return st;
+}
+
+dl_status dl_scripts_ready(dl_conn *c, const dl_scripts *s, int again,
+                           char *err, size_t errlen)
+{
+    if (dl_conn_ensure(c, err, errlen) != DL_OK)
+        return DL_ECONN;
+    if (!again && c->scripts_epoch == c->epoch)
+        return DL_OK;
+    return load_on(c, NULL, s, err, errlen);
 }
 
 static void fill_head(const dl_scripts *s, dl_script_id id, int nkeys,
@@ -176,24 +199,48 @@ dl_status dl_script_append(dl_conn *c, const dl_scripts *s, dl_script_id id,
                            size_t *lens, char *err, size_t errlen)
 {
     char nk[16];
+    if (dl_scripts_ready(c, s, 0, err, errlen) != DL_OK)
+        return DL_ECONN;
     fill_head(s, id, nkeys, argv, lens, nk, sizeof nk);
     return dl_conn_append(c, argc, argv, lens, err, errlen);
 }
 
-dl_status dl_script_eval(dl_conn *c, const dl_scripts *s, dl_script_id id,
-                         int nkeys, int argc, const char **argv, size_t *lens,
-                         redisReply **out, char *err, size_t errlen)
+/* ASKING (if asked) and one EVALSHA; the reply as it came. */
+static dl_status call_once(dl_conn *c, const dl_scripts *s, int asking,
+                           dl_script_id id, int nkeys, int argc,
+                           const char **argv, size_t *lens,
+                           redisReply **out, char *err, size_t errlen)
 {
     char nk[16];
-    fill_head(s, id, nkeys, argv, lens, nk, sizeof nk);
-    dl_status st = dl_conn_call(c, argc, argv, lens, out, err, errlen);
-    if (st == DL_OK && dl_script_noscript(*out)) {
+    if (asking) {
+        const char *a[1] = { "ASKING" };
+        if (dl_conn_call(c, 1, a, NULL, out, err, errlen) != DL_OK)
+            return DL_ECONN;
         freeReplyObject(*out);
-        argv[0] = "EVAL";
-        lens[0] = 4;
-        argv[1] = src[id];
-        lens[1] = strlen(src[id]);
-        st = dl_conn_call(c, argc, argv, lens, out, err, errlen);
+    }
+    fill_head(s, id, nkeys, argv, lens, nk, sizeof nk);
+    return dl_conn_call(c, argc, argv, lens, out, err, errlen);
+}
+
+dl_status dl_script_eval(dl_conn *c, const dl_scripts *s, int asking,
+                         dl_script_id id, int nkeys, int argc,
+                         const char **argv, size_t *lens,
+                         redisReply **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (dl_scripts_ready(c, s, 0, err, errlen) != DL_OK)
+        return DL_ECONN;
+    dl_status st = call_once(c, s, asking, id, nkeys, argc, argv, lens, out,
+                             err, errlen);
+    if (st == DL_OK && dl_script_noscript(*out)) {
+        /* The server lost them (SCRIPT FLUSH, a restart we did not see):
+         * load them again and resend, ASKING included. */
+        freeReplyObject(*out);
+        *out = NULL;
+        if (dl_scripts_ready(c, s, 1, err, errlen) != DL_OK)
+            return DL_ECONN;
+        st = call_once(c, s, asking, id, nkeys, argc, argv, lens, out, err,
+                       errlen);
     }
     if (st == DL_OK && (*out)->type == REDIS_REPLY_ERROR) {
         st = dl_reply_error(*out, err, errlen);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT
  * script.h: the Lua scripts dlock runs inside Redis, their SHA1s, and
- * EVALSHA with a fallback to EVAL when the server answers NOSCRIPT.
+ * EVALSHA on connections whose server is known to have them.
  *
  * Keys of one lock, all sharing the hash tag {name} (one Cluster slot):
  *   P{name}        hash  owner -> reentrant hold count; has the lease TTL
@@ -35,18 +35,29 @@ typedef struct dl_scripts {
     int loaded;
 } dl_scripts;
 
-/* Load every script with one pipelined round trip; fills s->sha. */
+/* Load every script on c with one pipelined round trip; fills s->sha.
+ * Used once, at open. */
 dl_status dl_scripts_load(dl_conn *c, dl_scripts *s, char *err, size_t errlen);
 
-/* Run script id. argv[0..DL_SCRIPT_HEAD) and lens[...] are filled in
- * here; the caller's arguments (keys then args) follow. On NOSCRIPT it
- * retries once with EVAL. A Redis error reply becomes DL_EREDIS. */
-dl_status dl_script_eval(dl_conn *c, const dl_scripts *s, dl_script_id id,
-                         int nkeys, int argc, const char **argv, size_t *lens,
+/* Connect c if needed and make sure its server has the scripts: loaded
+ * once per connection (a new connection may be a restarted server or a
+ * node never used before), or again when `again` (after NOSCRIPT). Only
+ * call it when no reply is pending on c. */
+dl_status dl_scripts_ready(dl_conn *c, const dl_scripts *s, int again,
+                           char *err, size_t errlen);
+
+/* Run script id with EVALSHA, preceded by ASKING when `asking` (a Cluster
+ * ASK redirect). argv[0..DL_SCRIPT_HEAD) and lens[...] are filled in
+ * here; the caller's arguments (keys then args) follow. On NOSCRIPT the
+ * scripts are loaded again and the call resent once. A Redis error reply
+ * becomes an error status with its text in err. */
+dl_status dl_script_eval(dl_conn *c, const dl_scripts *s, int asking,
+                         dl_script_id id, int nkeys, int argc,
+                         const char **argv, size_t *lens,
                          redisReply **out, char *err, size_t errlen);
 
-/* Queue script id on a pipeline (no NOSCRIPT handling: the caller checks
- * dl_script_noscript on the reply and uses dl_script_eval to resend). */
+/* Queue script id on a pipeline, after dl_scripts_ready. A NOSCRIPT
+ * reply is the caller's to handle once every queued reply is read. */
 dl_status dl_script_append(dl_conn *c, const dl_scripts *s, dl_script_id id,
                            int nkeys, int argc, const char **argv,
                            size_t *lens, char *err, size_t errlen);

@@ -358,6 +358,9 @@ static dl_status run_once(dl_topology *t, const dl_scripts *s, int wd,
 {
     dl_node *n = t->nodes[idx];         /* idx came from under t->mu */
     dl_conn *c = wd ? &n->wd : &n->cmd;
+    if (id >= 0)
+        return dl_script_eval(c, s, asking, (dl_script_id)id, nkeys, argc,
+                              argv, lens, out, err, errlen);
     if (asking) {
         const char *a[1] = { "ASKING" };
         redisReply *r;
@@ -365,9 +368,6 @@ static dl_status run_once(dl_topology *t, const dl_scripts *s, int wd,
             return DL_ECONN;
         freeReplyObject(r);
     }
-    if (id >= 0)
-        return dl_script_eval(c, s, (dl_script_id)id, nkeys, argc, argv,
-                              lens, out, err, errlen);
     dl_status st = dl_conn_call(c, argc, argv, lens, out, err, errlen);
     if (st == DL_OK && (*out)->type == REDIS_REPLY_ERROR) {
         st = dl_reply_error(*out, err, errlen);
@@ -462,10 +462,14 @@ size_t dl_topology_fan(dl_topology *t, const dl_scripts *s, int id,
         if (dl_conn_read(c, &r, err, sizeof err) != DL_OK)
             continue;
         dl_conn_read_timeout(c, 0);
-        if (id >= 0 && dl_script_noscript(r)) {
+        if (id >= 0 && dl_script_noscript(r)) {  /* nothing else queued */
             freeReplyObject(r);
-            if (dl_script_eval(c, s, (dl_script_id)id, nkeys, argc, argv,
-                               lens, &r, err, sizeof err) != DL_OK)
+            dl_conn_read_timeout(c, deadline - dl_now_us());
+            dl_status st = dl_script_eval(c, s, 0, (dl_script_id)id, nkeys,
+                                          argc, argv, lens, &r, err,
+                                          sizeof err);
+            dl_conn_read_timeout(c, 0);
+            if (st != DL_OK)
                 continue;
         }
         out[i] = r;

@@ -163,6 +163,7 @@ static int make_chunks(dl_watchdog *w)
         k->node = (uint32_t)NODE(w->order[i]);
         k->first = (uint32_t)i;
         k->m = (uint32_t)(j - i);
+        k->redo = 0;
         i = j;
     }
     return 0;
@@ -235,8 +236,82 @@ static void queue_orphans(dl_client *c, dl_hold *orphans, size_t nnodes,
     }
 }
 
+/* Queue the renewal chunks (every one, or those marked redo) on their
+ * nodes' pipelines; a node whose connection fails gets sent[] = 0. */
+static void queue_chunks(dl_client *c, int redo, int *sent)
+{
+    dl_watchdog *w = &c->wd;
+    char err[DL_ERRLEN];
+    for (size_t i = 0; i < w->nchunks; i++) {
+        const dl_chunk *k = &w->chunks[i];
+        if (redo && !k->redo)
+            continue;
+        int argc = chunk_args(c, k);
+        if (sent[k->node] &&
+            dl_script_append(&c->topo.nodes[k->node]->wd, &c->scripts,
+                             DL_S_RENEW, (int)k->m, argc, w->argv, w->lens,
+                             err, sizeof err) != DL_OK)
+            sent[k->node] = 0;
+    }
+}
+
+static void flush_nodes(dl_topology *t, int *sent, size_t nnodes)
+{
+    char err[DL_ERRLEN];
+    for (size_t k = 0; k < nnodes; k++)     /* all nodes work at once */
+        if (sent[k] && t->nodes[k]->wd.ctx &&
+            dl_conn_flush(&t->nodes[k]->wd, err, sizeof err) != DL_OK)
+            sent[k] = 0;
+}
+
+/* Read the replies of the chunks queued by queue_chunks, each from its
+ * node in the order sent, and count them. In the first round (!redo) a
+ * chunk answered NOSCRIPT is marked redo and not counted, and its node in
+ * noscript[]; in the second it counts as an error. */
+static void read_chunks(dl_client *c, int redo, int *sent, int *noscript,
+                        int *moved, int *retarget)
+{
+    dl_watchdog *w = &c->wd;
+    char err[DL_ERRLEN];
+    for (size_t i = 0; i < w->nchunks; i++) {
+        dl_chunk *k = &w->chunks[i];
+        if (redo && !k->redo)
+            continue;
+        k->redo = 0;
+        dl_conn *conn = &c->topo.nodes[k->node]->wd;
+        redisReply *r = NULL;
+        if (!sent[k->node] ||
+            dl_conn_read(conn, &r, err, sizeof err) != DL_OK) {
+            sent[k->node] = 0;
+            tally(w, k, NULL);
+            continue;
+        }
+        if (!redo && dl_script_noscript(r)) {
+            k->redo = 1;
+            noscript[k->node] = 1;
+        } else if (r->type == REDIS_REPLY_ERROR &&
+                   (strncmp(r->str, "MOVED ", 6) == 0 ||
+                    strncmp(r->str, "ASK ", 4) == 0)) {
+            moved[k->node] = 1;
+        } else if (r->type == REDIS_REPLY_ERROR &&
+                   strncmp(r->str, "READONLY", 8) == 0) {
+            retarget[k->node] = 1;          /* Sentinel: master demoted */
+        }
+        if (!k->redo)
+            tally(w, k, r);
+        freeReplyObject(r);
+    }
+}
+
 /* Steps 3 and 4, without the mutex. Fills w->votes. Returns the number
- * of script calls made. */
+ * of script calls made.
+ *
+ * Every reply is read from the connection its request went to, in the
+ * order sent, so each hold is counted on its own answer. A server that
+ * lost the scripts (SCRIPT FLUSH; a restart or a new Cluster node is met
+ * by loading them on every new connection) answers NOSCRIPT: once all of
+ * that node's replies are in, the scripts are loaded again and those
+ * chunks sent in a second round. */
 static size_t renew(dl_client *c, dl_hold *orphans, size_t nnodes)
 {
     dl_watchdog *w = &c->wd;
@@ -244,7 +319,7 @@ static size_t renew(dl_client *c, dl_hold *orphans, size_t nnodes)
     char err[DL_ERRLEN];
     size_t ndrop[DL_MAX_NODES] = { 0 };
     int sent[DL_MAX_NODES], moved[DL_MAX_NODES] = { 0 };
-    int retarget[DL_MAX_NODES] = { 0 };
+    int retarget[DL_MAX_NODES] = { 0 }, noscript[DL_MAX_NODES] = { 0 };
     if (w->norder > 1)                      /* none: order may be NULL */
         qsort(w->order, w->norder, sizeof *w->order, cmp_u64);
     if (make_chunks(w) != 0) {
@@ -255,52 +330,11 @@ static size_t renew(dl_client *c, dl_hold *orphans, size_t nnodes)
     }
     for (size_t k = 0; k < nnodes; k++)
         sent[k] = 1;
-    for (size_t i = 0; i < w->nchunks; i++) {
-        const dl_chunk *k = &w->chunks[i];
-        int argc = chunk_args(c, k);
-        if (sent[k->node] &&
-            dl_script_append(&t->nodes[k->node]->wd, &c->scripts,
-                             DL_S_RENEW, (int)k->m, argc, w->argv, w->lens,
-                             err, sizeof err) != DL_OK)
-            sent[k->node] = 0;
-    }
+    queue_chunks(c, 0, sent);
     queue_orphans(c, orphans, nnodes, ndrop);
-    for (size_t k = 0; k < nnodes; k++)     /* all nodes work at once */
-        if (sent[k] && t->nodes[k]->wd.ctx &&
-            dl_conn_flush(&t->nodes[k]->wd, err, sizeof err) != DL_OK)
-            sent[k] = 0;
-
-    /* Read every reply in order; resend with EVAL a chunk whose script
-     * the server had lost (SCRIPT FLUSH, restart). */
-    for (size_t i = 0; i < w->nchunks; i++) {
-        const dl_chunk *k = &w->chunks[i];
-        dl_conn *conn = &t->nodes[k->node]->wd;
-        redisReply *r = NULL;
-        if (!sent[k->node] ||
-            dl_conn_read(conn, &r, err, sizeof err) != DL_OK) {
-            sent[k->node] = 0;
-            tally(w, k, NULL);
-            continue;
-        }
-        if (dl_script_noscript(r)) {
-            freeReplyObject(r);
-            int argc = chunk_args(c, k);
-            if (dl_script_eval(conn, &c->scripts, DL_S_RENEW, (int)k->m,
-                               argc, w->argv, w->lens, &r, err,
-                               sizeof err) != DL_OK)
-                r = NULL;
-        } else if (r->type == REDIS_REPLY_ERROR &&
-                   (strncmp(r->str, "MOVED ", 6) == 0 ||
-                    strncmp(r->str, "ASK ", 4) == 0)) {
-            moved[k->node] = 1;
-        } else if (r->type == REDIS_REPLY_ERROR &&
-                   strncmp(r->str, "READONLY", 8) == 0) {
-            retarget[k->node] = 1;          /* Sentinel: master demoted */
-        }
-        tally(w, k, r);
-        if (r)
-            freeReplyObject(r);
-    }
+    flush_nodes(t, sent, nnodes);
+    read_chunks(c, 0, sent, noscript, moved, retarget);
+    int again = 0;
     for (size_t k = 0; k < nnodes; k++) {
         for (size_t i = 0; sent[k] && i < ndrop[k]; i++) {
             redisReply *r;
@@ -308,6 +342,19 @@ static size_t renew(dl_client *c, dl_hold *orphans, size_t nnodes)
                 break;
             freeReplyObject(r);
         }
+        if (noscript[k]) {                  /* nothing pending on it now */
+            sent[k] = sent[k] && dl_scripts_ready(&t->nodes[k]->wd,
+                                                  &c->scripts, 1, err,
+                                                  sizeof err) == DL_OK;
+            again = 1;
+        }
+    }
+    if (again) {
+        queue_chunks(c, 1, sent);
+        flush_nodes(t, sent, nnodes);
+        read_chunks(c, 1, sent, noscript, moved, retarget);
+    }
+    for (size_t k = 0; k < nnodes; k++) {
         if (moved[k])                       /* Cluster: the map moved */
             (void)dl_topology_refresh(t, k, 1, err, sizeof err);
         if (retarget[k])                    /* ask the sentinels again */

@@ -24,6 +24,7 @@ typedef struct dl_votes {
 /* One renewal script call: node, and entries order[first..first+m). */
 typedef struct dl_chunk {
     uint32_t node, first, m;
+    int redo;                   /* answered NOSCRIPT: send again */
 } dl_chunk;
 
 typedef struct dl_watchdog {
