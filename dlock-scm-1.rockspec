@@ -24,7 +24,7 @@ build = {
       sources = { "src/util.c", "src/conn.c", "src/script.c",
                   "src/registry.c", "src/wait.c", "src/topology.c",
                   "src/redlock.c", "src/watchdog.c",
-                  "src/client.c", "src/lua_dlock.c", "src/lua_lock.c" },
+                  "src/client.c", "src/pending.c", "src/lua_dlock.c", "src/lua_lock.c" },
       libraries = { "hiredis", "pthread", "m" },
       incdirs = { "src", "$(HIREDIS_INCDIR)" },
       libdirs = { "$(HIREDIS_LIBDIR)" },

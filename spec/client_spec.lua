@@ -19,8 +19,8 @@ describe("dlock.connect()", function()
       lease = 5, connect_timeout = 0.5, command_timeout = 0.5, db = 2 })
     local l = c:lock("k")
     assert(l:acquire())
-    assert.equals("1", helper.redis().cli("-n", "2", "hexists", "app:{k}",
-      c.id .. ":1"))
+    assert.equals("1", helper.redis().cli("-n", "2", "hget", "app:{k}",
+      "o" .. c.id .. ":1"))
     assert(l:release())
     c:close()
   end)

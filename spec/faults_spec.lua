@@ -43,7 +43,7 @@ describe("command_timeout", function()
     assert(l:acquire())                          -- ...and the resend finds it
     assert.equals(1, l:count())
     assert.same({ true, 0 }, { l:release() })
-    assert.equals("0", srv.cli("exists", key))
+    assert.is_true(helper.is_free(srv, key))
     c:close()
   end)
 
@@ -142,7 +142,7 @@ describe("fork()", function()
     local name = helper.unique_name()
     local l = c:lock(name)
     assert(l:acquire())
-    local key, field = "dlock:{" .. name .. "}", c.id .. ":1"
+    local key, field = "dlock:{" .. name .. "}", "o" .. c.id .. ":1"
     local result = helper.tmp .. "/fork-" .. name:gsub(":", "_")
     local pid = forktest.fork()
     if pid == 0 then                             -- the child

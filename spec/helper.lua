@@ -95,8 +95,8 @@ function helper.start_redis(extra, opts)
         function srv.cli(...)
           local args = {}
           for i, a in ipairs({ ... }) do args[i] = ("'%s'"):format(a) end
-          return read(("redis-cli -p %d %s 2>&1"):format(port, table.concat(args, " ")))
-            :gsub("%s+$", "")
+          return (read(("redis-cli -p %d %s 2>&1"):format(port, table.concat(args, " ")))
+            :gsub("%s+$", ""))
         end
         function srv.signal(sig) return sh(("kill -%s %d 2>/dev/null"):format(sig, srv.pid)) end
         local function exited() return not srv.signal(0) end
@@ -156,6 +156,21 @@ function helper.client(opts)
   local o = { url = helper.url() }
   for k, v in pairs(opts or {}) do o[k] = v end
   return dlock.connect(o)
+end
+
+--- Whether lock `key` is free on server handle `srv` (a free lock's hash
+--- may stay a while, with n = 0, as a record for resent requests).
+function helper.is_free(srv, key)
+  local n = srv.cli("hget", key, "n")
+  return n == "" or n == "0"
+end
+
+--- The fencing counter key of lock `name` (one counter per Cluster slot).
+function helper.fence_key(name, prefix)
+  local core = require "dlock.core"
+  prefix = prefix or "dlock:"
+  return ("%s{%s}:fence"):format(prefix,
+    core.slot_tag(core.key_slot(prefix .. "{" .. name .. "}")))
 end
 
 local n = 0

@@ -24,13 +24,22 @@ describe("client:lock()", function()
     assert.matches('dlock.Lock: "stock:42"', tostring(l))
   end)
 
-  it("keeps the hold, fencing counter and channel under one hash tag", function()
-    local c = assert(helper.client{ prefix = "app:" })
+  it("keeps the hold and its slot's fencing counter on one Cluster slot", function()
+    local prefix = helper.unique_name("app") .. ":"
+    local c = assert(helper.client{ prefix = prefix })
     local l = c:lock("a{b}c")
     assert(l:acquire())
     local srv = helper.redis()
-    assert.equals("hash", srv.cli("type", "app:{a{b}c}"))
-    assert.equals("hash", srv.cli("type", "app:{a{b}c}:fence"))
+    local key = prefix .. "{a{b}c}"
+    assert.equals("hash", srv.cli("type", key))
+    local fences = {}
+    for k in srv.cli("keys", prefix .. "*:fence"):gmatch("[^\n]+") do
+      fences[#fences + 1] = k
+    end
+    assert.equals(1, #fences)                   -- one counter per slot
+    assert.equals("string", srv.cli("type", fences[1]))
+    local slot = require("dlock.core").key_slot
+    assert.equals(slot(key), slot(fences[1]))
     assert(l:release())
     c:close()
   end)

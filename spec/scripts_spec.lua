@@ -1,8 +1,8 @@
--- The Redis-side scripts driven step by step, to reach states a client
--- only meets when a reply is lost: a last release resent after other
--- owners have taken and released the lock, a hold that expired or was
--- force-released meanwhile, Redis that lost its data.
-local dlock = require "dlock"
+-- The Redis-side scripts driven step by step, to reach the states a
+-- client only meets when a reply is lost: a request resent (or arriving
+-- late) after other requests, a last release resent after other owners
+-- took the lock, a hold that expired or was force-released meanwhile, an
+-- owner shared by two clients, keys deleted or evicted under a hold.
 local helper = require "helper"
 
 local scripts = require("dlock.core").scripts()
@@ -23,80 +23,155 @@ describe("scripts", function()
     end
   end)
 
-  -- Run script `name` with the keys of lock `key`; returns the reply's
-  -- integers.
-  local function run(name, key, ...)
-    local out = srv.cli("EVALSHA", sha[name], 2, key, key .. ":fence", ...)
+  local key, fence
+  before_each(function()
+    key = "s{" .. helper.unique_name("scripts") .. "}"
+    fence = key .. ":fence"                 -- same slot; one per test here
+  end)
+
+  -- The reply's integers.
+  local function ints(out)
     local r = {}
     for v in out:gmatch("%-?%d+") do r[#r + 1] = tonumber(v) end
     return r
   end
-  local function acquire(key, owner, lease_ms)
-    return run("acquire", key, owner, lease_ms or 10000, 0)
+  -- acquire(owner, requester, seq [, lease_ms [, expected]])
+  local function acquire(owner, req, seq, lease_ms, expect)
+    return ints(srv.cli("EVALSHA", sha.acquire, 2, key, fence, owner, req, seq,
+                        lease_ms or 10000, expect or 0))
   end
-  local function release(key, owner, token)
-    return run("release", key, owner, 1, token, key .. ":ch", "PUBLISH")
+  local function release(owner, req, seq, token)
+    return ints(srv.cli("EVALSHA", sha.release, 1, key, owner, req, seq, token,
+                        10000, key .. ":ch", "PUBLISH"))
+  end
+  local function void(owner, req, seq)
+    return ints(srv.cli("EVALSHA", sha.void, 1, key, owner, req, seq, 10000,
+                        key .. ":ch", "PUBLISH"))
+  end
+  local function force(req, seq)
+    return ints(srv.cli("EVALSHA", sha.force, 1, key, req, seq, 10000,
+                        key .. ":ch", "PUBLISH"))[1]
+  end
+  local function count(owner) return tonumber(srv.cli("hget", key, "o" .. owner)) or 0 end
+  local function expire_now()
+    srv.cli("pexpire", key, 1)
+    helper.wait_for(function() return srv.cli("exists", key) == "0" end, 2, 0.005)
   end
 
-  local key
-  before_each(function() key = "s{" .. helper.unique_name("scripts") .. "}" end)
-
-  it("a resent last release succeeds while the lock is still free", function()
-    local a = acquire(key, "a")
-    assert.same({ 1, 1, 1 }, a)
-    assert.same({ 1, 0 }, release(key, "a", 1))
-    assert.same({ 1, 0 }, release(key, "a", 1))       -- the resend
+  it("recognise a resent acquire exactly, and a new one as new", function()
+    assert.same({ 1, 1, 1 }, acquire("a", "a", 1))
+    assert.same({ 1, 1, 1 }, acquire("a", "a", 1))            -- resend
+    assert.same({ 1, 2, 1 }, acquire("a", "a", 2, nil, 1))    -- reentry
+    assert.same({ 1, 2, 1 }, acquire("a", "a", 2, nil, 1))
+    assert.equals(2, count("a"))
   end)
 
-  it("a resent last release succeeds after other owners took the lock", function()
-    acquire(key, "a")
-    assert.same({ 1, 0 }, release(key, "a", 1))
-    for i = 1, 40 do                                   -- more than 16 handoffs
-      local b = acquire(key, "b" .. i)
+  it("undo a reentrant acquire that ran but whose reply was lost (item 2)", function()
+    acquire("a", "a", 1)
+    acquire("a", "a", 2, nil, 1)                 -- ran; the client saw a timeout
+    assert.same({ 1 }, void("a", "a", 2))        -- the client cancels it
+    assert.same({ 1 }, void("a", "a", 2))        -- a resent cancel changes nothing
+    assert.equals(1, count("a"))
+    assert.same({ 1, 0 }, release("a", "a", 3, 1))
+    assert.is_true(helper.is_free(srv, key))     -- the one release frees it
+  end)
+
+  it("refuse an acquire that arrives after it was cancelled", function()
+    assert.same({ 1 }, void("a", "a", 7))        -- sent, then cancelled...
+    assert.same({ -2 }, acquire("a", "a", 7))    -- ...arrives late: refused
+    assert.is_true(helper.is_free(srv, key))
+    assert.same({ 1, 1, 1 }, acquire("b", "b", 1))
+  end)
+
+  it("add up the holds of one owner shared by two clients (item 3)", function()
+    assert.same({ 1, 1, 1 }, acquire("job-7", "A|job-7", 1))
+    assert.same({ 1, 2, 1 }, acquire("job-7", "B|job-7", 1))  -- not a resend
+    assert.same({ 0 }, { acquire("x", "x", 1)[1] })
+    assert.same({ 1, 1 }, release("job-7", "A|job-7", 2, 1))
+    assert.is_false(helper.is_free(srv, key))    -- B still holds it
+    assert.same({ 0 }, { acquire("x", "x", 2)[1] })
+    assert.same({ 1, 0 }, release("job-7", "B|job-7", 2, 1))
+    assert.is_true(helper.is_free(srv, key))
+    assert.same({ 1, 1, 2 }, acquire("x", "x", 3))
+  end)
+
+  it("answer a resent last release while the lock is free", function()
+    acquire("a", "a", 1)
+    assert.same({ 1, 0 }, release("a", "a", 2, 1))
+    assert.same({ 1, 0 }, release("a", "a", 2, 1))
+  end)
+
+  it("answer a resent last release after 40 other owners took the lock", function()
+    acquire("a", "a", 1)
+    assert.same({ 1, 0 }, release("a", "a", 2, 1))
+    for i = 1, 40 do
+      local b = acquire("b" .. i, "b" .. i, 1)
       assert.same({ 1, 1, i + 1 }, b)
-      assert.same({ 1, 0 }, release(key, "b" .. i, i + 1))
+      assert.same({ 1, 0 }, release("b" .. i, "b" .. i, 2, i + 1))
     end
-    assert.same({ 1, 0 }, release(key, "a", 1))
+    assert.same({ 1, 0 }, release("a", "a", 2, 1))
   end)
 
-  it("a hold that expired is lost, also after others took the lock", function()
-    acquire(key, "a", 30)
-    helper.wait_for(function() return srv.cli("EXISTS", key) == "0" end, 2, 0.01)
-    assert.same({ -1 }, release(key, "a", 1))          -- nobody took it since
-    acquire(key, "b")
-    assert.same({ -1 }, release(key, "a", 1))          -- b took it since
-    release(key, "b", 2)
-    acquire(key, "c")
-    assert.same({ -1 }, release(key, "a", 1))
+  it("report lost a hold that expired, also after others took the lock", function()
+    acquire("a", "a", 1, 30)
+    expire_now()
+    assert.same({ -1 }, release("a", "a", 2, 1))  -- nobody took it since
+    acquire("b", "b", 1)
+    assert.same({ -1 }, release("a", "a", 2, 1))  -- b took it since
   end)
 
-  it("a force-released hold is lost", function()
-    acquire(key, "a")
-    assert.equals("1", srv.cli("EVALSHA", sha.force, 1, key, key .. ":ch", "PUBLISH"))
-    assert.same({ -1 }, release(key, "a", 1))
-    acquire(key, "b")
-    release(key, "b", 2)
-    assert.same({ -1 }, release(key, "a", 1))
+  it("report lost a hold that expired when its owner took the lock again elsewhere", function()
+    acquire("job", "A|job", 1, 30)
+    expire_now()
+    acquire("job", "B|job", 1)                     -- same owner, new tenancy
+    assert.same({ -1 }, release("job", "A|job", 2, 1))
+    assert.equals(1, count("job"))                 -- B's hold untouched
   end)
 
-  it("after more than 16 lost holds an old release is unknown, so lost", function()
-    acquire(key, "a")
-    assert.same({ 1, 0 }, release(key, "a", 1))
-    for i = 1, 18 do                                   -- 17 holds expire
-      acquire(key, "x" .. i, 1)
-      helper.wait_for(function() return srv.cli("EXISTS", key) == "0" end, 2, 0.005)
+  it("report lost a force-released hold", function()
+    acquire("a", "a", 1)
+    assert.equals(1, force("F", 1))
+    assert.same({ -1 }, release("a", "a", 2, 1))
+  end)
+
+  it("never let a resent force_release delete a later owner's hold (item 5)", function()
+    acquire("a", "a", 1)
+    assert.equals(1, force("F", 1))
+    assert.same({ 1, 1, 2 }, acquire("b", "b", 1))
+    assert.equals(1, force("F", 1))                -- the resend: same answer...
+    assert.equals(1, count("b"))                   -- ...and b keeps the lock
+    srv.cli("del", key)
+    assert.equals(0, force("F", 2))                -- free: nothing to delete
+    acquire("c", "c", 1)
+    assert.equals(0, force("F", 2))
+    assert.equals(1, count("c"))
+  end)
+
+  it("keep tokens increasing when the counter is evicted (item 6)", function()
+    local t = acquire("a", "a", 1)[3]
+    release("a", "a", 2, t)
+    srv.cli("del", fence)
+    local t2 = acquire("b", "b", 1)[3]
+    assert.is_true(t2 > t, t2 .. " after " .. t)
+    assert.equals(t2, tonumber(srv.cli("get", fence)))
+  end)
+
+  it("answer plainly when the lock's key is evicted under a hold (item 6)", function()
+    acquire("a", "a", 1)
+    acquire("a", "a", 2, nil, 1)
+    srv.cli("del", key)
+    assert.same({ -1 }, acquire("a", "a", 3, nil, 2))   -- lost, not a bad reply
+    assert.same({ -1 }, release("a", "a", 4, 1))
+    assert.same({ 1 }, void("a", "a", 5))
+    srv.cli("del", fence)
+    assert.same({ 1, 1, 1 }, acquire("b", "b", 1))       -- both gone: starts over
+  end)
+
+  it("prune old request records instead of growing without bound", function()
+    for i = 1, 200 do
+      local t = acquire("o" .. i, "o" .. i, 1)[3]
+      release("o" .. i, "o" .. i, 2, t)
     end
-    assert.same({ -1 }, release(key, "a", 1))
-    -- a release after the last lost one is still recognised
-    local t = acquire(key, "y")[3]
-    assert.same({ 1, 0 }, release(key, "y", t))
-    acquire(key, "z")
-    assert.same({ 1, 0 }, release(key, "y", t))
-  end)
-
-  it("a counter below the token means Redis lost data: lost", function()
-    acquire(key, "a")
-    srv.cli("DEL", key, key .. ":fence")
-    assert.same({ -1 }, release(key, "a", 1))
+    assert.is_true(tonumber(srv.cli("hlen", key)) <= 70, srv.cli("hlen", key))
   end)
 end)

@@ -241,3 +241,138 @@ describe("item 4: renewals after the server lost the scripts", function()
     cl.stop()
   end)
 end)
+
+describe("item 1: a release whose reply never came", function()
+  local srv
+  before_each(function() srv = helper.start_redis() end)
+  after_each(function() srv.stop() end)
+
+  local function setup_lock()
+    local c = assert(dlock.connect{ url = srv.url, lease = 1, command_timeout = 0.2 })
+    local probe = assert(dlock.connect(srv.url))
+    local name = helper.unique_name("rel")
+    return c, probe, name, c:lock(name)
+  end
+
+  -- The lock must come free soon after the pause, and the releasing
+  -- client must never have renewed it again.
+  local function freed(c, probe, name, r0)
+    assert(helper.wait_for(function()
+      return probe:lock(name):try_acquire()
+    end, 4, 0.05), "the lock stayed held")
+    assert.equals(r0, c:stats().renewed)
+    assert(probe:lock(name):release())
+  end
+
+  it("ends the hold at once and completes the release in the background", function()
+    local c, probe, name, l = setup_lock()
+    assert(l:acquire())
+    srv.cli("client", "pause", "700")
+    local ok, err = l:release()
+    assert.is_nil(ok)
+    assert.matches("^connection", err)
+    assert.is_false(l:held())
+    local r0 = c:stats().renewed
+    freed(c, probe, name, r0)
+    assert(helper.wait_for(function() return c:stats().released == 1 end, 2))
+    assert.equals(0, c:stats().lost)
+    c:close(); probe:close()
+  end)
+
+  it("does the same for with()", function()
+    local c, probe, name, l = setup_lock()
+    local ok, err, v = l:with(function()
+      srv.cli("client", "pause", "700")
+      return 42
+    end)
+    assert.is_nil(ok)
+    assert.matches("^connection", err)
+    assert.equals(42, v)
+    freed(c, probe, name, c:stats().renewed)
+    c:close(); probe:close()
+  end)
+
+  it("does the same for <close>", function()
+    if _VERSION ~= "Lua 5.4" then return pending("Lua 5.4 only") end
+    local c, probe, name, l = setup_lock()
+    local run = assert(load([[
+      local l, srv = ...
+      local held <close> = assert(l:acquire())
+      srv.cli("client", "pause", "700")
+    ]]))
+    run(l, srv)
+    assert.is_false(l:held())
+    freed(c, probe, name, c:stats().renewed)
+    c:close(); probe:close()
+  end)
+end)
+
+describe("item 2: a reentrant acquire whose reply timed out", function()
+  it("leaves the counts of client and server equal", function()
+    local srv = helper.start_redis("--enable-debug-command local")
+    local c = assert(dlock.connect{ url = srv.url, command_timeout = 0.2 })
+    local name = helper.unique_name("drift")
+    local key = "dlock:{" .. name .. "}"
+    local l = c:lock(name)
+    assert(l:acquire())
+    local sleeper = helper.spawn("sh", "redis-cli -p " .. srv.port .. " debug sleep 0.6")
+    dlock.sleep(0.1)
+    local ok, err = l:acquire()                  -- runs after the sleep
+    assert.is_nil(ok)
+    assert.matches("^connection", err)
+    assert(helper.wait_for(function() return not sleeper.alive() end, 5))
+    assert.equals(1, l:count())
+    assert.same({ true, 0 }, { l:release() })    -- one release frees it
+    assert(helper.wait_for(function() return helper.is_free(srv, key) end, 2))
+    c:close()
+    srv.stop()
+  end)
+end)
+
+describe("item 3: two clients sharing an explicit owner", function()
+  it("add up their holds: the lock is free when both released", function()
+    local a, b, probe = assert(helper.client()), assert(helper.client()), assert(helper.client())
+    local name = helper.unique_name("shared")
+    local la, lb = a:lock(name, { owner = "job-7" }), b:lock(name, { owner = "job-7" })
+    assert(la:acquire())
+    assert(lb:acquire())                         -- the same owner: reentry
+    assert.equals(la:token(), lb:token())
+    assert(la:release())
+    assert.is_nil((probe:lock(name):try_acquire()))   -- B still holds it
+    assert.is_true(lb:held())
+    assert.same({ true, 0 }, { lb:release() })
+    assert(probe:lock(name):try_acquire())
+    assert(probe:lock(name):release())
+    a:close(); b:close(); probe:close()
+  end)
+end)
+
+describe("item 6: fencing keys", function()
+  it("stay bounded whatever the number of names", function()
+    local srv = helper.start_redis()
+    local c = assert(dlock.connect(srv.url))
+    local names = 12000
+    for i = 1, names do
+      local l = c:lock("n" .. i)
+      assert(l:acquire{ lease = 0.2 })
+      assert(l:release())
+    end
+    dlock.sleep(0.5)                             -- the free locks' records expire
+    local keys = tonumber(srv.cli("dbsize"))
+    assert.is_true(keys <= 16384 and keys < names, keys .. " keys for " .. names .. " names")
+    assert.equals("", srv.cli("keys", "dlock:{n*}"))   -- no lock left behind
+    c:close()
+    srv.stop()
+  end)
+
+  it("flags a server whose eviction policy can remove lock keys", function()
+    local srv = helper.start_redis("--maxmemory-policy allkeys-lru")
+    local c = assert(dlock.connect(srv.url))
+    assert.is_true(c:stats().evictable)
+    c:close()
+    srv.stop()
+    local c2 = assert(helper.client())
+    assert.is_false(c2:stats().evictable)
+    c2:close()
+  end)
+end)

@@ -6,7 +6,9 @@
  * runs one script (on one node, or on every Redlock master at once), then
  * retakes it to record what Redis confirmed. Holds are unlinked only on
  * this thread, so a hold found before the I/O is still valid after it
- * (the watchdog may have marked it lost meanwhile).
+ * (the watchdog may have marked it lost meanwhile). Every acquire and
+ * release attempt carries a new request id; one whose reply is lost stays
+ * pending on its hold until pending.c has ended it.
  */
 #define _GNU_SOURCE
 #include "client.h"
@@ -71,6 +73,29 @@ static dl_status load_scripts(dl_client *c, char *err, size_t errlen)
     return st;
 }
 
+/* An eviction policy that can pick lock keys ends holds early and can
+ * reset fencing counters: remember it for stats (CONFIG may be denied:
+ * then nothing is known). */
+static void check_eviction(dl_client *c)
+{
+    char err[DL_ERRLEN];
+    const char *argv[3] = { "CONFIG", "GET", "maxmemory-policy" };
+    redisReply *r;
+    if (dl_conn_call(&c->topo.nodes[0]->cmd, 3, argv, NULL, &r, err,
+                     sizeof err) != DL_OK)
+        return;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_STRING)
+        c->evictable = strncmp(r->element[1]->str, "allkeys-", 8) == 0 ||
+                       strncmp(r->element[1]->str, "volatile-", 9) == 0;
+    freeReplyObject(r);
+}
+
+int dl_client_evictable(const dl_client *c)
+{
+    return c->evictable;
+}
+
 dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
                          char *err, size_t errlen)
 {
@@ -104,6 +129,8 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
     if (st == DL_OK)
         st = load_scripts(c, err, errlen);
     if (st == DL_OK)
+        check_eviction(c);
+    if (st == DL_OK)
         st = dl_watchdog_start(c, err, errlen);
     if (st != DL_OK) {
         dl_client_close(c);
@@ -113,48 +140,67 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
     return DL_OK;
 }
 
-/* Fill the DROP arguments of h: take its owner's field out. */
-static void drop_args(const dl_client *c, const dl_hold *h,
-                      const char **argv, size_t *lens)
+/* DROP h's holds (and the one a pending request may have left) where
+ * it lives: argv[3..] = key owner count token keep chan pub. Returns 0
+ * when there is nothing to drop. */
+static int drop_args(const dl_client *c, const dl_hold *h, const char **argv,
+                     size_t *lens, char *count_s, char *tok_s, char *keep_s)
 {
+    int64_t d = (h->count > 0 && !h->lost ? h->count : 0) +
+                (h->pend != DL_PEND_NONE);
+    int64_t tok = h->count > 0 ? h->token : h->pend_token;
+    if (d <= 0 || (!h->owner_num && tok == 0))
+        return 0;               /* nothing, or a shared owner's unknown hold */
+    snprintf(count_s, 24, "%lld", (long long)d);
+    snprintf(tok_s, 24, "%lld", h->owner_num ? 0LL : (long long)tok);
+    snprintf(keep_s, 24, "%lld", (long long)c->opts.lease_ms);
     argv[3] = h->key;   lens[3] = h->keylen;
     argv[4] = h->owner; lens[4] = h->ownerlen;
-    argv[5] = h->chan;  lens[5] = h->chanlen;
-    argv[6] = c->pubverb; lens[6] = strlen(c->pubverb);
+    argv[5] = count_s;  lens[5] = strlen(count_s);
+    argv[6] = tok_s;    lens[6] = strlen(tok_s);
+    argv[7] = keep_s;   lens[7] = strlen(keep_s);
+    argv[8] = h->chan;  lens[8] = h->chanlen;
+    argv[9] = c->pubverb; lens[9] = strlen(c->pubverb);
+    return 1;
 }
 
-/* Best effort: take this client's field out of every lock it holds,
- * waking waiters where a lock becomes free. One pipelined round trip on
- * one server; one call per hold elsewhere. */
+int dl_client_drop_args(const dl_client *c, const dl_hold *h,
+                        const char **argv, size_t *lens, char bufs[3][24])
+{
+    return drop_args(c, h, argv, lens, bufs[0], bufs[1], bufs[2]);
+}
+
+/* Best effort: take this client's holds out of every lock, waking
+ * waiters where a lock becomes free. One pipelined round trip on one
+ * server; one call per hold elsewhere. */
 static void release_all(dl_client *c)
 {
-    char err[DL_ERRLEN];
+    char err[DL_ERRLEN], bufs[3][24];
     dl_topology *t = &c->topo;
     int pipelined = t->kind == DL_TOPO_SINGLE || t->kind == DL_TOPO_SENTINEL;
     size_t sent = 0;
     dl_hold *lists[2] = { c->reg.head, c->reg.orphans };
     for (int i = 0; i < 2; i++) {
         for (dl_hold *h = lists[i]; h; h = i ? h->onext : h->next) {
-            if (h->lost || h->count <= 0)
-                continue;
-            const char *argv[DL_SCRIPT_HEAD + 4];
-            size_t lens[DL_SCRIPT_HEAD + 4];
+            const char *argv[DL_SCRIPT_HEAD + 7];
+            size_t lens[DL_SCRIPT_HEAD + 7];
             redisReply *r, *rs[DL_MAX_NODES];
-            drop_args(c, h, argv, lens);
+            if (!dl_client_drop_args(c, h, argv, lens, bufs))
+                continue;
             if (pipelined) {
                 if (dl_script_append(&t->nodes[0]->cmd, &c->scripts,
-                                     DL_S_DROP, 1, 7, argv, lens, err,
+                                     DL_S_DROP, 1, 10, argv, lens, err,
                                      sizeof err) != DL_OK)
                     return;
                 sent++;
             } else if (t->kind == DL_TOPO_REDLOCK) {
-                dl_topology_fan(t, &c->scripts, DL_S_DROP, 1, 7, argv, lens,
-                                rs);
+                dl_topology_fan(t, &c->scripts, 0, DL_S_DROP, 1, 10, argv,
+                                lens, rs);
                 for (size_t k = 0; k < t->nnodes; k++)
                     if (rs[k])
                         freeReplyObject(rs[k]);
             } else if (dl_topology_eval(t, &c->scripts, 0, h->key,
-                                        h->keylen, DL_S_DROP, 1, 7, argv,
+                                        h->keylen, DL_S_DROP, 1, 10, argv,
                                         lens, &r, err, sizeof err) == DL_OK) {
                 freeReplyObject(r);
             }
@@ -213,34 +259,79 @@ static void nap(int64_t us)
     poll(NULL, 0, (int)((us + 999) / 1000));
 }
 
-/* Record a successful acquire: count n, token tok, sent at t0, valid
- * for ms less drift_us. */
-static dl_status record_acquire(dl_client *c, const dl_lockref *l,
-                                int64_t n, int64_t tok, int64_t t0,
-                                int64_t ms, int64_t drift_us, int watchdog,
-                                int ref, int *ref_kept,
-                                char *err, size_t errlen)
+/* With c->mu held: a hold with nothing left (no holds, nothing pending)
+ * goes; its lock reference is handed back through *unref. */
+static void tidy(dl_client *c, dl_hold *h, int *unref)
 {
+    if (h->count > 0 || h->pend != DL_PEND_NONE || h->pend_lua)
+        return;
+    if (*unref == DL_NOREF)
+        *unref = h->ref;
+    else if (h->ref != DL_NOREF)
+        dl_registry_push_event(&c->reg, h->ref, NULL);
+    h->ref = DL_NOREF;
+    dl_registry_remove(&c->reg, h);
+}
+
+/* With c->mu held: end h's pending request from the Lua thread before a
+ * new one is sent for it. Returns with c->mu held; DL_OK once it ended. */
+static dl_status settle(dl_client *c, dl_hold *h, char *err, size_t errlen)
+{
+    dl_pending p;
+    int done;
+    int64_t code, left;
+    dl_client_pending_copy(h, &p);
+    h->pend_lua = 1;
+    pthread_mutex_unlock(&c->mu);
+    dl_status st = dl_client_pending_io(c, 0, &p, &done, &code, &left, err,
+                                        errlen);
     pthread_mutex_lock(&c->mu);
-    dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
-                                  l->ownerlen);
-    if (!h)
-        h = dl_registry_add(&c->reg, l->key, l->keylen, l->fence,
-                            l->fencelen, l->chan, l->chanlen, l->owner,
-                            l->ownerlen);
-    if (!h) {
-        pthread_mutex_unlock(&c->mu);
-        return dl_fail(err, errlen, DL_EREDIS, "out of memory");
-    }
+    h->pend_lua = 0;
+    if (done)
+        dl_client_pending_done(c, h, p.seq, code);
+    h->finished = 0;            /* this thread decides what becomes of h */
+    return done ? DL_OK : st;
+}
+
+/* With c->mu held: h's request seq is on the wire from this thread. */
+static void begin_request(dl_client *c, dl_hold *h, int kind, int64_t ms,
+                          int64_t until_us)
+{
+    h->pend = kind;
+    h->pend_lua = 1;
+    h->pend_seq = ++c->next_seq;
+    h->pend_token = h->token;
+    h->pend_ms = ms;
+    h->pend_until_us = until_us;
+}
+
+/* With c->mu held: its reply did not come; the watchdog ends it. */
+static void leave_to_watchdog(dl_client *c, dl_hold *h)
+{
+    h->pend_lua = 0;
+    h->pend_retry_us = dl_now_us();
+    dl_watchdog_poke(c, 0);
+}
+
+/* With c->mu held: record a successful acquire of h, sent at t0, valid
+ * for ms less drift_us. */
+static void record_acquire(dl_client *c, dl_hold *h, const dl_lockref *l,
+                           int64_t tok, int64_t t0, int64_t ms,
+                           int64_t drift_us, int watchdog, int ref,
+                           int *ref_kept)
+{
     if (h->count <= 0 || h->lost) {         /* a fresh hold */
         h->lost = NULL;
+        h->count = 0;
         h->watchdog = watchdog;
         h->acquired_us = t0;
         h->owner_num = l->owner_num;
+        if (h->ref != DL_NOREF)
+            dl_registry_push_event(&c->reg, h->ref, NULL);
         h->ref = ref;
         *ref_kept = 1;
     }
-    h->count = n;
+    h->count++;
     h->token = tok;
     h->lease_ms = ms;
     h->gen++;
@@ -251,8 +342,6 @@ static dl_status record_acquire(dl_client *c, const dl_lockref *l,
                t0 + ms * 1000 >= h->acquired_us + c->opts.max_hold_ms * 1000;
     c->stats.acquired++;
     dl_watchdog_poke(c, h->watchdog ? h->renew_at_us : h->deadline_us);
-    pthread_mutex_unlock(&c->mu);
-    return DL_OK;
 }
 
 /* One acquire attempt on the node that owns the lock. */
@@ -263,29 +352,27 @@ static dl_status attempt_one(dl_client *c, const dl_lockref *l,
     redisReply *r;
     int64_t code = 0, x = 0, y = 0;
     dl_status st = dl_topology_eval(&c->topo, &c->scripts, 0, l->key,
-                                    l->keylen, DL_S_ACQUIRE, 2, 8, argv,
+                                    l->keylen, DL_S_ACQUIRE, 2, 10, argv,
                                     lens, &r, err, errlen);
     if (st != DL_OK)
         return st;
-    /* {1, count, token} | {0, pttl} | {-1} */
-    int bad = dl_reply_int(r, 0, &code) ||
-              (code != -1 && dl_reply_int(r, 1, &x)) ||
-              (code == 1 && dl_reply_int(r, 2, &y));
+    /* {1, count, token} | {0, pttl} | {-1} | {-2} */
+    int bad = dl_reply_int(r, 0, &code) || code < -2 || code > 1 ||
+              (code == 0 && dl_reply_int(r, 1, &x)) ||
+              (code == 1 && (dl_reply_int(r, 1, &x) ||
+                             dl_reply_int(r, 2, &y)));
     freeReplyObject(r);
     if (bad)
         return dl_fail(err, errlen, DL_EREDIS, "unexpected acquire reply");
     memset(a, 0, sizeof *a);
     a->outcome = (int)code;
-    a->count = x;
-    a->pttl_ms = x;
+    a->pttl_ms = code == 0 ? x : 0;
     a->token = y;
     return DL_OK;
 }
 
-/* After a fresh acquire with sync_replicas: WAIT for the replicas; on a
- * shortfall take the hold back and fail. */
+/* After a fresh acquire with sync_replicas: WAIT for the replicas. */
 static dl_status sync_replicas(dl_client *c, const dl_lockref *l,
-                               const char **argv, size_t *lens,
                                char *err, size_t errlen)
 {
     char n_s[16], t_s[24];
@@ -293,31 +380,23 @@ static dl_status sync_replicas(dl_client *c, const dl_lockref *l,
     snprintf(t_s, sizeof t_s, "%lld", (long long)c->opts.sync_timeout_ms);
     const char *wargv[3] = { "WAIT", n_s, t_s };
     redisReply *r;
+    /* WAIT blocks up to sync_timeout: the reply must be given that long. */
+    int64_t bound = c->opts.sync_timeout_ms * 1000 + c->topo.command_timeout_us;
+    dl_conn *conn = &c->topo.nodes[dl_topology_route(&c->topo, l->key,
+                                                     l->keylen)]->cmd;
+    dl_conn_read_timeout(conn, bound);
     dl_status st = dl_topology_call(&c->topo, l->key, l->keylen, 3, wargv,
                                     NULL, &r, err, errlen);
-    long long acked = -1;
-    if (st == DL_OK) {
-        acked = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-        freeReplyObject(r);
-        if (acked >= c->opts.sync_replicas)
-            return DL_OK;
-        st = dl_fail(err, errlen, DL_EQUORUM, "quorum: only %lld of %d "
-                     "replicas confirmed the lock within %lld ms", acked,
-                     c->opts.sync_replicas,
-                     (long long)c->opts.sync_timeout_ms);
-    }
-    const char *dargv[DL_SCRIPT_HEAD + 4];
-    size_t dlens[DL_SCRIPT_HEAD + 4];
-    char derr[DL_ERRLEN];
-    dargv[3] = argv[3]; dlens[3] = lens[3];         /* key */
-    dargv[4] = argv[5]; dlens[4] = lens[5];         /* owner */
-    dargv[5] = l->chan; dlens[5] = l->chanlen;
-    dargv[6] = c->pubverb; dlens[6] = strlen(c->pubverb);
-    if (dl_topology_eval(&c->topo, &c->scripts, 0, l->key, l->keylen,
-                         DL_S_DROP, 1, 7, dargv, dlens, &r, derr,
-                         sizeof derr) == DL_OK)
-        freeReplyObject(r);
-    return st;
+    dl_conn_read_timeout(conn, 0);
+    if (st != DL_OK)
+        return st;
+    long long acked = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    if (acked >= c->opts.sync_replicas)
+        return DL_OK;
+    return dl_fail(err, errlen, DL_EQUORUM, "quorum: only %lld of %d "
+                   "replicas confirmed the lock within %lld ms", acked,
+                   c->opts.sync_replicas, (long long)c->opts.sync_timeout_ms);
 }
 
 /* Subscribe to l's channel where the release will be announced: every
@@ -345,6 +424,32 @@ static size_t subscribe(dl_client *c, const dl_lockref *l, dl_waiter **ws,
     return fresh;
 }
 
+/* With c->mu held: l's hold, ready for a new request (its pending one
+ * ended), created if absent. NULL with err when it cannot be. */
+static dl_hold *ready_hold(dl_client *c, const dl_lockref *l, int create,
+                           dl_status *st, char *err, size_t errlen)
+{
+    dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
+                                  l->ownerlen);
+    *st = DL_OK;
+    if (h && h->pend != DL_PEND_NONE &&
+        (*st = settle(c, h, err, errlen)) != DL_OK) {
+        int unref = DL_NOREF;
+        tidy(c, h, &unref);
+        if (unref != DL_NOREF)
+            dl_registry_push_event(&c->reg, unref, NULL);
+        return NULL;
+    }
+    if (h || !create)
+        return h;
+    h = dl_registry_add(&c->reg, l->key, l->keylen, l->fence, l->fencelen,
+                        l->chan, l->chanlen, l->owner, l->ownerlen, l->req,
+                        l->reqlen);
+    if (!h)
+        *st = dl_fail(err, errlen, DL_EREDIS, "out of memory");
+    return h;
+}
+
 dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
                             int64_t wait_us, int64_t lease_ms, int ref,
                             int *ref_kept, char *err, size_t errlen)
@@ -352,14 +457,18 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
     int64_t start = dl_now_us();
     int64_t until = wait_us < 0 ? INT64_MAX : start + wait_us;
     int64_t expect = 0, ms;
-    int watchdog, redlock = c->topo.kind == DL_TOPO_REDLOCK;
+    int watchdog, redlock = c->topo.kind == DL_TOPO_REDLOCK, unref = DL_NOREF;
+    dl_status st;
     *ref_kept = 0;
 
     pthread_mutex_lock(&c->mu);
-    dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
-                                  l->ownerlen);
+    dl_hold *h = ready_hold(c, l, 1, &st, err, errlen);
+    if (!h) {
+        pthread_mutex_unlock(&c->mu);
+        return st;
+    }
     int64_t left_us = c->opts.max_hold_ms * 1000;   /* 0: no cap */
-    if (h && !h->lost && h->count > 0) {    /* reentry keeps the mode */
+    if (!h->lost && h->count > 0) {         /* reentry keeps the mode */
         expect = h->count;
         watchdog = h->watchdog;
         ms = watchdog ? c->opts.lease_ms : lease_ms ? lease_ms : h->lease_ms;
@@ -376,58 +485,80 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
     if (watchdog && left_us > 0 && ms * 1000 > left_us)
         ms = left_us / 1000;                /* never past max_hold */
 
-    char ms_s[24], exp_s[24];
-    const char *argv[DL_SCRIPT_HEAD + 5];
-    size_t lens[DL_SCRIPT_HEAD + 5];
+    char ms_s[24], exp_s[24], seq_s[24];
+    const char *argv[DL_SCRIPT_HEAD + 7];
+    size_t lens[DL_SCRIPT_HEAD + 7];
     argv[3] = l->key;   lens[3] = l->keylen;
     argv[4] = l->fence; lens[4] = l->fencelen;
     argv[5] = l->owner; lens[5] = l->ownerlen;
-    fmt_i64(ms_s, sizeof ms_s, ms, &argv[6], &lens[6]);
-    fmt_i64(exp_s, sizeof exp_s, expect, &argv[7], &lens[7]);
+    argv[6] = l->req;   lens[6] = l->reqlen;
+    fmt_i64(ms_s, sizeof ms_s, ms, &argv[8], &lens[8]);
+    fmt_i64(exp_s, sizeof exp_s, expect, &argv[9], &lens[9]);
 
     int waited = 0;
     for (;;) {
         dl_topology_sentinel_news(&c->topo);
+        pthread_mutex_lock(&c->mu);
+        if (h->pend != DL_PEND_NONE &&      /* Redlock: undo the last try */
+            (st = settle(c, h, err, errlen)) != DL_OK)
+            break;
+        begin_request(c, h, DL_PEND_VOID, ms, dl_now_us() + ms * 1000 +
+                      c->topo.command_timeout_us);
+        fmt_i64(seq_s, sizeof seq_s, (int64_t)h->pend_seq, &argv[7],
+                &lens[7]);
+        pthread_mutex_unlock(&c->mu);
+
         int64_t t0 = dl_now_us();
         dl_attempt a;
-        dl_status st = redlock
-            ? dl_redlock_attempt(c, l, argv, lens, t0, ms, expect, &a,
-                                 err, errlen)
-            : attempt_one(c, l, argv, lens, &a, err, errlen);
-        if (st != DL_OK)
-            return st;
-        if (a.outcome == 1) {
-            if (c->opts.sync_replicas > 0 && expect == 0 &&
-                (st = sync_replicas(c, l, argv, lens, err, errlen)) != DL_OK)
-                return st;
-            return record_acquire(c, l, redlock ? expect + 1 : a.count,
-                                  a.token, t0, ms, dl_redlock_drift_us(c, ms),
-                                  watchdog, ref, ref_kept, err, errlen);
+        st = redlock ? dl_redlock_attempt(c, l, argv, lens, t0, ms, expect,
+                                          &a, err, errlen)
+                     : attempt_one(c, l, argv, lens, &a, err, errlen);
+        if (st == DL_OK && a.outcome == 1 && c->opts.sync_replicas > 0 &&
+            expect == 0)
+            st = sync_replicas(c, l, err, errlen);  /* shortfall: undone */
+
+        pthread_mutex_lock(&c->mu);
+        if (st != DL_OK) {                  /* it may have run: cancel it */
+            char e2[DL_ERRLEN];
+            if (st == DL_EQUORUM && a.outcome == 1)  /* take it back now */
+                (void)settle(c, h, e2, sizeof e2);
+            if (h->pend != DL_PEND_NONE)
+                leave_to_watchdog(c, h);
+            break;
         }
-        if (a.outcome == -1) {              /* a reentry found it gone */
-            pthread_mutex_lock(&c->mu);
-            h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
-                                 l->ownerlen);
-            const char *why = LOST_GONE;
-            if (h) {
-                dl_client_lose(c, h, LOST_GONE);
-                why = h->lost;
-            }
+        if (a.outcome == 1) {
+            h->pend = DL_PEND_NONE;
+            h->pend_lua = 0;
+            record_acquire(c, h, l, a.token, t0, ms,
+                           dl_redlock_drift_us(c, ms), watchdog, ref,
+                           ref_kept);
             pthread_mutex_unlock(&c->mu);
-            return dl_fail(err, errlen, DL_ELOST, "%s", why);
+            return DL_OK;
+        }
+        h->pend_lua = 0;
+        if (!a.maybe)                       /* it did not run anywhere */
+            h->pend = DL_PEND_NONE;
+        if (a.outcome == -1) {              /* a reentry found it gone */
+            dl_client_lose(c, h, LOST_GONE);
+            st = dl_fail(err, errlen, DL_ELOST, "%s", h->lost);
+            break;
         }
         /* Busy: a.pttl_ms is the holder's remaining TTL. */
         int64_t now = dl_now_us();
         if (wait_us == 0 || now >= until) {
             c->stats.timeouts++;
-            return dl_fail(err, errlen, DL_ETIMEOUT, "timeout");
+            st = dl_fail(err, errlen, DL_ETIMEOUT, "timeout");
+            if (h->pend != DL_PEND_NONE)
+                leave_to_watchdog(c, h);
+            break;
         }
         if (!waited) {
             waited = 1;
             c->stats.waits++;
         }
+        pthread_mutex_unlock(&c->mu);
         if (a.split) {                      /* Redlock split vote */
-            int64_t jitter = 1000 + (int64_t)(random() % 10000);
+            int64_t jitter = 1000 + (int64_t)(dl_random_u32() % 10000);
             nap(jitter < until - now ? jitter : until - now);
             continue;
         }
@@ -444,108 +575,103 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
         else if (w < 0)             /* no subscriber: TTL-bounded naps */
             nap(bound < 100000 ? bound : 100000);
     }
-}
-
-/* With c->mu held: take one hold off h after a release; drop it at 0. */
-static void drop_one(dl_client *c, dl_hold *h, int64_t left, int *unref)
-{
-    h->count = left;
-    h->gen++;
-    if (left <= 0) {
-        *unref = h->ref;
-        h->ref = DL_NOREF;
-        dl_registry_remove(&c->reg, h);
-    }
+    tidy(c, h, &unref);
+    if (unref != DL_NOREF)
+        dl_registry_push_event(&c->reg, unref, NULL);
+    pthread_mutex_unlock(&c->mu);
+    return st;
 }
 
 dl_status dl_client_release(dl_client *c, const dl_lockref *l,
                             int64_t *remaining, int *unref,
                             char *err, size_t errlen)
 {
+    dl_status st;
     *unref = DL_NOREF;
     *remaining = 0;
     pthread_mutex_lock(&c->mu);
-    dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
-                                  l->ownerlen);
+    dl_hold *h = ready_hold(c, l, 0, &st, err, errlen);
     if (!h || h->count <= 0) {
+        if (h)
+            tidy(c, h, unref);
         pthread_mutex_unlock(&c->mu);
-        return dl_fail(err, errlen, DL_ENOTHELD, "not held");
+        return st != DL_OK ? st : dl_fail(err, errlen, DL_ENOTHELD,
+                                          "not held");
     }
     if (h->lost) {                          /* each release reports it */
         const char *why = h->lost;
-        drop_one(c, h, h->count - 1, unref);
+        h->count--;
+        tidy(c, h, unref);
         pthread_mutex_unlock(&c->mu);
         return dl_fail(err, errlen, DL_ELOST, "%s", why);
     }
-    int64_t expect = h->count, token = h->token;
-    h->releasing = 1;
+    /* From here the hold is one fewer, whatever Redis answers: a hold
+     * whose count reaches 0 is never renewed again. */
+    begin_request(c, h, DL_PEND_RELEASE, h->watchdog ? c->opts.lease_ms
+                                                     : h->lease_ms,
+                  h->deadline_us);
+    h->count--;
+    h->gen++;
+    dl_pending p;
+    dl_client_pending_copy(h, &p);
     pthread_mutex_unlock(&c->mu);
-    dl_topology_sentinel_news(&c->topo);
 
-    char exp_s[24], tok_s[24];
-    const char *argv[DL_SCRIPT_HEAD + 7];
-    size_t lens[DL_SCRIPT_HEAD + 7];
-    argv[3] = l->key;   lens[3] = l->keylen;
-    argv[4] = l->fence; lens[4] = l->fencelen;
-    argv[5] = l->owner; lens[5] = l->ownerlen;
-    fmt_i64(exp_s, sizeof exp_s, expect, &argv[6], &lens[6]);
-    fmt_i64(tok_s, sizeof tok_s, token, &argv[7], &lens[7]);
-    argv[8] = l->chan;  lens[8] = l->chanlen;
-    argv[9] = c->pubverb; lens[9] = strlen(c->pubverb);
-    int64_t code = 0, left = 0;
-    dl_status st;
-    if (c->topo.kind == DL_TOPO_REDLOCK) {
-        st = dl_redlock_release(c, argv, lens, &code, err, errlen);
-        left = expect - 1;
-    } else {
-        redisReply *r;
-        st = dl_topology_eval(&c->topo, &c->scripts, 0, l->key, l->keylen,
-                              DL_S_RELEASE, 2, 10, argv, lens, &r, err,
-                              errlen);
-        if (st == DL_OK) {
-            if (dl_reply_int(r, 0, &code) ||
-                (code == 1 && dl_reply_int(r, 1, &left)))
-                st = dl_fail(err, errlen, DL_EREDIS,
-                             "unexpected release reply");
-            freeReplyObject(r);
-        }
-    }
+    dl_topology_sentinel_news(&c->topo);
+    int done;
+    int64_t code, left;
+    st = dl_client_pending_io(c, 0, &p, &done, &code, &left, err, errlen);
 
     pthread_mutex_lock(&c->mu);
-    h->releasing = 0;
-    if (st == DL_OK && code == 1) {
-        c->stats.released++;
-        drop_one(c, h, left, unref);
-        *remaining = left;
-    } else if (st == DL_OK) {
-        dl_client_lose(c, h, LOST_GONE);
-        st = dl_fail(err, errlen, DL_ELOST, "%s", h->lost);
-        drop_one(c, h, h->count - 1, unref);
+    h->pend_lua = 0;
+    if (done) {
+        dl_client_pending_done(c, h, p.seq, code);
+        h->finished = 0;
+        if (code == 1)
+            *remaining = c->topo.kind == DL_TOPO_REDLOCK ? h->count : left;
+        else
+            st = dl_fail(err, errlen, DL_ELOST, "%s", h->lost ? h->lost
+                                                              : LOST_GONE);
+    } else {
+        leave_to_watchdog(c, h);
+        size_t n = strlen(err);
+        snprintf(err + n, errlen - n, "; the release is being completed "
+                 "in the background");
     }
+    tidy(c, h, unref);
     pthread_mutex_unlock(&c->mu);
     return st;
+}
+
+/* The lock's token as this owner holds it: 0 when not held. */
+static int64_t held_token(dl_client *c, const dl_lockref *l,
+                          const char **lost)
+{
+    pthread_mutex_lock(&c->mu);
+    dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
+                                  l->ownerlen);
+    int64_t tok = h && h->count > 0 ? h->token : 0;
+    *lost = h && h->count > 0 ? h->lost : NULL;
+    pthread_mutex_unlock(&c->mu);
+    return tok;
 }
 
 dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
                            int64_t lease_ms, char *err, size_t errlen)
 {
-    pthread_mutex_lock(&c->mu);
-    dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
-                                  l->ownerlen);
-    const char *lost = h ? h->lost : NULL;
-    int held = h && h->count > 0;
-    pthread_mutex_unlock(&c->mu);
-    if (!held)
+    const char *lost;
+    int64_t tok = held_token(c, l, &lost);
+    if (!tok)
         return dl_fail(err, errlen, DL_ENOTHELD, "not held");
     if (lost)
         return dl_fail(err, errlen, DL_ELOST, "%s", lost);
 
-    char ms_s[24];
-    const char *argv[DL_SCRIPT_HEAD + 3];
-    size_t lens[DL_SCRIPT_HEAD + 3];
+    char ms_s[24], tok_s[24];
+    const char *argv[DL_SCRIPT_HEAD + 4];
+    size_t lens[DL_SCRIPT_HEAD + 4];
     argv[3] = l->key;   lens[3] = l->keylen;
     argv[4] = l->owner; lens[4] = l->ownerlen;
     fmt_i64(ms_s, sizeof ms_s, lease_ms, &argv[5], &lens[5]);
+    fmt_i64(tok_s, sizeof tok_s, tok, &argv[6], &lens[6]);
     dl_topology_sentinel_news(&c->topo);
     int64_t t0 = dl_now_us();
     int ok;
@@ -555,7 +681,7 @@ dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
     } else {
         redisReply *r;
         st = dl_topology_eval(&c->topo, &c->scripts, 0, l->key, l->keylen,
-                              DL_S_EXTEND, 1, 6, argv, lens, &r, err,
+                              DL_S_EXTEND, 1, 7, argv, lens, &r, err,
                               errlen);
         if (st == DL_OK) {
             ok = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
@@ -566,7 +692,11 @@ dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
         return st;
 
     pthread_mutex_lock(&c->mu);
-    if (ok) {
+    dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
+                                  l->ownerlen);
+    if (!h || h->count <= 0) {
+        st = dl_fail(err, errlen, DL_ENOTHELD, "not held");
+    } else if (ok) {
         h->deadline_us = t0 + lease_ms * 1000 - dl_redlock_drift_us(c,
                                                                     lease_ms);
         if (!h->watchdog)
@@ -585,19 +715,22 @@ dl_status dl_client_ttl(dl_client *c, const dl_lockref *l, int64_t *ttl_ms,
                         char *err, size_t errlen)
 {
     dl_topology_sentinel_news(&c->topo);
-    const char *argv[2] = { "PTTL", l->key };
-    size_t lens[2] = { 4, l->keylen };
+    const char *argv[DL_SCRIPT_HEAD + 1];
+    size_t lens[DL_SCRIPT_HEAD + 1];
+    argv[3] = l->key;
+    lens[3] = l->keylen;
     if (c->topo.kind == DL_TOPO_REDLOCK)
         return dl_redlock_ttl(c, argv, lens, ttl_ms, err, errlen);
     redisReply *r;
-    dl_status st = dl_topology_call(&c->topo, l->key, l->keylen, 2, argv,
-                                    lens, &r, err, errlen);
+    dl_status st = dl_topology_eval(&c->topo, &c->scripts, 0, l->key,
+                                    l->keylen, DL_S_TTL, 1, 4, argv, lens,
+                                    &r, err, errlen);
     if (st != DL_OK)
         return st;
     if (r->type == REDIS_REPLY_INTEGER)
         *ttl_ms = r->integer;
     else
-        st = dl_fail(err, errlen, DL_EREDIS, "bad PTTL reply");
+        st = dl_fail(err, errlen, DL_EREDIS, "bad TTL reply");
     freeReplyObject(r);
     return st;
 }
@@ -605,17 +738,23 @@ dl_status dl_client_ttl(dl_client *c, const dl_lockref *l, int64_t *ttl_ms,
 dl_status dl_client_force_release(dl_client *c, const dl_lockref *l,
                                   int *existed, char *err, size_t errlen)
 {
-    const char *argv[DL_SCRIPT_HEAD + 3];
-    size_t lens[DL_SCRIPT_HEAD + 3];
+    /* One request id per call, the same on a resend: a resend that finds
+     * it recorded answers as the first run did and deletes nothing. */
+    char seq_s[24], keep_s[24];
+    const char *argv[DL_SCRIPT_HEAD + 6];
+    size_t lens[DL_SCRIPT_HEAD + 6];
     argv[3] = l->key;  lens[3] = l->keylen;
-    argv[4] = l->chan; lens[4] = l->chanlen;
-    argv[5] = c->pubverb; lens[5] = strlen(c->pubverb);
+    argv[4] = c->id;   lens[4] = strlen(c->id);
+    fmt_i64(seq_s, sizeof seq_s, (int64_t)++c->next_seq, &argv[5], &lens[5]);
+    fmt_i64(keep_s, sizeof keep_s, c->opts.lease_ms, &argv[6], &lens[6]);
+    argv[7] = l->chan; lens[7] = l->chanlen;
+    argv[8] = c->pubverb; lens[8] = strlen(c->pubverb);
     dl_topology_sentinel_news(&c->topo);
     if (c->topo.kind == DL_TOPO_REDLOCK)
         return dl_redlock_force(c, argv, lens, existed, err, errlen);
     redisReply *r;
     dl_status st = dl_topology_eval(&c->topo, &c->scripts, 0, l->key,
-                                    l->keylen, DL_S_FORCE, 1, 6, argv, lens,
+                                    l->keylen, DL_S_FORCE, 1, 9, argv, lens,
                                     &r, err, errlen);
     if (st != DL_OK)
         return st;
@@ -657,11 +796,30 @@ void dl_client_hold_info(dl_client *c, const dl_lockref *l, dl_holdinfo *hi)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* With c->mu held: free the holds the watchdog finished. */
+static void sweep(dl_client *c)
+{
+    dl_hold *h = c->reg.head, *next;
+    c->sweep = 0;
+    for (; h; h = next) {
+        next = h->next;
+        if (!h->finished || h->count > 0 || h->pend != DL_PEND_NONE ||
+            h->pend_lua)
+            continue;
+        int unref = DL_NOREF;
+        tidy(c, h, &unref);
+        if (unref != DL_NOREF)
+            dl_registry_push_event(&c->reg, unref, NULL);
+    }
+}
+
 size_t dl_client_take_events(dl_client *c, dl_event *buf, size_t max)
 {
     if (!__atomic_load_n(&c->pending, __ATOMIC_ACQUIRE))
         return 0;
     pthread_mutex_lock(&c->mu);
+    if (c->sweep)
+        sweep(c);
     size_t n = c->reg.nevents < max ? c->reg.nevents : max;
     memcpy(buf, c->reg.events, n * sizeof *buf);
     memmove(c->reg.events, c->reg.events + n,

@@ -37,12 +37,17 @@ void dl_client_opts_free(dl_client_opts *opts);
 typedef struct dl_stats {
     uint64_t acquired, released, renewed, lost, waits, timeouts;
     uint64_t renew_batches, renew_errors, wakeups;
+    uint64_t unconfirmed;       /* releases never confirmed before their
+                                   lease ran out */
 } dl_stats;
 
-/* The identity of one lock as one owner sees it. */
+/* The identity of one lock as one owner sees it. The requester names
+ * this client acting for this owner: the owner itself for a coroutine
+ * owner (it embeds the client id), "<client id>|<owner>" for an explicit
+ * one, which other clients may share. */
 typedef struct dl_lockref {
-    const char *key, *fence, *chan, *owner;
-    size_t keylen, fencelen, chanlen, ownerlen;
+    const char *key, *fence, *chan, *owner, *req;
+    size_t keylen, fencelen, chanlen, ownerlen, reqlen;
     uint64_t owner_num;         /* coroutine owner number; 0: explicit */
 } dl_lockref;
 
@@ -61,6 +66,7 @@ typedef struct dl_client {
     dl_registry reg;
     dl_stats stats;
     int pending;                /* notices queued; read unlocked as a hint */
+    int sweep;                  /* finished holds wait to be freed */
     dl_client_opts opts;
     dl_topology topo;
     dl_watchdog wd;
@@ -69,7 +75,44 @@ typedef struct dl_client {
     char id[DL_ID_HEX + 1];
     pid_t pid;                  /* the process that opened it */
     uint64_t next_owner;
+    uint64_t next_seq;          /* request ids; Lua thread only */
+    int evictable;              /* the server may evict keys it needs */
 } dl_client;
+
+/* A request of a hold whose outcome is not known yet, as copied under
+ * c->mu: what it takes to settle it without the mutex. */
+typedef struct dl_pending {
+    int kind;                   /* DL_PEND_VOID or DL_PEND_RELEASE */
+    uint64_t seq;
+    int64_t token, ms;
+    dl_lockref l;               /* strings of the hold, which outlives the
+                                   call (holds are freed on the Lua thread,
+                                   or by the watchdog once not in flight) */
+    int done;                   /* the watchdog's result of it */
+    int64_t code;
+} dl_pending;
+
+/* DROP arguments for h (argv[3..9], text in bufs): this client's holds,
+ * and one more when a request of it is pending. 0: nothing to drop. */
+int dl_client_drop_args(const dl_client *c, const dl_hold *h,
+                        const char **argv, size_t *lens, char bufs[3][24]);
+
+/* With c->mu held: copy h's pending request. */
+void dl_client_pending_copy(const dl_hold *h, dl_pending *p);
+
+/* Without the mutex: resend p's release, or cancel its acquire (VOID),
+ * on the watchdog's connections if wd. *done when the outcome is known:
+ * *code 1 (released, or cancelled), -1 (a release found the hold gone);
+ * *left gets a release's remaining count. */
+dl_status dl_client_pending_io(dl_client *c, int wd, const dl_pending *p,
+                               int *done, int64_t *code, int64_t *left,
+                               char *err, size_t errlen);
+
+/* With c->mu held: the outcome of h's request seq is known. Reports a
+ * lost release (on_lost), counts a confirmed one, and marks h finished
+ * when nothing is left of it. */
+void dl_client_pending_done(dl_client *c, dl_hold *h, uint64_t seq,
+                            int64_t code);
 
 /* Connect, load the scripts and start the watchdog. Takes ownership of
  * opts' strings in every case. */
@@ -118,6 +161,10 @@ size_t dl_client_take_events(dl_client *c, dl_event *buf, size_t max);
 void dl_client_owner_gone(dl_client *c, uint64_t owner_num);
 
 void dl_client_stats(dl_client *c, dl_stats *out, size_t *held);
+
+/* Whether the (first) server's maxmemory-policy may evict lock keys: an
+ * allkeys-* policy (volatile-* ones may too: every lock key has a TTL). */
+int dl_client_evictable(const dl_client *c);
 
 /* With c->mu held: mark h lost for reason (once), count it and flag the
  * notice for the Lua thread. Used by both threads. */

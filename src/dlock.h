@@ -36,6 +36,10 @@ int64_t dl_now_us(void);
  * kernel, NUL-terminated. Returns 0, or -1 if no randomness was available. */
 int dl_random_hex(char *out, size_t nbytes);
 
+/* A random number from the kernel (for jitter): independent in every
+ * process and after every fork; never touches random()'s seed. */
+uint32_t dl_random_u32(void);
+
 /* snprintf into err (may be NULL), never overflowing; returns st. */
 dl_status dl_fail(char *err, size_t errlen, dl_status st, const char *fmt, ...)
 #if defined(__GNUC__)

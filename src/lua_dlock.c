@@ -591,7 +591,7 @@ static int client_stats(lua_State *L)
     dl_stats s;
     size_t held;
     dl_client_stats(lc->c, &s, &held);
-    lua_createtable(L, 0, 10);
+    lua_createtable(L, 0, 12);
     set_count(L, "acquired", s.acquired);
     set_count(L, "released", s.released);
     set_count(L, "renewed", s.renewed);
@@ -602,6 +602,9 @@ static int client_stats(lua_State *L)
     set_count(L, "renew_batches", s.renew_batches);
     set_count(L, "renew_errors", s.renew_errors);
     set_count(L, "wakeups", s.wakeups);
+    set_count(L, "unconfirmed", s.unconfirmed);
+    lua_pushboolean(L, dl_client_evictable(lc->c));
+    lua_setfield(L, -2, "evictable");
     return 1;
 }
 
@@ -675,6 +678,27 @@ static int module_scripts(lua_State *L)
     return 1;
 }
 
+/* dlock.core.key_slot(key) -> the Cluster hash slot of key (tests). */
+static int module_key_slot(lua_State *L)
+{
+    size_t len;
+    const char *key = luaL_checklstring(L, 1, &len);
+    lua_pushinteger(L, (lua_Integer)dl_key_slot(key, len));
+    return 1;
+}
+
+/* dlock.core.slot_tag(slot) -> the hash tag dlock uses for slot's
+ * fencing counter (tests). */
+static int module_slot_tag(lua_State *L)
+{
+    char buf[16];
+    lua_Integer slot = luaL_checkinteger(L, 1);
+    luaL_argcheck(L, slot >= 0 && slot < DL_SLOTS, 1, "slot in [0, 16383]");
+    dl_slot_tag((unsigned)slot, buf, sizeof buf);
+    lua_pushstring(L, buf);
+    return 1;
+}
+
 static int module_now(lua_State *L)
 {
     lua_pushnumber(L, (lua_Number)dl_now_us() / 1e6);
@@ -717,8 +741,10 @@ int luaopen_dlock_core(lua_State *L)
     static const luaL_Reg funcs[] = {
         { "connect", module_connect },
         { "now", module_now },
+        { "key_slot", module_key_slot },
         { "parse_url", module_parse_url },
         { "scripts", module_scripts },
+        { "slot_tag", module_slot_tag },
         { "sleep", module_sleep },
         { NULL, NULL }
     };

@@ -2,10 +2,12 @@
  * lua_lock.c: the Lock class of the binding.
  *
  * A lock userdata is one block: the struct, then the name, the key
- * "P{name}", the fence key "P{name}:fence", the channel "P{name}:ch" and
- * an explicit owner, each NUL-terminated. Its user value pins the client.
- * The owner of a call is the explicit owner, or "<client id>:<n>" where n
- * numbers the running coroutine (see dlua_owner).
+ * "P{name}", the fencing counter of its slot "P{tag}:fence", the channel
+ * "P{name}:ch" and an explicit owner, each NUL-terminated. Its user value
+ * pins the client. The owner of a call is the explicit owner, or
+ * "<client id>:<n>" where n numbers the running coroutine (see
+ * dlua_owner); its requester (client.h) is pushed on the stack when it
+ * must be built.
  */
 #include "lua_dlock.h"
 
@@ -35,10 +37,13 @@ static lua_client *lock_client(lua_State *L, int li, const char *fname)
     return dlua_client(L, lua_gettop(L), fname);
 }
 
-/* Fill l for the lock at li with the client at ci; buf holds the owner. */
+/* Fill l for the lock at li with the client at ci; buf holds the owner.
+ * An explicit owner's requester is pushed (it must stay on the stack
+ * while l is used). */
 static void lockref(lua_State *L, lua_lock *k, int ci, dl_lockref *l,
                     char *buf)
 {
+    lua_client *lc = lua_touserdata(L, ci);
     l->key = k->key;     l->keylen = k->keylen;
     l->fence = k->fence; l->fencelen = k->fencelen;
     l->chan = k->chan;   l->chanlen = k->chanlen;
@@ -46,14 +51,18 @@ static void lockref(lua_State *L, lua_lock *k, int ci, dl_lockref *l,
         l->owner = k->owner;
         l->ownerlen = k->ownerlen;
         l->owner_num = 0;
+        lua_pushstring(L, lc->c->id);
+        lua_pushliteral(L, "|");
+        lua_pushlstring(L, k->owner, k->ownerlen);
+        lua_concat(L, 3);
+        l->req = lua_tolstring(L, -1, &l->reqlen);
         return;
     }
-    lua_client *lc = lua_touserdata(L, ci);
     l->owner_num = dlua_owner(L, ci);
     int n = snprintf(buf, OWNER_MAX, "%s:%llu", lc->c->id,
                      (unsigned long long)l->owner_num);
-    l->owner = buf;
-    l->ownerlen = (size_t)n;
+    l->owner = l->req = buf;
+    l->ownerlen = l->reqlen = (size_t)n;
 }
 
 static char *put(char *p, const char *a, size_t alen, const char *b,
@@ -111,8 +120,10 @@ int dlua_lock_new(lua_State *L)
     const char *pfx = lc->c->opts.prefix;
     size_t pl = lc->c->opts.prefixlen;
     size_t keylen = pl + namelen + 2;
+    char stag[24];                      /* {tag}:fence */
+    stag[0] = '{';
     size_t size = sizeof(lua_lock) + namelen + 1 + keylen + 1 +
-                  keylen + 6 + 1 + keylen + 3 + 1 + ownerlen + 1;
+                  pl + sizeof stag + 1 + keylen + 3 + 1 + ownerlen + 1;
     lua_lock *k = lua_newuserdatauv(L, size, 1);
     char *p = (char *)(k + 1), tag[2] = { '{', '}' };
     k->wait_us = wait_us;
@@ -123,15 +134,20 @@ int dlua_lock_new(lua_State *L)
     p = put(p, pfx, pl, tag, 1, name, namelen);
     p[-1] = '}';
     *p++ = '\0';
+    /* The counter on the lock's slot: P{tag}:fence. */
+    size_t taglen = 1 + (size_t)dl_slot_tag(dl_key_slot(k->key, keylen),
+                                            stag + 1, sizeof stag - 8);
+    memcpy(stag + taglen, "}:fence", 7);
+    taglen += 7;
     k->fence = p;
-    p = put(p, k->key, keylen, ":fence", 6, "", 0);
+    p = put(p, pfx, pl, stag, taglen, "", 0);
+    k->fencelen = pl + taglen;
     k->chan = p;
     p = put(p, k->key, keylen, ":ch", 3, "", 0);
     k->owner = p;
     put(p, owner ? owner : "", ownerlen, "", 0, "", 0);
     k->namelen = namelen;
     k->keylen = keylen;
-    k->fencelen = keylen + 6;
     k->chanlen = keylen + 3;
     k->ownerlen = ownerlen;
     luaL_setmetatable(L, LOCK_MT);

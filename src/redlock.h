@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * redlock.h: lock operations over N independent masters (Redlock): each
  * runs on every master at once and counts the answers against a quorum of
- * N/2+1. Lua thread only.
+ * N/2+1. Lua thread only, except dl_redlock_settle with wd.
  */
 #ifndef DLOCK_REDLOCK_H
 #define DLOCK_REDLOCK_H
@@ -14,6 +14,8 @@ typedef struct dl_attempt {
     int64_t count, token;       /* when acquired */
     int64_t pttl_ms;            /* when busy: the holder's remaining TTL */
     int split;                  /* Redlock: granted by some, not a quorum */
+    int maybe;                  /* not acquired, but it ran (or may run)
+                                   somewhere: to be cancelled */
 } dl_attempt;
 
 /* The clock-drift allowance of a lease of ms (0 off Redlock): 1% plus
@@ -29,9 +31,13 @@ dl_status dl_redlock_attempt(dl_client *c, const dl_lockref *l,
                              int64_t ms, int64_t expect, dl_attempt *a,
                              char *err, size_t errlen);
 
-/* *code: 1 released by a quorum, -1 lost. */
-dl_status dl_redlock_release(dl_client *c, const char **argv, size_t *lens,
-                             int64_t *code, char *err, size_t errlen);
+/* End a pending request on every master (wd: the watchdog's
+ * connections): a release (id DL_S_RELEASE: *code 1 released by a
+ * quorum, -1 lost) or the cancel of an acquire (DL_S_VOID: *code 1 once
+ * a quorum has it). Not DL_OK while that is not known yet. */
+dl_status dl_redlock_settle(dl_client *c, int wd, dl_script_id id,
+                            int argc, const char **argv, size_t *lens,
+                            int64_t *code, char *err, size_t errlen);
 dl_status dl_redlock_extend(dl_client *c, const char **argv, size_t *lens,
                             int *ok, char *err, size_t errlen);
 /* The TTL a quorum still has: the quorum-th largest; -2 when absent. */

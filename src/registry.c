@@ -101,12 +101,13 @@ dl_hold *dl_registry_add(dl_registry *reg,
                          const char *key, size_t keylen,
                          const char *fence, size_t fencelen,
                          const char *chan, size_t chanlen,
-                         const char *owner, size_t ownerlen)
+                         const char *owner, size_t ownerlen,
+                         const char *req, size_t reqlen)
 {
     if (reg->count >= reg->nbuckets)
         grow(reg);
     dl_hold *h = calloc(1, sizeof *h + keylen + fencelen + chanlen +
-                               ownerlen + 4);
+                               ownerlen + reqlen + 5);
     if (!h)
         return NULL;
     char *p = (char *)(h + 1);
@@ -114,6 +115,8 @@ dl_hold *dl_registry_add(dl_registry *reg,
     h->fence = put(&p, fence, fencelen);
     h->chan = put(&p, chan, chanlen);
     h->owner = put(&p, owner, ownerlen);
+    h->req = put(&p, req, reqlen);
+    h->reqlen = reqlen;
     h->keylen = keylen;
     h->fencelen = fencelen;
     h->chanlen = chanlen;

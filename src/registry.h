@@ -13,10 +13,11 @@ typedef struct dl_hold {
     struct dl_hold *hnext;      /* hash bucket chain */
     struct dl_hold *prev, *next;/* list of all linked holds */
     struct dl_hold *onext;      /* orphan list */
-    const char *key, *fence, *chan, *owner; /* inline after the struct */
-    size_t keylen, fencelen, chanlen, ownerlen;
+    const char *key, *fence, *chan, *owner, *req; /* inline after it */
+    size_t keylen, fencelen, chanlen, ownerlen, reqlen;
     uint64_t owner_num;         /* coroutine owner number; 0: explicit */
-    int64_t count;              /* reentrant holds as Redis last confirmed */
+    int64_t count;              /* this client's holds for this owner
+                                   (a release already called is not one) */
     int64_t token;              /* fencing token of this hold */
     int64_t lease_ms;           /* TTL set at acquire and each renewal */
     int watchdog;               /* renewed by the watchdog */
@@ -25,6 +26,17 @@ typedef struct dl_hold {
     int64_t renew_at_us;        /* watchdog renews at or after this */
     int64_t retry_at_us;        /* a failed renewal: not again before */
     int final;                  /* its lease ends at max_hold: no renewal */
+    int pend;                   /* a request whose outcome is unknown:
+                                   DL_PEND_VOID or DL_PEND_RELEASE */
+    int pend_lua;               /* ... and the Lua thread has it on the
+                                   wire: the watchdog leaves it alone */
+    uint64_t pend_seq;          /* its request id */
+    int64_t pend_token;         /* a release's token */
+    int64_t pend_ms;            /* how long Redis keeps its record */
+    int64_t pend_retry_us;      /* the watchdog resends it after this */
+    int64_t pend_until_us;      /* and gives up after this */
+    int finished;               /* count 0, nothing pending: the Lua
+                                   thread unlinks and frees it */
     const char *lost;           /* NULL, or why the hold was lost */
     int ref;                    /* Lua ref of the lock object, DL_NOREF */
     uint64_t gen;               /* bumped on every confirmed count change */
@@ -32,6 +44,8 @@ typedef struct dl_hold {
     int inflight;               /* a renewal of it is on the wire */
     int dead;                   /* unlinked while inflight: watchdog frees */
 } dl_hold;
+
+enum { DL_PEND_NONE, DL_PEND_VOID, DL_PEND_RELEASE };
 
 /* A lost-hold notice for the Lua thread: call on_lost(lock ref, reason),
  * then unref. reason NULL: only unref (the hold went away silently). */
@@ -63,7 +77,8 @@ dl_hold *dl_registry_add(dl_registry *reg,
                          const char *key, size_t keylen,
                          const char *fence, size_t fencelen,
                          const char *chan, size_t chanlen,
-                         const char *owner, size_t ownerlen);
+                         const char *owner, size_t ownerlen,
+                         const char *req, size_t reqlen);
 
 /* Unlink h and free it, or leave it to the watchdog if a renewal of it is
  * in flight. The caller has dealt with h->ref. */

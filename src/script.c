@@ -1,130 +1,188 @@
 /* SPDX-License-Identifier: MIT
  * script.c: the Redis-side half of dlock.
  *
- * Retry safety: acquire and release take the count the client believes
- * this owner holds ("expected"). A resent acquire finds count ==
- * expected + 1 and does not count twice; a resent release finds count ==
- * expected - 1 and does not decrement twice.
+ * DATA. A lock is one hash P{name}: n = holds in all, t = fencing token
+ * of the current (or last) tenancy, "o"..owner = that owner's holds,
+ * "q"..requester = the last request of that requester that took effect
+ * ("<seq>", or "<seq>!" for a cancelled acquire, "<seq>:0|1" for force).
+ * A requester is one client acting for one owner: owners shared between
+ * clients add up, and each client's requests are told apart. The hash
+ * lives while held (TTL = the lease) and, once free (n = 0), stays as a
+ * record for as long as a resend may come (TTL = the releaser's lease),
+ * so a resent release still finds that it ran. Tokens come from one
+ * counter per Cluster slot, P{tag}:fence (at most 16,384 keys per
+ * prefix, whatever the number of names); a new tenancy's token is above
+ * both that counter and the lock's last t, so it never goes back while
+ * either key survives.
  *
- * The last release of a hold is the hard case: when its reply is lost,
- * the resend finds the hold gone, and other owners may have taken and
- * released the lock meanwhile. The fence hash tells the two endings apart.
- * The holder of a lock always has token == fence.n; a release records
- * fence.rel = its token; a fresh acquire that finds fence.rel != n - 1
- * (the previous hold expired or was deleted) adds n - 1 to fence.lost,
- * the last 16 such tokens. So hold t was released by its owner if
- * fence.n == t and fence.rel == t, or if fence.n > t and t is not in
- * fence.lost. When more than 16 holds were lost since t (t is older than
- * all of fence.lost) the answer is unknown and taken as lost. A counter
- * below t means Redis lost data: lost. Replies are arrays:
- *   acquire: {1, count, token} | {0, pttl_ms} (busy) | {-1} (lost)
- *   release: {1, remaining}    | {-1} (lost)
- *   renew:   per key 1 (renewed) | 0 (key gone) | -1 (another owner);
- *            its ARGV is owner, lease (ms) per key, in KEYS order
+ * RESENDS. Every acquire, release and force carries a request id (seq,
+ * new per attempt, the same on a resend). A script that finds its own
+ * seq recorded answers as the first run did and changes nothing. A client
+ * has at most one unsettled request per requester: before a new one it
+ * finishes the old (resends a release; cancels an acquire with VOID,
+ * which undoes it if it ran and records "<seq>!" so a late arrival is
+ * refused). Replies:
+ *   acquire: {1, count, token} | {0, pttl_ms} busy | {-1} lost (the hold
+ *            the client believes in is gone) | {-2} cancelled
+ *   release: {1, remaining}    | {-1} lost
+ *   renew:   per key 1 renewed | 0 gone | -1 another owner's tenancy
  */
 #include "script.h"
 
 #include <stdio.h>
 #include <string.h>
 
-/* How many lost-hold tokens fence.lost keeps (a string, spliced into the
- * scripts below). */
-#define LOST_KEEP "16"
+/* Request records kept in one lock hash before a new tenancy prunes the
+ * old ones (a string, spliced into the acquire script). */
+#define RECORDS_MAX "64"
+
+/* Take d holds of owner field of (mine of them) out of lock k; n holds
+ * in all remain; free: keep the record ARGV[keep] ms, publish on
+ * ARGV[ch] with verb ARGV[ch + 1]. A Lua function, spliced in. */
+#define TAKE_OUT \
+    "local function take_out(k, of, mine, d, n, keep, ch, msg)\n" \
+    "  if d >= mine then redis.call('hdel', k, of)\n" \
+    "  else redis.call('hincrby', k, of, -d) end\n" \
+    "  n = n - d\n" \
+    "  redis.call('hset', k, 'n', n)\n" \
+    "  if n <= 0 then\n" \
+    "    redis.call('pexpire', k, ARGV[keep])\n" \
+    "    redis.call(ARGV[ch + 1], ARGV[ch], msg)\n" \
+    "  end\n" \
+    "  return n\n" \
+    "end\n"
 
 static const char *const src[DL_S_COUNT] = {
+    /* KEYS lock counter; ARGV owner requester seq lease_ms expected */
     [DL_S_ACQUIRE] =
-        "local p = redis.call('pttl', KEYS[1])\n"
-        "local e, n = tonumber(ARGV[3]), 0\n"
-        "if p ~= -2 then\n"
-        "  n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
+        "local k, of, qf = KEYS[1], 'o' .. ARGV[1], 'q' .. ARGV[2]\n"
+        "local f = redis.call('hmget', k, 'n', of, qf, 't')\n"
+        "local mine, t = tonumber(f[2] or '0'), tonumber(f[4] or '0')\n"
+        "if f[3] == ARGV[3] then\n"
+        "  if mine == 0 then return {-1} end\n"
+        "  return {1, mine, t}\n"
         "end\n"
+        "if f[3] == ARGV[3] .. '!' then return {-2} end\n"
+        "if mine == 0 and tonumber(ARGV[5]) > 0 then return {-1} end\n"
+        "local n = tonumber(f[1] or '0')\n"
+        "if mine == 0 and n > 0 then return {0, redis.call('pttl', k)} end\n"
         "if n == 0 then\n"
-        "  if e > 0 then return {-1} end\n"
-        "  if p ~= -2 then return {0, p} end\n"
-        "  local t = redis.call('hincrby', KEYS[2], 'n', 1)\n"
-        "  if t > 1 and tonumber(redis.call('hget', KEYS[2], 'rel')) ~= t - 1 then\n"
-        "    local k = 0\n"
-        "    local l = ((t - 1) .. ' ' .. (redis.call('hget', KEYS[2], 'lost') or ''))\n"
-        "      :gsub('%d+ ', function(w) k = k + 1; if k > " LOST_KEEP " then return '' end end)\n"
-        "    redis.call('hset', KEYS[2], 'lost', l)\n"
+        "  if f[1] and redis.call('hlen', k) > " RECORDS_MAX " then\n"
+        "    for _, x in ipairs(redis.call('hkeys', k)) do\n"
+        "      if x:sub(1, 1) == 'q' then redis.call('hdel', k, x) end\n"
+        "    end\n"
         "  end\n"
-        "  redis.call('hset', KEYS[1], ARGV[1], 1)\n"
-        "  redis.call('pexpire', KEYS[1], ARGV[2])\n"
-        "  return {1, 1, t}\n"
+        "  local c = redis.call('incr', KEYS[2])\n"
+        "  if c <= t then c = t + 1; redis.call('set', KEYS[2], c) end\n"
+        "  t, mine = c, 1\n"
+        "  redis.call('hset', k, 'n', 1, of, 1, qf, ARGV[3], 't', t)\n"
+        "else\n"
+        "  mine = redis.call('hincrby', k, of, 1)\n"
+        "  redis.call('hset', k, 'n', n + 1, qf, ARGV[3])\n"
         "end\n"
-        "if n ~= e + 1 then n = redis.call('hincrby', KEYS[1], ARGV[1], 1) end\n"
-        "redis.call('pexpire', KEYS[1], ARGV[2])\n"
-        "return {1, n, tonumber(redis.call('hget', KEYS[2], 'n'))}\n",
+        "redis.call('pexpire', k, ARGV[4])\n"
+        "return {1, mine, t}\n",
 
+    /* KEYS lock; ARGV owner requester seq token keep_ms chan pub */
     [DL_S_RELEASE] =
-        "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
-        "local e = tonumber(ARGV[2])\n"
-        "if n > 0 and n == e - 1 then return {1, n} end\n"
-        "if n == 0 then\n"
-        "  if e ~= 1 then return {-1} end\n"
-        "  local f = redis.call('hmget', KEYS[2], 'n', 'rel', 'lost')\n"
-        "  local cur, t = tonumber(f[1] or '0'), tonumber(ARGV[3])\n"
-        "  if cur == t and f[2] == ARGV[3] then return {1, 0} end\n"
-        "  if cur <= t then return {-1} end\n"
-        "  local k, old = 0, t\n"
-        "  for w in (f[3] or ''):gmatch('%d+') do\n"
-        "    k, old = k + 1, tonumber(w)\n"
-        "    if old == t then return {-1} end\n"
-        "  end\n"
-        "  if k >= " LOST_KEEP " and t < old then return {-1} end\n"
-        "  return {1, 0}\n"
-        "end\n"
-        "if n > 1 then\n"
-        "  return {1, redis.call('hincrby', KEYS[1], ARGV[1], -1)}\n"
-        "end\n"
-        "redis.call('del', KEYS[1])\n"
-        "redis.call('hset', KEYS[2], 'rel', ARGV[3])\n"
-        "redis.call(ARGV[5], ARGV[4], ARGV[3])\n"
-        "return {1, 0}\n",
+        TAKE_OUT
+        "local k, of, qf = KEYS[1], 'o' .. ARGV[1], 'q' .. ARGV[2]\n"
+        "local f = redis.call('hmget', k, of, qf, 'n', 't')\n"
+        "local mine = tonumber(f[1] or '0')\n"
+        "if f[2] == ARGV[3] then return {1, mine} end\n"
+        "if mine == 0 or f[4] ~= ARGV[4] then return {-1} end\n"
+        "redis.call('hset', k, qf, ARGV[3])\n"
+        "take_out(k, of, mine, 1, tonumber(f[3] or '1'), 5, 6, ARGV[4])\n"
+        "return {1, mine - 1}\n",
 
+    /* KEYS lock; ARGV owner requester seq keep_ms chan pub */
+    [DL_S_VOID] =
+        TAKE_OUT
+        "local k, of, qf = KEYS[1], 'o' .. ARGV[1], 'q' .. ARGV[2]\n"
+        "local f = redis.call('hmget', k, of, qf, 'n')\n"
+        "if f[2] == ARGV[3] .. '!' then return 1 end\n"
+        "redis.call('hset', k, qf, ARGV[3] .. '!')\n"
+        "local mine = tonumber(f[1] or '0')\n"
+        "if f[2] == ARGV[3] and mine > 0 then\n"
+        "  take_out(k, of, mine, 1, tonumber(f[3] or '1'), 4, 5, 'void')\n"
+        "elseif redis.call('pttl', k) == -1 then\n"
+        "  redis.call('pexpire', k, ARGV[4])\n"
+        "end\n"
+        "return 1\n",
+
+    /* KEYS lock...; ARGV owner lease_ms token per key */
     [DL_S_RENEW] =
         "local r = {}\n"
         "for i = 1, #KEYS do\n"
-        "  if redis.call('hexists', KEYS[i], ARGV[2 * i - 1]) == 1 then\n"
-        "    redis.call('pexpire', KEYS[i], ARGV[2 * i])\n"
+        "  local f = redis.call('hmget', KEYS[i], 'o' .. ARGV[3 * i - 2], 't', 'n')\n"
+        "  if f[1] and f[2] == ARGV[3 * i] then\n"
+        "    redis.call('pexpire', KEYS[i], ARGV[3 * i - 1])\n"
         "    r[i] = 1\n"
-        "  elseif redis.call('exists', KEYS[i]) == 1 then r[i] = -1\n"
+        "  elseif tonumber(f[3] or '0') > 0 then r[i] = -1\n"
         "  else r[i] = 0 end\n"
         "end\n"
         "return r\n",
 
+    /* KEYS lock; ARGV owner lease_ms token */
     [DL_S_EXTEND] =
-        "if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then\n"
+        "local f = redis.call('hmget', KEYS[1], 'o' .. ARGV[1], 't')\n"
+        "if f[1] and f[2] == ARGV[3] then\n"
         "  return redis.call('pexpire', KEYS[1], ARGV[2])\n"
         "end\n"
         "return 0\n",
 
+    /* KEYS lock; ARGV requester seq keep_ms chan pub */
     [DL_S_FORCE] =
-        "if redis.call('del', KEYS[1]) == 1 then\n"
-        "  redis.call(ARGV[2], ARGV[1], 'force')\n"
-        "  return 1\n"
+        "local k, qf = KEYS[1], 'q' .. ARGV[1]\n"
+        "local f = redis.call('hmget', k, qf, 'n')\n"
+        "if f[1] == ARGV[2] .. ':1' then return 1 end\n"
+        "if f[1] == ARGV[2] .. ':0' then return 0 end\n"
+        "local held = tonumber(f[2] or '0') > 0\n"
+        "if held then\n"
+        "  for _, x in ipairs(redis.call('hkeys', k)) do\n"
+        "    if x:sub(1, 1) == 'o' then redis.call('hdel', k, x) end\n"
+        "  end\n"
+        "  redis.call('hset', k, 'n', 0)\n"
+        "  redis.call(ARGV[5], ARGV[4], 'force')\n"
         "end\n"
-        "return 0\n",
+        "redis.call('hset', k, qf, ARGV[2] .. (held and ':1' or ':0'))\n"
+        "redis.call('pexpire', k, ARGV[3])\n"
+        "return held and 1 or 0\n",
 
+    /* KEYS lock; ARGV owner count token(0: any) keep_ms chan pub */
     [DL_S_DROP] =
-        "if redis.call('hdel', KEYS[1], ARGV[1]) == 1\n"
-        "   and redis.call('exists', KEYS[1]) == 0 then\n"
-        "  redis.call(ARGV[3], ARGV[2], 'drop')\n"
+        TAKE_OUT
+        "local k, of = KEYS[1], 'o' .. ARGV[1]\n"
+        "local f = redis.call('hmget', k, of, 't', 'n')\n"
+        "local mine = tonumber(f[1] or '0')\n"
+        "if mine == 0 or (ARGV[3] ~= '0' and f[2] ~= ARGV[3]) then return 0 end\n"
+        "take_out(k, of, mine, tonumber(ARGV[2]), tonumber(f[3] or '1'), 4, 5, 'drop')\n"
+        "return 1\n",
+
+    /* KEYS counter lock; ARGV token owner: raise the counter (and the
+     * lock's token, where owner holds it) to token */
+    [DL_S_FENCE] =
+        "if tonumber(redis.call('get', KEYS[1]) or '0') < tonumber(ARGV[1]) then\n"
+        "  redis.call('set', KEYS[1], ARGV[1])\n"
+        "end\n"
+        "if redis.call('hexists', KEYS[2], 'o' .. ARGV[2]) == 1 then\n"
+        "  redis.call('hset', KEYS[2], 't', ARGV[1])\n"
         "end\n"
         "return 1\n",
 
-    [DL_S_FENCE] =
-        "local n = tonumber(redis.call('hget', KEYS[1], 'n') or '0')\n"
-        "if n < tonumber(ARGV[1]) then\n"
-        "  redis.call('hset', KEYS[1], 'n', ARGV[1])\n"
+    /* KEYS lock: its TTL while held, else -2 */
+    [DL_S_TTL] =
+        "if tonumber(redis.call('hget', KEYS[1], 'n') or '0') > 0 then\n"
+        "  return redis.call('pttl', KEYS[1])\n"
         "end\n"
-        "return 1\n",
+        "return -2\n",
 };
 
 const char *dl_script_source(dl_script_id id, const char **name)
 {
     static const char *const names[DL_S_COUNT] = {
-        "acquire", "release", "renew", "extend", "force", "drop", "fence"
+        "acquire", "release", "void", "renew", "extend", "force", "drop",
+        "fence", "ttl"
     };
     *name = names[id];
     return src[id];

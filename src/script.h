@@ -2,12 +2,11 @@
  * script.h: the Lua scripts dlock runs inside Redis, their SHA1s, and
  * EVALSHA on connections whose server is known to have them.
  *
- * Keys of one lock, all sharing the hash tag {name} (one Cluster slot):
- *   P{name}        hash  owner -> reentrant hold count; has the lease TTL
- *   P{name}:fence  hash  n = fencing counter, rel = token of the last
- *                        hold released, lost = the last 16 tokens whose
- *                        hold ended without a release (together they tell
- *                        a resent release from a lost hold); never expires
+ * Keys of one lock (script.c has the whole data model):
+ *   P{name}        hash  n, t, "o"..owner -> holds, "q"..requester -> the
+ *                        last request that took effect; TTL always
+ *   P{tag}:fence   string the fencing counter of the slot P{name} is in
+ *                        (tag: dl_slot_tag), shared by the slot's locks
  *   P{name}:ch     channel a release publishes on
  */
 #ifndef DLOCK_SCRIPT_H
@@ -16,13 +15,16 @@
 #include "conn.h"
 
 typedef enum {
-    DL_S_ACQUIRE,   /* KEYS lock fence; ARGV owner lease_ms expected_count */
-    DL_S_RELEASE,   /* KEYS lock fence; ARGV owner expected token chan pub */
-    DL_S_RENEW,     /* KEYS lock...;    ARGV lease_ms owner...            */
-    DL_S_EXTEND,    /* KEYS lock;       ARGV owner lease_ms               */
-    DL_S_FORCE,     /* KEYS lock;       ARGV chan pub                     */
-    DL_S_DROP,      /* KEYS lock;       ARGV owner chan pub               */
-    DL_S_FENCE,     /* KEYS fence;      ARGV token: raise the counter to it */
+    DL_S_ACQUIRE,   /* KEYS lock counter; ARGV owner req seq lease_ms expected */
+    DL_S_RELEASE,   /* KEYS lock; ARGV owner req seq token keep_ms chan pub */
+    DL_S_VOID,      /* KEYS lock; ARGV owner req seq keep_ms chan pub: cancel
+                       acquire seq (undo it if it ran, refuse it if late) */
+    DL_S_RENEW,     /* KEYS lock...; ARGV (owner lease_ms token)...        */
+    DL_S_EXTEND,    /* KEYS lock; ARGV owner lease_ms token               */
+    DL_S_FORCE,     /* KEYS lock; ARGV req seq keep_ms chan pub           */
+    DL_S_DROP,      /* KEYS lock; ARGV owner count token keep_ms chan pub */
+    DL_S_FENCE,     /* KEYS counter lock; ARGV token owner: raise to token */
+    DL_S_TTL,       /* KEYS lock: PTTL while held, else -2                */
     DL_S_COUNT
 } dl_script_id;
 

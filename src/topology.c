@@ -47,6 +47,33 @@ unsigned dl_key_slot(const char *key, size_t len)
     return crc16(key, len) & 16383;
 }
 
+/* For each slot, the smallest decimal number whose hash slot it is: a
+ * hash tag that puts a key on that slot. Found once per process. */
+static uint32_t slot_tags[DL_SLOTS];
+static pthread_once_t slot_tags_once = PTHREAD_ONCE_INIT;
+
+static void find_slot_tags(void)
+{
+    size_t left = DL_SLOTS;
+    char buf[16];
+    for (uint32_t i = 0; i < DL_SLOTS; i++)
+        slot_tags[i] = UINT32_MAX;
+    for (uint32_t v = 0; left > 0; v++) {
+        int n = snprintf(buf, sizeof buf, "%u", (unsigned)v);
+        unsigned s = crc16(buf, (size_t)n) & 16383;
+        if (slot_tags[s] == UINT32_MAX) {
+            slot_tags[s] = v;
+            left--;
+        }
+    }
+}
+
+int dl_slot_tag(unsigned slot, char *buf, size_t n)
+{
+    pthread_once(&slot_tags_once, find_slot_tags);
+    return snprintf(buf, n, "%u", (unsigned)slot_tags[slot & 16383]);
+}
+
 /* ---- nodes ------------------------------------------------------------ */
 
 static void free_node(dl_node *n)
@@ -430,7 +457,7 @@ dl_status dl_topology_call(dl_topology *t, const char *key, size_t keylen,
 
 /* ---- Redlock fan-out ----------------------------------------------------- */
 
-size_t dl_topology_fan(dl_topology *t, const dl_scripts *s, int id,
+size_t dl_topology_fan(dl_topology *t, const dl_scripts *s, int wd, int id,
                        int nkeys, int argc, const char **argv, size_t *lens,
                        redisReply **out)
 {
@@ -438,7 +465,7 @@ size_t dl_topology_fan(dl_topology *t, const dl_scripts *s, int id,
     int sent[DL_MAX_NODES];
     size_t n = t->nnodes, replied = 0;
     for (size_t i = 0; i < n; i++) {
-        dl_conn *c = &t->nodes[i]->cmd;
+        dl_conn *c = wd ? &t->nodes[i]->wd : &t->nodes[i]->cmd;
         out[i] = NULL;
         sent[i] = (id >= 0 ? dl_script_append(c, s, (dl_script_id)id, nkeys,
                                               argc, argv, lens, err,
@@ -447,9 +474,10 @@ size_t dl_topology_fan(dl_topology *t, const dl_scripts *s, int id,
                                             sizeof err)) == DL_OK &&
                   dl_conn_flush(c, err, sizeof err) == DL_OK;
     }
-    int64_t deadline = dl_now_us() + t->command_timeout_us;
+    int64_t deadline = dl_now_us() + (wd ? t->wd_timeout_us
+                                         : t->command_timeout_us);
     for (size_t i = 0; i < n; i++) {
-        dl_conn *c = &t->nodes[i]->cmd;
+        dl_conn *c = wd ? &t->nodes[i]->wd : &t->nodes[i]->cmd;
         if (!sent[i])
             continue;
         int64_t left = deadline - dl_now_us();

@@ -70,6 +70,10 @@ void dl_topology_sentinel_news(dl_topology *t);
 /* CRC16 hash slot of key, honouring a {hash tag}. */
 unsigned dl_key_slot(const char *key, size_t len);
 
+/* Write to buf (n bytes) a hash tag whose slot is slot (the same tag for
+ * the same slot, in every process); returns its length. */
+int dl_slot_tag(unsigned slot, char *buf, size_t n);
+
 /* The node a single-node topology sends key to (Cluster: by slot). Takes
  * t->mu. Returns its index. */
 size_t dl_topology_route(dl_topology *t, const char *key, size_t len);
@@ -89,10 +93,10 @@ dl_status dl_topology_call(dl_topology *t, const char *key, size_t keylen,
                            redisReply **out, char *err, size_t errlen);
 
 /* Redlock: run script id (or, with id < 0, the plain command argv) on
- * every node at once, from the Lua thread. out[i] gets node i's reply or
- * NULL; returns how many nodes replied. The whole fan-out is bounded by
- * the command timeout. */
-size_t dl_topology_fan(dl_topology *t, const dl_scripts *s, int id,
+ * every node at once, on the watchdog's connections if wd, else the Lua
+ * thread's. out[i] gets node i's reply or NULL; returns how many nodes
+ * replied. The whole fan-out is bounded by the command timeout. */
+size_t dl_topology_fan(dl_topology *t, const dl_scripts *s, int wd, int id,
                        int nkeys, int argc, const char **argv, size_t *lens,
                        redisReply **out);
 

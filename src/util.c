@@ -86,3 +86,13 @@ dl_status dl_fail(char *err, size_t errlen, dl_status st, const char *fmt, ...)
     }
     return st;
 }
+
+uint32_t dl_random_u32(void)
+{
+    /* From the kernel each time: never the host's random() sequence, and
+     * different in every process and after every fork. */
+    uint32_t v = 0;
+    if (fill_random((unsigned char *)&v, sizeof v) != 0)
+        v = (uint32_t)dl_now_us();
+    return v;
+}

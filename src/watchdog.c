@@ -57,14 +57,26 @@ static int grow(void *p, size_t *cap, size_t n, size_t sz)
 static int reserve_batch(dl_watchdog *w, size_t n)
 {
     size_t cap = w->capbatch, c2 = cap, c3 = cap, c4 = cap, c5 = cap;
+    size_t c6 = cap;
     if (grow(&w->batch, &cap, n, sizeof *w->batch) ||
         grow(&w->gens, &c2, n, sizeof *w->gens) ||
         grow(&w->votes, &c3, n, sizeof *w->votes) ||
         grow(&w->ms, &c4, n, sizeof *w->ms) ||
-        grow(&w->ms_s, &c5, n, sizeof *w->ms_s))
+        grow(&w->ms_s, &c5, n, sizeof *w->ms_s) ||
+        grow(&w->tok_s, &c6, n, sizeof *w->tok_s))
         return -1;
     w->capbatch = cap;
     return 0;
+}
+
+/* With c->mu held: h has nothing left; the Lua thread frees it. */
+static void finish(dl_client *c, dl_hold *h)
+{
+    if (h->count > 0 || h->pend != DL_PEND_NONE)
+        return;
+    h->finished = 1;
+    c->sweep = 1;
+    __atomic_store_n(&c->pending, 1, __ATOMIC_RELEASE);
 }
 
 /* When h's max_hold runs out (INT64_MAX: never). */
@@ -80,8 +92,27 @@ static int64_t scan(dl_client *c, int64_t now)
     dl_watchdog *w = &c->wd;
     dl_topology *t = &c->topo;
     int64_t lease = c->opts.lease_ms * 1000, next = INT64_MAX;
-    w->nbatch = w->norder = 0;
+    int64_t retry = lease / 10 < 1000000 ? lease / 10 : 1000000;
+    w->nbatch = w->norder = w->nsettle = 0;
     for (dl_hold *h = c->reg.head; h; h = h->next) {
+        if (h->pend != DL_PEND_NONE && !h->pend_lua && !h->inflight) {
+            if (now > h->pend_until_us) {   /* its lease has run out */
+                if (h->pend == DL_PEND_RELEASE)
+                    c->stats.unconfirmed++;
+                h->pend = DL_PEND_NONE;
+                finish(c, h);
+            } else if (h->pend_retry_us > now) {
+                if (h->pend_retry_us < next)
+                    next = h->pend_retry_us;
+            } else if (w->nsettle < DL_SETTLE_MAX) {
+                h->inflight = 1;
+                h->pend_retry_us = now + retry;
+                dl_client_pending_copy(h, &w->snap[w->nsettle]);
+                w->settle[w->nsettle++] = h;
+            } else {
+                next = now;                 /* the rest in the next pass */
+            }
+        }
         if (h->lost || h->count <= 0)
             continue;
         if (now >= h->deadline_us) {
@@ -121,6 +152,7 @@ static int64_t scan(dl_client *c, int64_t now)
         if (w->ms[e] < 1)
             w->ms[e] = 1;
         snprintf(w->ms_s[e], sizeof w->ms_s[e], "%lld", (long long)w->ms[e]);
+        snprintf(w->tok_s[e], sizeof w->tok_s[e], "%lld", (long long)h->token);
         w->gens[e] = h->gen;
         w->batch[e] = h;
         memset(&w->votes[e], 0, sizeof w->votes[e]);
@@ -169,8 +201,8 @@ static int make_chunks(dl_watchdog *w)
     return 0;
 }
 
-/* The arguments of chunk k in w->argv/w->lens: the keys, then owner and
- * lease per key. Returns argc. */
+/* The arguments of chunk k in w->argv/w->lens: the keys, then owner,
+ * lease and token per key. Returns argc. */
 static int chunk_args(dl_client *c, const dl_chunk *k)
 {
     dl_watchdog *w = &c->wd;
@@ -180,13 +212,15 @@ static int chunk_args(dl_client *c, const dl_chunk *k)
         w->argv[a] = h->key;
         w->lens[a] = h->keylen;
     }
-    for (size_t i = 0; i < k->m; i++, a += 2) {
+    for (size_t i = 0; i < k->m; i++, a += 3) {
         size_t e = ENTRY(w->order[k->first + i]);
         const dl_hold *h = w->batch[e];
         w->argv[a] = h->owner;
         w->lens[a] = h->ownerlen;
         w->argv[a + 1] = w->ms_s[e];
         w->lens[a + 1] = strlen(w->ms_s[e]);
+        w->argv[a + 2] = w->tok_s[e];
+        w->lens[a + 2] = strlen(w->tok_s[e]);
     }
     return (int)a;
 }
@@ -217,13 +251,12 @@ static void queue_orphans(dl_client *c, dl_hold *orphans, size_t nnodes,
 {
     dl_topology *t = &c->topo;
     char err[DL_ERRLEN];
+    char bufs[3][24];
     for (dl_hold *h = orphans; h; h = h->onext) {
-        const char *argv[DL_SCRIPT_HEAD + 4];
-        size_t lens[DL_SCRIPT_HEAD + 4];
-        argv[3] = h->key;   lens[3] = h->keylen;
-        argv[4] = h->owner; lens[4] = h->ownerlen;
-        argv[5] = h->chan;  lens[5] = h->chanlen;
-        argv[6] = c->pubverb; lens[6] = strlen(c->pubverb);
+        const char *argv[DL_SCRIPT_HEAD + 7];
+        size_t lens[DL_SCRIPT_HEAD + 7];
+        if (!dl_client_drop_args(c, h, argv, lens, bufs))
+            continue;
         size_t lo = 0, hi = nnodes;
         if (t->kind != DL_TOPO_REDLOCK) {
             lo = dl_topology_route(t, h->key, h->keylen);
@@ -231,7 +264,7 @@ static void queue_orphans(dl_client *c, dl_hold *orphans, size_t nnodes,
         }
         for (size_t k = lo; k < hi; k++)
             if (dl_script_append(&t->nodes[k]->wd, &c->scripts, DL_S_DROP,
-                                 1, 7, argv, lens, err, sizeof err) == DL_OK)
+                                 1, 10, argv, lens, err, sizeof err) == DL_OK)
                 ndrop[k]++;
     }
 }
@@ -409,6 +442,38 @@ static void record(dl_client *c, int64_t sent, size_t calls)
     w->nbatch = 0;
 }
 
+/* Step 4b, without the mutex: end the pending requests taken by scan
+ * (resend a release, cancel an acquire), one at a time: they are rare. */
+static void settle_io(dl_client *c)
+{
+    dl_watchdog *w = &c->wd;
+    char err[DL_ERRLEN];
+    for (size_t i = 0; i < w->nsettle; i++) {
+        int64_t left;
+        dl_client_pending_io(c, 1, &w->snap[i], &w->snap[i].done,
+                             &w->snap[i].code, &left, err, sizeof err);
+    }
+}
+
+/* With c->mu held: record what settle_io learnt. */
+static void settle_record(dl_client *c)
+{
+    dl_watchdog *w = &c->wd;
+    for (size_t i = 0; i < w->nsettle; i++) {
+        dl_hold *h = w->settle[i];
+        h->inflight = 0;
+        if (h->dead) {
+            free(h);
+            continue;
+        }
+        if (w->snap[i].done) {
+            dl_client_pending_done(c, h, w->snap[i].seq, w->snap[i].code);
+            finish(c, h);
+        }
+    }
+    w->nsettle = 0;
+}
+
 static void wait_until(dl_client *c, int64_t when_us)
 {
     c->wd.next_wake_us = when_us;
@@ -431,7 +496,7 @@ static void *run(void *arg)
         int64_t next = scan(c, dl_now_us());
         dl_hold *orphans = c->reg.orphans;
         c->reg.orphans = NULL;
-        if (w->nbatch == 0 && !orphans) {
+        if (w->nbatch == 0 && !orphans && w->nsettle == 0) {
             wait_until(c, next);
             continue;
         }
@@ -447,8 +512,10 @@ static void *run(void *arg)
             free(orphans);
             orphans = next_o;
         }
+        settle_io(c);
         pthread_mutex_lock(&c->mu);
         record(c, sent, calls);
+        settle_record(c);
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;
@@ -457,10 +524,12 @@ static void *run(void *arg)
 dl_status dl_watchdog_start(dl_client *c, char *err, size_t errlen)
 {
     dl_watchdog *w = &c->wd;
-    size_t n = DL_SCRIPT_HEAD + 3 * DL_RENEW_BATCH;
+    size_t n = DL_SCRIPT_HEAD + 4 * DL_RENEW_BATCH;
     w->argv = malloc(n * sizeof *w->argv);
     w->lens = malloc(n * sizeof *w->lens);
-    if (!w->argv || !w->lens)
+    w->settle = malloc(DL_SETTLE_MAX * sizeof *w->settle);
+    w->snap = malloc(DL_SETTLE_MAX * sizeof *w->snap);
+    if (!w->argv || !w->lens || !w->settle || !w->snap)
         return dl_fail(err, errlen, DL_ECONN, "out of memory");
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -506,6 +575,9 @@ void dl_watchdog_stop(dl_client *c)
     free(w->votes);
     free(w->ms);
     free(w->ms_s);
+    free(w->tok_s);
+    free(w->settle);
+    free(w->snap);
     free(w->order);
     free(w->chunks);
     free(w->argv);

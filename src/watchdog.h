@@ -13,8 +13,10 @@
 #include <pthread.h>
 
 #define DL_RENEW_BATCH 100      /* keys per renewal script call */
+#define DL_SETTLE_MAX 64        /* pending requests ended per pass */
 
 struct dl_client;
+struct dl_pending;
 
 /* Per hold of a pass: how the servers answered its renewal. */
 typedef struct dl_votes {
@@ -39,6 +41,11 @@ typedef struct dl_watchdog {
     dl_votes *votes;            /* their answers */
     int64_t *ms;                /* the lease each is renewed for */
     char (*ms_s)[24];           /* ... as text */
+    char (*tok_s)[24];          /* their tokens as text */
+    dl_hold **settle;           /* holds whose pending request this pass
+                                   ends (inflight), at most DL_SETTLE_MAX */
+    struct dl_pending *snap;           /* ... and copies of those requests */
+    size_t nsettle;
     uint64_t *order;            /* (node, slot, entry) sort keys */
     size_t nbatch, capbatch;
     size_t norder, caporder;
