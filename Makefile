@@ -29,7 +29,7 @@ export LUA_CPATH := $(CURDIR)/$(BUILD)/?.so;;
 export DLOCK_LUA := $(LUA)
 export DLOCK_BUILD := $(BUILD)
 
-.PHONY: all deps test demo bench asan valgrind lint install clean help
+.PHONY: all deps test demo bench asan tsan valgrind lint install clean help
 
 all: $(SO)
 
@@ -80,6 +80,17 @@ asan: deps                 ## the suite under ASan+UBSan (built in build/asan)
 	ASAN_OPTIONS=detect_leaks=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=soak spec
+
+# ThreadSanitizer: the interpreter is not instrumented, so the runtime is
+# preloaded, and ASLR is off (setarch -R) for its fixed memory layout.
+# Specs that fork a multi-threaded process are left to the other checkers.
+tsan: deps                 ## the suite under ThreadSanitizer (built in build/tsan)
+	$(MAKE) all BUILD=build/tsan CFLAGS="-O1 -g -fsanitize=thread" LDFLAGS="-fsanitize=thread"
+	LUA_CPATH="$(CURDIR)/build/tsan/?.so;;" DLOCK_BUILD=build/tsan \
+	LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" \
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1" \
+	    sh tools/with-tmp.sh setarch -R sh tools/busted.sh $(LUA) \
+	    --exclude-tags=slow,fork spec
 
 valgrind: deps all $(BUILD)/forktest.so ## the suite under valgrind (leaks, bad reads)
 	BUSTED_CMD="valgrind -q --error-exitcode=9 --leak-check=full \

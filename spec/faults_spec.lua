@@ -132,7 +132,7 @@ describe("a server that is killed", function()
   end)
 end)
 
-describe("fork()", function()
+describe("fork() #fork", function()
   local ok_fork, forktest = pcall(require, "forktest")
 
   it("leaves the parent's holds to the parent; the child makes its own client", function()

@@ -36,9 +36,13 @@ describe("scripts", function()
     return r
   end
   -- acquire(owner, requester, seq [, lease_ms [, expected]])
-  local function acquire(owner, req, seq, lease_ms, expect)
+  local function acquire(owner, req, seq, lease_ms, expect, token)
     return ints(srv.cli("EVALSHA", sha.acquire, 2, key, fence, owner, req, seq,
-                        lease_ms or 10000, expect or 0))
+                        lease_ms or 10000, expect or 0, token or 1))
+  end
+  local function drop(owner, n, token)
+    return ints(srv.cli("EVALSHA", sha.drop, 1, key, owner, n, token or 0, 10000,
+                        key .. ":ch", "PUBLISH"))[1]
   end
   local function release(owner, req, seq, token)
     return ints(srv.cli("EVALSHA", sha.release, 1, key, owner, req, seq, token,
@@ -173,5 +177,35 @@ describe("scripts", function()
       release("o" .. i, "o" .. i, 2, t)
     end
     assert.is_true(tonumber(srv.cli("hlen", key)) <= 70, srv.cli("hlen", key))
+  end)
+
+  it("ignore stale copies of requests overtaken by newer ones", function()
+    acquire("a", "a", 1)
+    acquire("a", "a", 2, nil, 1)                  -- count 2
+    assert.same({ 1, 1 }, release("a", "a", 3, 1)) -- the client resent it...
+    assert.same({ 1, 2, 1 }, acquire("a", "a", 4, nil, 1))  -- ...and went on
+    assert.same({ 1, 2 }, release("a", "a", 3, 1)) -- the watchdog's late copy
+    assert.same({ 1 }, void("a", "a", 3))          -- a late cancel of it
+    assert.same({ -2 }, acquire("a", "a", 2, nil, 1))   -- a late acquire
+    assert.equals(2, count("a"))
+    assert.same({ 1, 1 }, release("a", "a", 5, 1))
+    assert.same({ 1, 0 }, release("a", "a", 6, 1))
+    assert.is_true(helper.is_free(srv, key))
+  end)
+
+  it("never drop more holds than the owner has: the count stays >= 0", function()
+    acquire("a", "a", 1)
+    assert.equals(1, drop("a", 2))                 -- asked for one too many
+    assert.equals("0", srv.cli("hget", key, "n"))
+    assert.same({ 1, 1, 2 }, acquire("y", "y", 1))
+    assert.same({ 0 }, { acquire("z", "z", 1)[1] })  -- y holds it: z waits
+  end)
+
+  it("refuse a reentry into another tenancy of a shared owner", function()
+    acquire("X", "A|X", 1)                         -- A holds X's lock, token 1
+    assert.equals(1, force("F", 1))
+    assert.same({ 1, 1, 2 }, acquire("X", "B|X", 1))  -- B: a new tenancy
+    assert.same({ -1 }, acquire("X", "A|X", 2, nil, 1, 1))  -- A's hold is gone
+    assert.equals(1, count("X"))
   end)
 end)

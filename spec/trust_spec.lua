@@ -376,3 +376,136 @@ describe("item 6: fencing keys", function()
     c2:close()
   end)
 end)
+
+describe("item 12: smaller ones", function()
+  it("waits in bounded polls behind a holder whose lease is 25 days", function()
+    if not os.execute("command -v strace >/dev/null 2>&1") then
+      return pending("strace is not installed")
+    end
+    local name = helper.unique_name("long")
+    local holder = assert(helper.client())
+    assert(holder:lock(name):acquire{ lease = 25 * 86400 })
+    local trace = helper.tmp .. "/poll-" .. name:gsub(":", "_")
+    -- a wait without a bound, traced: every poll has a timeout >= 0
+    local script = helper.tmp .. "/longwait.lua"
+    local f = assert(io.open(script, "wb"))
+    f:write([[
+      local dlock = require "dlock"
+      local c = assert(dlock.connect(arg[1]))
+      c:lock(arg[2]):acquire()
+    ]])
+    f:close()
+    os.execute(("(timeout -s KILL 1.5 strace -f -e trace=poll -o '%s' %s '%s' '%s' '%s' " ..
+                ">/dev/null 2>&1)"):format(trace, "env " .. helper.lua_cmd(), script,
+                helper.url(), name))
+    local log = helper.read_file(trace) or ""
+    local polls, negative = 0, 0
+    for line in log:gmatch("[^\n]+") do
+      local t = line:match("poll%(.-%], %d+, (%-?%d+)")
+      if t then
+        polls = polls + 1
+        if tonumber(t) < 0 then negative = negative + 1 end
+      end
+    end
+    assert.is_true(polls > 0, "no poll traced:\n" .. log:sub(1, 500))
+    assert.equals(0, negative)
+    holder:close()
+  end)
+
+  it("gives different Redlock jitter in different processes (no shared random())", function()
+    local outs = {}
+    for i = 1, 2 do
+      local ok, out = helper.run_lua([[
+        local core = require "dlock.core"
+        local t = {}
+        for i = 1, 8 do t[i] = core.jitter() end
+        print(table.concat(t, " "))
+      ]])
+      assert.is_true(ok, out)
+      outs[i] = out
+    end
+    assert.are_not.equal(outs[1], outs[2])
+  end)
+
+  it("reports a WAIT shortfall as quorum even when sync_timeout >= command_timeout", function()
+    local srv = helper.start_redis()
+    local c = assert(dlock.connect{ url = srv.url, sync_replicas = 1, sync_timeout = 0.4,
+                                    command_timeout = 0.2 })
+    local name = helper.unique_name("wait")
+    local ok, err = c:lock(name):acquire()
+    assert.is_nil(ok)
+    assert.matches("^quorum", err)
+    assert(helper.wait_for(function() return helper.is_free(srv, "dlock:{" .. name .. "}") end, 2))
+    c:close()
+    srv.stop()
+  end)
+end)
+
+describe("item 7: live slot migration", function()
+  it("keeps acquire, wait, renew and release working while a slot moves key by key", function()
+    local topology = require "topology"
+    local cl = topology.cluster(3)
+    local opts = { cluster = cl.urls, lease = 1.5, command_timeout = 0.5 }
+    local c, other, waiter = assert(dlock.connect(opts)), assert(dlock.connect(opts)),
+                             assert(dlock.connect(opts))
+    local tag = helper.unique_name("mig"):gsub("[{}]", "")
+    local A, B = "x{" .. tag .. "}a", "x{" .. tag .. "}b"      -- one slot
+    local keyA, keyB = "dlock:{" .. A .. "}", "dlock:{" .. B .. "}"
+    local la, lb = c:lock(A), other:lock(B)
+    assert(la:acquire())
+    assert(lb:acquire())
+    local slot = cl.keyslot(keyA)
+    assert.equals(slot, cl.keyslot(keyB))
+    local fence = helper.fence_key(A)
+    assert.equals(slot, cl.keyslot(fence))
+    local from = cl.owner(slot)
+    local to = from % 3 + 1
+    local src, dst = cl.nodes[from], cl.nodes[to]
+    assert.equals("OK", dst.cli("cluster", "setslot", slot, "importing", cl.ids[from]))
+    assert.equals("OK", src.cli("cluster", "setslot", slot, "migrating", cl.ids[to]))
+    local function migrate(key, may_be_gone)
+      local r = src.cli("migrate", "127.0.0.1", dst.port, "", 0, 5000, "keys", key)
+      assert.is_true(r == "OK" or (may_be_gone and r == "NOKEY"), "MIGRATE " .. key .. ": " .. r)
+    end
+
+    local function asking_pttl(key)               -- the importing node needs ASKING
+      local p = assert(io.popen(("printf 'ASKING\\nPTTL %s\\n' | redis-cli -p %d"):format(key, dst.port)))
+      local out = p:read("a")
+      p:close()
+      return tonumber(out:match("\n(%-?%d+)")) or -3
+    end
+
+    migrate(keyA)                                   -- A moved, B and the counter not
+    dlock.sleep(1.2)                                -- renewals follow ASK
+    assert.is_true(la:held())
+    local ttl = asking_pttl(keyA)
+    assert.is_true(ttl > 700, "A not renewed on the target: pttl " .. ttl)
+    assert.same({ true, 0 }, { lb:release() })      -- on the source
+
+    migrate(fence)                                  -- A and the counter moved
+    local waiting = helper.spawn("hold", ("{ cluster = { %q }, lease = 1.5 }"):format(cl.urls[1]),
+                                 A, 1.5)
+    dlock.sleep(0.5)                                -- it waits for A
+    assert.is_falsy(waiting.output():find("held"))
+    assert.same({ true, 0 }, { la:release() })      -- ASK to the target
+    assert(helper.wait_for(function() return waiting.output():find("held") end, 8),
+           "the waiter never got A: " .. waiting.output())
+    local lw = waiter:lock(A)
+    assert.is_nil((lw:try_acquire()))               -- the other process holds it
+    assert(helper.wait_for(function() return waiting.output():find("release") end, 5))
+    assert.matches("release %S+ true 0", waiting.output())
+    assert(lw:acquire{ wait = 3 })
+    migrate(keyB, true)                             -- the rest (B's record may
+                                                    -- have expired), then the slot
+    for i, h in ipairs(cl.nodes) do
+      assert.equals("OK", h.cli("cluster", "setslot", slot, "node", cl.ids[to]), "node " .. i)
+    end
+    dlock.sleep(1.2)                                -- renewals on the new owner
+    assert.is_true(lw:held())
+    assert.same({ true, 0 }, { lw:release() })
+    assert(lb:acquire())                            -- a fresh acquire after the move
+    assert(lb:release())
+    c:close(); other:close(); waiter:close()
+    cl.stop()
+  end)
+end)

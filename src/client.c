@@ -140,17 +140,15 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
     return DL_OK;
 }
 
-/* DROP h's holds (and the one a pending request may have left) where
- * it lives: argv[3..] = key owner count token keep chan pub. Returns 0
- * when there is nothing to drop. */
+/* DROP h's holds where it lives: argv[3..] = key owner count token keep
+ * chan pub. Returns 0 when there is nothing to drop. */
 static int drop_args(const dl_client *c, const dl_hold *h, const char **argv,
                      size_t *lens, char *count_s, char *tok_s, char *keep_s)
 {
-    int64_t d = (h->count > 0 && !h->lost ? h->count : 0) +
-                (h->pend != DL_PEND_NONE);
-    int64_t tok = h->count > 0 ? h->token : h->pend_token;
-    if (d <= 0 || (!h->owner_num && tok == 0))
-        return 0;               /* nothing, or a shared owner's unknown hold */
+    int64_t d = h->count > 0 && !h->lost ? h->count : 0;
+    int64_t tok = h->token;
+    if (d <= 0)
+        return 0;               /* a pending request is settled, not dropped */
     snprintf(count_s, 24, "%lld", (long long)d);
     snprintf(tok_s, 24, "%lld", h->owner_num ? 0LL : (long long)tok);
     snprintf(keep_s, 24, "%lld", (long long)c->opts.lease_ms);
@@ -185,6 +183,14 @@ static void release_all(dl_client *c)
             const char *argv[DL_SCRIPT_HEAD + 7];
             size_t lens[DL_SCRIPT_HEAD + 7];
             redisReply *r, *rs[DL_MAX_NODES];
+            if (h->pend != DL_PEND_NONE) {  /* end it first, best effort */
+                dl_pending p;
+                int done;
+                int64_t code, left;
+                dl_client_pending_copy(h, &p);
+                (void)dl_client_pending_io(c, 0, &p, &done, &code, &left,
+                                           err, sizeof err);
+            }
             if (!dl_client_drop_args(c, h, argv, lens, bufs))
                 continue;
             if (pipelined) {
@@ -256,7 +262,7 @@ static void fmt_i64(char *buf, size_t n, int64_t v, const char **argv,
 /* Sleep up to us; used only while no subscriber connection works. */
 static void nap(int64_t us)
 {
-    poll(NULL, 0, (int)((us + 999) / 1000));
+    poll(NULL, 0, dl_poll_ms(us));
 }
 
 /* With c->mu held: a hold with nothing left (no holds, nothing pending)
@@ -352,7 +358,7 @@ static dl_status attempt_one(dl_client *c, const dl_lockref *l,
     redisReply *r;
     int64_t code = 0, x = 0, y = 0;
     dl_status st = dl_topology_eval(&c->topo, &c->scripts, 0, l->key,
-                                    l->keylen, DL_S_ACQUIRE, 2, 10, argv,
+                                    l->keylen, DL_S_ACQUIRE, 2, 11, argv,
                                     lens, &r, err, errlen);
     if (st != DL_OK)
         return st;
@@ -456,7 +462,7 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
 {
     int64_t start = dl_now_us();
     int64_t until = wait_us < 0 ? INT64_MAX : start + wait_us;
-    int64_t expect = 0, ms;
+    int64_t expect = 0, token = 0, ms;
     int watchdog, redlock = c->topo.kind == DL_TOPO_REDLOCK, unref = DL_NOREF;
     dl_status st;
     *ref_kept = 0;
@@ -470,6 +476,7 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
     int64_t left_us = c->opts.max_hold_ms * 1000;   /* 0: no cap */
     if (!h->lost && h->count > 0) {         /* reentry keeps the mode */
         expect = h->count;
+        token = h->token;
         watchdog = h->watchdog;
         ms = watchdog ? c->opts.lease_ms : lease_ms ? lease_ms : h->lease_ms;
         if (left_us > 0) {
@@ -485,15 +492,16 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
     if (watchdog && left_us > 0 && ms * 1000 > left_us)
         ms = left_us / 1000;                /* never past max_hold */
 
-    char ms_s[24], exp_s[24], seq_s[24];
-    const char *argv[DL_SCRIPT_HEAD + 7];
-    size_t lens[DL_SCRIPT_HEAD + 7];
+    char ms_s[24], exp_s[24], seq_s[24], tok_s[24];
+    const char *argv[DL_SCRIPT_HEAD + 8];
+    size_t lens[DL_SCRIPT_HEAD + 8];
     argv[3] = l->key;   lens[3] = l->keylen;
     argv[4] = l->fence; lens[4] = l->fencelen;
     argv[5] = l->owner; lens[5] = l->ownerlen;
     argv[6] = l->req;   lens[6] = l->reqlen;
     fmt_i64(ms_s, sizeof ms_s, ms, &argv[8], &lens[8]);
     fmt_i64(exp_s, sizeof exp_s, expect, &argv[9], &lens[9]);
+    fmt_i64(tok_s, sizeof tok_s, expect ? token : 0, &argv[10], &lens[10]);
 
     int waited = 0;
     for (;;) {
@@ -518,6 +526,14 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
             st = sync_replicas(c, l, err, errlen);  /* shortfall: undone */
 
         pthread_mutex_lock(&c->mu);
+        int64_t now = dl_now_us();
+        if (st == DL_EAGAIN && wait_us != 0 && now < until) {
+            h->pend = DL_PEND_NONE;         /* it did not run: try again */
+            h->pend_lua = 0;
+            pthread_mutex_unlock(&c->mu);
+            nap(until - now < 50000 ? until - now : 50000);
+            continue;
+        }
         if (st != DL_OK) {                  /* it may have run: cancel it */
             char e2[DL_ERRLEN];
             if (st == DL_EQUORUM && a.outcome == 1)  /* take it back now */
@@ -544,7 +560,6 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
             break;
         }
         /* Busy: a.pttl_ms is the holder's remaining TTL. */
-        int64_t now = dl_now_us();
         if (wait_us == 0 || now >= until) {
             c->stats.timeouts++;
             st = dl_fail(err, errlen, DL_ETIMEOUT, "timeout");
@@ -821,10 +836,12 @@ size_t dl_client_take_events(dl_client *c, dl_event *buf, size_t max)
     if (c->sweep)
         sweep(c);
     size_t n = c->reg.nevents < max ? c->reg.nevents : max;
-    memcpy(buf, c->reg.events, n * sizeof *buf);
-    memmove(c->reg.events, c->reg.events + n,
-            (c->reg.nevents - n) * sizeof *buf);
-    c->reg.nevents -= n;
+    if (n > 0) {                        /* events may be NULL: none yet */
+        memcpy(buf, c->reg.events, n * sizeof *buf);
+        memmove(c->reg.events, c->reg.events + n,
+                (c->reg.nevents - n) * sizeof *buf);
+        c->reg.nevents -= n;
+    }
     if (c->reg.nevents == 0)
         __atomic_store_n(&c->pending, 0, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&c->mu);

@@ -92,8 +92,8 @@ typedef struct dl_pending {
     int64_t code;
 } dl_pending;
 
-/* DROP arguments for h (argv[3..9], text in bufs): this client's holds,
- * and one more when a request of it is pending. 0: nothing to drop. */
+/* DROP arguments for h (argv[3..9], text in bufs): this client's holds.
+ * 0: nothing to drop. */
 int dl_client_drop_args(const dl_client *c, const dl_hold *h,
                         const char **argv, size_t *lens, char bufs[3][24]);
 

@@ -699,6 +699,13 @@ static int module_slot_tag(lua_State *L)
     return 1;
 }
 
+/* dlock.core.jitter() -> a Redlock retry nap in microseconds (tests). */
+static int module_jitter(lua_State *L)
+{
+    lua_pushinteger(L, 1000 + (lua_Integer)(dl_random_u32() % 10000));
+    return 1;
+}
+
 static int module_now(lua_State *L)
 {
     lua_pushnumber(L, (lua_Number)dl_now_us() / 1e6);
@@ -741,6 +748,7 @@ int luaopen_dlock_core(lua_State *L)
     static const luaL_Reg funcs[] = {
         { "connect", module_connect },
         { "now", module_now },
+        { "jitter", module_jitter },
         { "key_slot", module_key_slot },
         { "parse_url", module_parse_url },
         { "scripts", module_scripts },

@@ -72,7 +72,7 @@ dl_status dl_redlock_attempt(dl_client *c, const dl_lockref *l,
     char rerr[DL_ERRLEN] = "";
     redisReply *rs[DL_MAX_NODES];
     size_t replied = dl_topology_fan(&c->topo, &c->scripts, 0, DL_S_ACQUIRE,
-                                     2, 10, argv, lens, rs);
+                                     2, 11, argv, lens, rs);
     for (size_t i = 0; i < n; i++) {
         int64_t code, x = 0, y = 0;
         if (!rs[i]) {

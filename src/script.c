@@ -16,14 +16,18 @@
  * either key survives.
  *
  * RESENDS. Every acquire, release and force carries a request id (seq,
- * new per attempt, the same on a resend). A script that finds its own
- * seq recorded answers as the first run did and changes nothing. A client
+ * new per attempt, the same on a resend, increasing per client). A script
+ * that finds its own seq recorded answers as the first run did and
+ * changes nothing; one that finds a later seq recorded is a stale copy
+ * (a resend overtaken by newer requests) and changes nothing either. A
+ * client
  * has at most one unsettled request per requester: before a new one it
  * finishes the old (resends a release; cancels an acquire with VOID,
  * which undoes it if it ran and records "<seq>!" so a late arrival is
  * refused). Replies:
  *   acquire: {1, count, token} | {0, pttl_ms} busy | {-1} lost (the hold
- *            the client believes in is gone) | {-2} cancelled
+ *            the client believes in is gone, or another tenancy's) |
+ *            {-2} cancelled or stale
  *   release: {1, remaining}    | {-1} lost
  *   renew:   per key 1 renewed | 0 gone | -1 another owner's tenancy
  */
@@ -41,9 +45,9 @@
  * ARGV[ch] with verb ARGV[ch + 1]. A Lua function, spliced in. */
 #define TAKE_OUT \
     "local function take_out(k, of, mine, d, n, keep, ch, msg)\n" \
-    "  if d >= mine then redis.call('hdel', k, of)\n" \
+    "  if d >= mine then d = mine; redis.call('hdel', k, of)\n" \
     "  else redis.call('hincrby', k, of, -d) end\n" \
-    "  n = n - d\n" \
+    "  n = math.max(n - d, 0)\n" \
     "  redis.call('hset', k, 'n', n)\n" \
     "  if n <= 0 then\n" \
     "    redis.call('pexpire', k, ARGV[keep])\n" \
@@ -53,20 +57,23 @@
     "end\n"
 
 static const char *const src[DL_S_COUNT] = {
-    /* KEYS lock counter; ARGV owner requester seq lease_ms expected */
+    /* KEYS lock counter; ARGV owner requester seq lease_ms expected token */
     [DL_S_ACQUIRE] =
         "local k, of, qf = KEYS[1], 'o' .. ARGV[1], 'q' .. ARGV[2]\n"
         "local f = redis.call('hmget', k, 'n', of, qf, 't')\n"
         "local mine, t = tonumber(f[2] or '0'), tonumber(f[4] or '0')\n"
+        "local last, seq = tonumber((f[3] or '0'):match('^%d+')), tonumber(ARGV[3])\n"
         "if f[3] == ARGV[3] then\n"
         "  if mine == 0 then return {-1} end\n"
         "  return {1, mine, t}\n"
         "end\n"
-        "if f[3] == ARGV[3] .. '!' then return {-2} end\n"
-        "if mine == 0 and tonumber(ARGV[5]) > 0 then return {-1} end\n"
+        "if last >= seq then return {-2} end\n"
+        "if tonumber(ARGV[5]) > 0 and (mine == 0 or t ~= tonumber(ARGV[6])) then\n"
+        "  return {-1}\n"
+        "end\n"
         "local n = tonumber(f[1] or '0')\n"
         "if mine == 0 and n > 0 then return {0, redis.call('pttl', k)} end\n"
-        "if n == 0 then\n"
+        "if n <= 0 then\n"
         "  if f[1] and redis.call('hlen', k) > " RECORDS_MAX " then\n"
         "    for _, x in ipairs(redis.call('hkeys', k)) do\n"
         "      if x:sub(1, 1) == 'q' then redis.call('hdel', k, x) end\n"
@@ -89,7 +96,8 @@ static const char *const src[DL_S_COUNT] = {
         "local k, of, qf = KEYS[1], 'o' .. ARGV[1], 'q' .. ARGV[2]\n"
         "local f = redis.call('hmget', k, of, qf, 'n', 't')\n"
         "local mine = tonumber(f[1] or '0')\n"
-        "if f[2] == ARGV[3] then return {1, mine} end\n"
+        "local last = tonumber((f[2] or '0'):match('^%d+'))\n"
+        "if last >= tonumber(ARGV[3]) then return {1, mine} end\n"
         "if mine == 0 or f[4] ~= ARGV[4] then return {-1} end\n"
         "redis.call('hset', k, qf, ARGV[3])\n"
         "take_out(k, of, mine, 1, tonumber(f[3] or '1'), 5, 6, ARGV[4])\n"
@@ -100,7 +108,10 @@ static const char *const src[DL_S_COUNT] = {
         TAKE_OUT
         "local k, of, qf = KEYS[1], 'o' .. ARGV[1], 'q' .. ARGV[2]\n"
         "local f = redis.call('hmget', k, of, qf, 'n')\n"
-        "if f[2] == ARGV[3] .. '!' then return 1 end\n"
+        "local last = tonumber((f[2] or '0'):match('^%d+'))\n"
+        "if f[2] == ARGV[3] .. '!' or last > tonumber(ARGV[3]) then\n"
+        "  return 1\n"
+        "end\n"
         "redis.call('hset', k, qf, ARGV[3] .. '!')\n"
         "local mine = tonumber(f[1] or '0')\n"
         "if f[2] == ARGV[3] and mine > 0 then\n"

@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include "topology.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -412,9 +413,23 @@ static dl_status run_routed(dl_topology *t, const dl_scripts *s, int wd,
 {
     size_t idx = dl_topology_route(t, key, keylen);
     int asking = 0;
+    int64_t until = dl_now_us() + (wd ? t->wd_timeout_us
+                                      : t->command_timeout_us);
     for (int hop = 0; hop < 5; hop++) {
         dl_status st = run_once(t, s, wd, idx, asking, id, nkeys, argc,
                                 argv, lens, out, err, errlen);
+        if (st == DL_EREDIS && strncmp(err, "TRYAGAIN", 8) == 0) {
+            /* A multi-key script while its slot migrates: the keys are
+             * split between two nodes for now. It did not run. */
+            if (dl_now_us() + 10000 >= until)
+                return dl_fail(err, errlen, DL_EAGAIN, "slot %u is being "
+                               "migrated (TRYAGAIN)", dl_key_slot(key, keylen));
+            poll(NULL, 0, 10);
+            idx = dl_topology_route(t, key, keylen);
+            asking = 0;
+            hop = -1;                       /* not a redirect */
+            continue;
+        }
         if (st != DL_EMOVED)
             return st;
         unsigned slot;

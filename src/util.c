@@ -23,6 +23,7 @@ const char *dl_strerror(dl_status st)
     case DL_EQUORUM:  return "quorum";
     case DL_EREDIS:   return "redis";
     case DL_EMOVED:   return "redis";
+    case DL_EAGAIN:   return "connection";
     }
     return "redis";
 }

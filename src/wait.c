@@ -27,6 +27,15 @@ int dl_waiter_init(dl_waiter *w, const dl_endpoint *ep,
     return dl_conn_init(&w->conn, ep, connect_timeout_us, 0);
 }
 
+int dl_poll_ms(int64_t us)
+{
+    /* poll() takes an int of ms: a lease of 25 days would wrap negative
+     * (wait forever). Longer waits poll again. */
+    if (us <= 0)
+        return 0;
+    return us >= INT64_C(3600000000) ? 3600000 : (int)((us + 999) / 1000);
+}
+
 static void forget_all(dl_waiter *w)
 {
     for (int i = 0; i < w->nsubs; i++)
@@ -152,7 +161,7 @@ dl_status dl_waiter_subscribe(dl_waiter *w, const char *chan, size_t len,
         if (rd == 0) {
             int64_t left = deadline - dl_now_us();
             struct pollfd p = { .fd = w->conn.ctx->fd, .events = POLLIN };
-            int n = left > 0 ? poll(&p, 1, (int)((left + 999) / 1000)) : 0;
+            int n = left > 0 ? poll(&p, 1, dl_poll_ms(left)) : 0;
             if (n < 0 && errno == EINTR)
                 continue;
             if (n > 0)
@@ -209,8 +218,7 @@ int dl_waiter_wait_any(dl_waiter **ws, size_t n, const char *chan,
         if (left <= 0 && looked)
             return 0;
         /* A zero timeout still looks at the sockets once. */
-        int k = poll(pfd, (nfds_t)np, left > 0 ? (int)((left + 999) / 1000)
-                                               : 0);
+        int k = poll(pfd, (nfds_t)np, dl_poll_ms(left));
         if (k < 0 && errno != EINTR) {
             for (size_t i = 0; i < np; i++)
                 broken(polled[i]);

@@ -52,4 +52,8 @@ static inline int dl_waiter_wait(dl_waiter *w, const char *chan, size_t len,
     return dl_waiter_wait_any(&w, 1, chan, len, timeout_us);
 }
 
+/* A poll() timeout for us microseconds: rounded up, never negative,
+ * at most an hour (callers loop until their deadline). */
+int dl_poll_ms(int64_t us);
+
 #endif

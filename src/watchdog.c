@@ -196,6 +196,7 @@ static int make_chunks(dl_watchdog *w)
         k->first = (uint32_t)i;
         k->m = (uint32_t)(j - i);
         k->redo = 0;
+        k->single = 0;
         i = j;
     }
     return 0;
@@ -323,16 +324,46 @@ static void read_chunks(dl_client *c, int redo, int *sent, int *noscript,
             k->redo = 1;
             noscript[k->node] = 1;
         } else if (r->type == REDIS_REPLY_ERROR &&
-                   (strncmp(r->str, "MOVED ", 6) == 0 ||
-                    strncmp(r->str, "ASK ", 4) == 0)) {
+                   (strncmp(r->str, "ASK ", 4) == 0 ||
+                    strncmp(r->str, "TRYAGAIN", 8) == 0)) {
+            k->single = 1;                  /* some keys moved already */
+        } else if (r->type == REDIS_REPLY_ERROR &&
+                   strncmp(r->str, "MOVED ", 6) == 0) {
             moved[k->node] = 1;
         } else if (r->type == REDIS_REPLY_ERROR &&
                    strncmp(r->str, "READONLY", 8) == 0) {
             retarget[k->node] = 1;          /* Sentinel: master demoted */
         }
-        if (!k->redo)
+        if (!k->redo && !k->single)
             tally(w, k, r);
         freeReplyObject(r);
+    }
+}
+
+/* Renew one by one the holds of chunks whose slot is migrating: each
+ * call follows its own key's ASK redirect (with ASKING). */
+static void renew_singly(dl_client *c)
+{
+    dl_watchdog *w = &c->wd;
+    char err[DL_ERRLEN];
+    for (size_t i = 0; i < w->nchunks; i++) {
+        dl_chunk *k = &w->chunks[i];
+        if (!k->single)
+            continue;
+        k->single = 0;
+        for (size_t j = 0; j < k->m; j++) {
+            dl_chunk one = { k->node, k->first + (uint32_t)j, 1, 0, 0 };
+            int argc = chunk_args(c, &one);
+            const dl_hold *h = w->batch[ENTRY(w->order[one.first])];
+            redisReply *r = NULL;
+            if (dl_topology_eval(&c->topo, &c->scripts, 1, h->key, h->keylen,
+                                 DL_S_RENEW, 1, argc, w->argv, w->lens, &r,
+                                 err, sizeof err) != DL_OK)
+                r = NULL;
+            tally(w, &one, r);
+            if (r)
+                freeReplyObject(r);
+        }
     }
 }
 
@@ -353,6 +384,18 @@ static size_t renew(dl_client *c, dl_hold *orphans, size_t nnodes)
     size_t ndrop[DL_MAX_NODES] = { 0 };
     int sent[DL_MAX_NODES], moved[DL_MAX_NODES] = { 0 };
     int retarget[DL_MAX_NODES] = { 0 }, noscript[DL_MAX_NODES] = { 0 };
+    /* An orphan's pending request is ended before its holds are dropped
+     * (rare: one call each, before anything is queued). */
+    for (dl_hold *h = orphans; h; h = h->onext) {
+        if (h->pend == DL_PEND_NONE)
+            continue;
+        dl_pending p;
+        int done;
+        int64_t code, left;
+        dl_client_pending_copy(h, &p);
+        (void)dl_client_pending_io(c, 1, &p, &done, &code, &left, err,
+                                   sizeof err);
+    }
     if (w->norder > 1)                      /* none: order may be NULL */
         qsort(w->order, w->norder, sizeof *w->order, cmp_u64);
     if (make_chunks(w) != 0) {
@@ -387,6 +430,7 @@ static size_t renew(dl_client *c, dl_hold *orphans, size_t nnodes)
         flush_nodes(t, sent, nnodes);
         read_chunks(c, 1, sent, noscript, moved, retarget);
     }
+    renew_singly(c);
     for (size_t k = 0; k < nnodes; k++) {
         if (moved[k])                       /* Cluster: the map moved */
             (void)dl_topology_refresh(t, k, 1, err, sizeof err);

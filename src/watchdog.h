@@ -27,6 +27,8 @@ typedef struct dl_votes {
 typedef struct dl_chunk {
     uint32_t node, first, m;
     int redo;                   /* answered NOSCRIPT: send again */
+    int single;                 /* answered ASK/TRYAGAIN (its slot is
+                                   migrating): renew key by key */
 } dl_chunk;
 
 typedef struct dl_watchdog {
