@@ -119,7 +119,8 @@ describe("item 10: the watchdog while Redis is down", function()
       -- nothing; the old watchdog retried at once and burnt a core. 10%
       -- leaves room for a loaded machine.
       assert.is_true(cpu < 0.1 * wall, ("%.2f s of CPU in %.2f s"):format(cpu, wall))
-      assert.is_true(c:stats().renew_errors <= 8, "renew_errors " .. c:stats().renew_errors)
+      -- the old loop failed tens of thousands of passes a second
+      assert.is_true(c:stats().renew_errors < 100, "renew_errors " .. c:stats().renew_errors)
       c:close()
     end)
   end
