@@ -29,7 +29,7 @@ export LUA_CPATH := $(CURDIR)/$(BUILD)/?.so;;
 export DLOCK_LUA := $(LUA)
 export DLOCK_BUILD := $(BUILD)
 
-.PHONY: all deps test demo bench asan tsan valgrind lint install clean help
+.PHONY: all deps test demo bench soak asan tsan valgrind lint install clean help
 
 all: $(SO)
 
@@ -52,7 +52,7 @@ deps:                      ## install missing Debian packages (as root)
 	@sh tools/deps.sh $(LUA_PC)
 
 # Under make -j too, deps finishes before the build when a goal needs it.
-ifneq ($(filter test demo asan valgrind bench tsan,$(MAKECMDGOALS)),)
+ifneq ($(filter test demo asan valgrind bench tsan soak,$(MAKECMDGOALS)),)
 $(SO) $(BUILD)/forktest.so: | deps
 endif
 
@@ -71,6 +71,10 @@ bench: deps all               ## benchmarks against a throwaway redis-server
 	        (apt-get update -qq && apt-get install -y -qq lua-socket >/dev/null) || true; \
 	    else echo "bench: no plain-Lua baseline; to get it: sudo apt-get install -y lua-socket"; fi
 	sh tools/with-tmp.sh $(LUA) bench/run.lua $(BENCH_ARGS)
+
+soak: deps all             ## 10^6 critical sections under faults (not in CI; SOAK_ARGS="N")
+	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -shared -o $(BUILD)/fencestore.so tools/soak/fencestore.c
+	sh tools/with-tmp.sh $(LUA) tools/soak/soak.lua $(SOAK_ARGS)
 
 asan: deps                 ## the suite under ASan+UBSan (built in build/asan)
 	$(MAKE) all build/asan/forktest.so BUILD=build/asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
