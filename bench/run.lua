@@ -208,7 +208,7 @@ for rep = 1, CFG.reps do
   local rps, p50 = redis_benchmark("PING")
   R.ping[rep], R.ping50[rep] = rps, p50
   rps, p50 = redis_benchmark("-r 100000000 EVALSHA", SHA, "2 'bench:{__rand_int__}'",
-                             "'bench:{__rand_int__}:fence' owner 30000 0")
+                             "'bench:{__rand_int__}:fence' owner owner 1 30000 0 0")
   R.eval[rep], R.eval50[rep] = rps, p50
   local acc = {}
   for _, impl in ipairs(IMPLS) do acc[impl] = { n = 0, el = 0, p50 = {}, p99 = {}, calls = 0, usec = 0 } end
