@@ -510,3 +510,29 @@ describe("item 7: live slot migration", function()
     cl.stop()
   end)
 end)
+
+describe("item 12: Sentinel", function()
+  it("moves its failover subscription off a sentinel that hangs", function()
+    local topology = require "topology"
+    local topo = topology.sentinel()
+    local c = assert(dlock.connect{ sentinels = topo.sentinel_urls, master = topo.name,
+                                    connect_timeout = 0.3, command_timeout = 0.5 })
+    assert.is_true(c:ping())                        -- subscribed to the first one
+    local function subscribed_at(s)              -- our +switch-master listener
+      return s.cli("client", "list"):find(" sub=1 ") ~= nil
+    end
+    assert(helper.wait_for(function() c:ping(); return subscribed_at(topo.sentinels[1]) end, 5))
+    topo.sentinels[1].signal("STOP")                -- hangs, does not close
+    local moved = helper.wait_for(function()
+      c:ping()
+      return subscribed_at(topo.sentinels[2]) or subscribed_at(topo.sentinels[3])
+    end, 10, 0.1)
+    topo.sentinels[1].signal("CONT")
+    assert.is_truthy(moved, "still listening to the hung sentinel")
+    local l = c:lock(helper.unique_name("sent"))
+    assert(l:acquire())
+    assert(l:release())
+    c:close()
+    topo.stop()
+  end)
+end)

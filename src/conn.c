@@ -432,6 +432,28 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
         if (setup_cmd(c, 2, argv, "SELECT", err, errlen) != DL_OK)
             return back_off(c, err);
     }
+    if (c->resolver) {
+        /* Sentinel gave this address: make sure it is a master now (a
+         * sentinel that has not caught up may name a demoted one). */
+        void *v = NULL;
+        const char *argv[1] = { "ROLE" };
+        if (redisAppendCommandArgv(c->ctx, 1, argv, NULL) != REDIS_OK ||
+            get_reply(c->ctx, &v) != REDIS_OK || !v)
+            return connect_failed(c, err, errlen);
+        redisReply *r = v;
+        int master = r->type == REDIS_REPLY_ERROR ||    /* not allowed */
+                     (r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                      r->element[0]->type == REDIS_REPLY_STRING &&
+                      strcmp(r->element[0]->str, "master") == 0);
+        freeReplyObject(r);
+        if (!master) {
+            char addr[128];
+            dl_fail(err, errlen, DL_ECONN, "%s is not a master (ROLE); asking "
+                    "the sentinels again", where(c, addr, sizeof addr));
+            dl_conn_drop(c);
+            return back_off(c, err);
+        }
+    }
     if (c->command_timeout_us == 0 && setup_us > 0 &&
         redisSetTimeout(c->ctx, to_tv(0)) != REDIS_OK)
         return connect_failed(c, err, errlen);

@@ -151,7 +151,10 @@ static int sentinel_resolve(void *ud, dl_endpoint *out, char *err,
     dl_topology *t = ud;
     char last[DL_ERRLEN] = "no sentinel answered";
     memset(out, 0, sizeof *out);
-    for (size_t i = 0; i < t->nsentinels; i++) {
+    /* From the one that answered last: a hung one costs a timeout once. */
+    size_t first = __atomic_load_n(&t->sentinel_ok, __ATOMIC_RELAXED);
+    for (size_t k = 0; k < t->nsentinels; k++) {
+        size_t i = (first + k) % t->nsentinels;
         dl_conn sc;
         redisReply *r = NULL;
         if (dl_conn_init(&sc, &t->sentinels[i], t->connect_timeout_us,
@@ -183,8 +186,10 @@ static int sentinel_resolve(void *ud, dl_endpoint *out, char *err,
             freeReplyObject(r);
         }
         dl_conn_free(&sc);
-        if (ok)
+        if (ok) {
+            __atomic_store_n(&t->sentinel_ok, i, __ATOMIC_RELAXED);
             return 0;
+        }
     }
     dl_fail(err, errlen, DL_ECONN, "%s", last);
     return -1;
@@ -213,6 +218,13 @@ void dl_topology_sentinel_news(dl_topology *t)
     if (!dl_waiter_subscribed(w, SWITCH_MASTER, len) &&
         dl_waiter_subscribe(w, SWITCH_MASTER, len, err, sizeof err) != DL_OK)
         return;
+    /* A sentinel that hangs (rather than closing) would keep us deaf to
+     * failovers: one that answers no PING within 2 s is left for the next. */
+    if (dl_waiter_alive(w, 500000, 2000000 + t->connect_timeout_us,
+                        &t->news_ping_us) != 0) {
+        w->conn.retry_at_us = 0;
+        return;
+    }
     if (dl_waiter_wait(w, SWITCH_MASTER, len, 0) <= 0)
         return;
     dl_node *n = t->nodes[0];

@@ -81,6 +81,7 @@ static int drain(dl_waiter *w, const char *chan, size_t len)
             return -1;
         if (!v)
             return confirmed;
+        w->rx_us = dl_now_us();
         redisReply *r = v;
         if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
             r->element[1]->type == REDIS_REPLY_STRING) {
@@ -229,4 +230,25 @@ int dl_waiter_wait_any(dl_waiter **ws, size_t n, const char *chan,
                                       != REDIS_OK)
                 broken(polled[i]);
     }
+}
+
+int dl_waiter_alive(dl_waiter *w, int64_t interval_us, int64_t dead_us,
+                    int64_t *next_ping_us)
+{
+    char err[DL_ERRLEN];
+    int64_t now = dl_now_us();
+    if (!w->conn.ctx || now < *next_ping_us)
+        return 0;
+    if (w->rx_us && now - w->rx_us > dead_us) {
+        broken(w);
+        return -1;
+    }
+    const char *argv[1] = { "PING" };
+    if (redisAppendCommandArgv(w->conn.ctx, 1, argv, NULL) != REDIS_OK ||
+        dl_conn_flush(&w->conn, err, sizeof err) != DL_OK) {
+        broken(w);
+        return -1;
+    }
+    *next_ping_us = now + interval_us;
+    return 0;
 }

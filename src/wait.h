@@ -24,6 +24,7 @@ typedef struct dl_waiter {
     dl_sub subs[DL_WAIT_MAX_SUBS];
     int nsubs;
     uint64_t tick;
+    int64_t rx_us;          /* when the server last sent anything */
 } dl_waiter;
 
 /* Returns 0, or -1 when out of memory. */
@@ -51,6 +52,13 @@ static inline int dl_waiter_wait(dl_waiter *w, const char *chan, size_t len,
 {
     return dl_waiter_wait_any(&w, 1, chan, len, timeout_us);
 }
+
+/* Liveness of an idle subscriber: send PING every interval_us (allowed
+ * while subscribed); 0 when the server has answered something within
+ * dead_us, -1 (and the connection dropped) when it has not: a server that
+ * hangs without closing its socket. */
+int dl_waiter_alive(dl_waiter *w, int64_t interval_us, int64_t dead_us,
+                    int64_t *next_ping_us);
 
 /* A poll() timeout for us microseconds: rounded up, never negative,
  * at most an hour (callers loop until their deadline). */
