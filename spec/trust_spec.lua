@@ -536,3 +536,21 @@ describe("item 12: Sentinel", function()
     topo.stop()
   end)
 end)
+
+describe("item 12: Sentinel naming a replica", function()
+  it("is refused after a ROLE check, not written to", function()
+    local topology = require "topology"
+    local topo = topology.sentinel()
+    for _, s in ipairs(topo.sentinels) do             -- every sentinel now names the replica
+      assert.equals("OK", s.cli("sentinel", "remove", topo.name))
+      assert.equals("OK", s.cli("sentinel", "monitor", topo.name, "127.0.0.1",
+                                tostring(topo.replica.port), "2"))
+    end
+    local c, err = dlock.connect{ sentinels = topo.sentinel_urls, master = topo.name,
+                                  connect_timeout = 0.3, command_timeout = 0.5 }
+    if c then c:close() end
+    assert.is_nil(c)
+    assert.matches("^connection: .*not a master", err)
+    topo.stop()
+  end)
+end)
