@@ -57,6 +57,20 @@ function helper.port_in_use(port)
   return false
 end
 
+--- True if some process listens on loopback TCP `port` (IPv4 or IPv6).
+function helper.listening(port)
+  local pat = (":%04X "):format(port)
+  for _, f in ipairs({ "/proc/net/tcp", "/proc/net/tcp6" }) do
+    for line in (helper.read_file(f) or ""):gmatch("[^\n]+") do
+      local localaddr, st = line:match("^%s*%d+:%s+(%S+)%s+%S+%s+(%x%x)")
+      if localaddr and st == "0A" and (localaddr .. " "):find(pat, 1, true) then
+        return true
+      end
+    end
+  end
+  return false
+end
+
 local servers = {}
 math.randomseed(os.time() + math.floor(dlock.now() * 1e6) % 1000003)
 
