@@ -2,7 +2,7 @@
 -- redis-server started here, in one run (issue 5). Prints a markdown table.
 --
 --   Ceiling  redis-benchmark -c 1 round trips for PING and for EVALSHA of
---            dlock's own acquire script (text extracted from src/script.c, so
+--            dlock's own acquire script (as dlock.core.scripts() gives it, so
 --            it cannot drift; checked against what dlock loads), and
 --            build/bench/floor (bench/floor.c): the cheapest hiredis lock
 --            cycle, SET NX PX + compare-and-delete, 2 round trips.
@@ -131,37 +131,9 @@ local function cmdstats()
   return t
 end
 
--- ---- the acquire script, read out of src/script.c --------------------------
+-- ---- the acquire script, as dlock.core loads it ---------------------------
 
--- The C string literals that initialise `marker`, concatenated and unescaped.
-local function c_literal(src, marker)
-  local i = assert(src:find(marker, 1, true), "not found in src/script.c: " .. marker) + #marker
-  local out, esc = {}, { n = "\n", t = "\t", r = "\r", ['"'] = '"', ["\\"] = "\\", ["'"] = "'" }
-  while true do
-    local c = src:sub(i, i)
-    if c:match("%s") then
-      i = i + 1
-    elseif c == '"' then
-      i = i + 1
-      while src:sub(i, i) ~= '"' do
-        local ch = src:sub(i, i)
-        assert(ch ~= "" and ch ~= "\n", "unterminated string in src/script.c")
-        if ch == "\\" then
-          ch = assert(esc[src:sub(i + 1, i + 1)], "unknown escape in src/script.c")
-          i = i + 1
-        end
-        out[#out + 1] = ch
-        i = i + 1
-      end
-      i = i + 1
-    else
-      assert(c == "," or c == "}", "unexpected text after the script literal")
-      return table.concat(out)
-    end
-  end
-end
-
-local ACQUIRE = c_literal(assert(readf(ROOT .. "/src/script.c")), "[DL_S_ACQUIRE] =")
+local ACQUIRE = require("dlock.core").scripts().acquire
 writef(TMP .. "/acquire.lua", ACQUIRE)
 local SHA = sh(("redis-cli -p %d -x SCRIPT LOAD < %s"):format(PORT, q(TMP .. "/acquire.lua"))):match("%x+")
 do  -- with the cache flushed, a dlock client loads its scripts: ours must be one
@@ -170,7 +142,7 @@ do  -- with the cache flushed, a dlock client loads its scripts: ours must be on
   local same = admin("SCRIPT", "EXISTS", SHA)
   c:close()
   assert(type(same) == "table" and same[1] == 1 or same == 1,
-         "the acquire script read from src/script.c is not what dlock loads")
+         "dlock.core.scripts().acquire is not what dlock loads")
 end
 
 -- ---- Ceiling and M1 --------------------------------------------------------

@@ -482,6 +482,13 @@ describe("item 7: live slot migration", function()
     local ttl = asking_pttl(keyA)
     assert.is_true(ttl > 700, "A not renewed on the target: pttl " .. ttl)
     assert.same({ true, 0 }, { lb:release() })      -- on the source
+    -- the lock and its slot's counter are on two nodes now (TRYAGAIN for a
+    -- two-key script): a fresh acquire and a reentry still work
+    local lc = c:lock("x{" .. tag .. "}c")
+    assert(lc:try_acquire())
+    local tc = lc:token()
+    assert(la:acquire())
+    assert.same({ true, 1 }, { la:release() })
 
     migrate(fence)                                  -- A and the counter moved
     local waiting = helper.spawn("hold", ("{ cluster = { %q }, lease = 1.5 }"):format(cl.urls[1]),
@@ -506,6 +513,10 @@ describe("item 7: live slot migration", function()
     assert.same({ true, 0 }, { lw:release() })
     assert(lb:acquire())                            -- a fresh acquire after the move
     assert(lb:release())
+    assert(lc:release())
+    assert(lc:acquire())                            -- tokens still increase
+    assert.is_true(lc:token() > tc, lc:token() .. " after " .. tc)
+    assert(lc:release())
     c:close(); other:close(); waiter:close()
     cl.stop()
   end)

@@ -360,6 +360,19 @@ static dl_status attempt_one(dl_client *c, const dl_lockref *l,
     dl_status st = dl_topology_eval(&c->topo, &c->scripts, 0, l->key,
                                     l->keylen, DL_S_ACQUIRE, 2, 11, argv,
                                     lens, &r, err, errlen);
+    if (st == DL_EAGAIN) {      /* slot mid-migration: the one-key form */
+        const char *argv1[DL_SCRIPT_HEAD + 7];
+        size_t lens1[DL_SCRIPT_HEAD + 7];
+        argv1[3] = argv[3];
+        lens1[3] = lens[3];
+        for (int i = 5; i < 11; i++) {
+            argv1[i - 1] = argv[i];
+            lens1[i - 1] = lens[i];
+        }
+        st = dl_topology_eval(&c->topo, &c->scripts, 0, l->key, l->keylen,
+                              DL_S_ACQUIRE1, 1, 10, argv1, lens1, &r, err,
+                              errlen);
+    }
     if (st != DL_OK)
         return st;
     /* {1, count, token} | {0, pttl} | {-1} | {-2} */

@@ -56,39 +56,58 @@
     "  return n\n" \
     "end\n"
 
+/* The acquire script around MINT, which sets c to a new tenancy's token
+ * (above t, the lock's last one). */
+#define ACQUIRE(MINT) \
+    "local k, of, qf = KEYS[1], 'o' .. ARGV[1], 'q' .. ARGV[2]\n" \
+    "local f = redis.call('hmget', k, 'n', of, qf, 't')\n" \
+    "local mine, t = tonumber(f[2] or '0'), tonumber(f[4] or '0')\n" \
+    "local last, seq = tonumber((f[3] or '0'):match('^%d+')), tonumber(ARGV[3])\n" \
+    "if f[3] == ARGV[3] then\n" \
+    "  if mine == 0 then return {-1} end\n" \
+    "  return {1, mine, t}\n" \
+    "end\n" \
+    "if last >= seq then return {-2} end\n" \
+    "if tonumber(ARGV[5]) > 0 and (mine == 0 or t ~= tonumber(ARGV[6])) then\n" \
+    "  return {-1}\n" \
+    "end\n" \
+    "local n = tonumber(f[1] or '0')\n" \
+    "if mine == 0 and n > 0 then return {0, redis.call('pttl', k)} end\n" \
+    "if n <= 0 then\n" \
+    "  if f[1] and redis.call('hlen', k) > " RECORDS_MAX " then\n" \
+    "    for _, x in ipairs(redis.call('hkeys', k)) do\n" \
+    "      if x:sub(1, 1) == 'q' then redis.call('hdel', k, x) end\n" \
+    "    end\n" \
+    "  end\n" \
+    MINT \
+    "  t, mine = c, 1\n" \
+    "  redis.call('hset', k, 'n', 1, of, 1, qf, ARGV[3], 't',\n" \
+    "             string.format('%d', t))\n" \
+    "else\n" \
+    "  mine = redis.call('hincrby', k, of, 1)\n" \
+    "  redis.call('hset', k, 'n', n + 1, qf, ARGV[3])\n" \
+    "end\n" \
+    "redis.call('pexpire', k, ARGV[4])\n" \
+    "return {1, mine, t}\n"
+
 static const char *const src[DL_S_COUNT] = {
     /* KEYS lock counter; ARGV owner requester seq lease_ms expected token */
-    [DL_S_ACQUIRE] =
-        "local k, of, qf = KEYS[1], 'o' .. ARGV[1], 'q' .. ARGV[2]\n"
-        "local f = redis.call('hmget', k, 'n', of, qf, 't')\n"
-        "local mine, t = tonumber(f[2] or '0'), tonumber(f[4] or '0')\n"
-        "local last, seq = tonumber((f[3] or '0'):match('^%d+')), tonumber(ARGV[3])\n"
-        "if f[3] == ARGV[3] then\n"
-        "  if mine == 0 then return {-1} end\n"
-        "  return {1, mine, t}\n"
-        "end\n"
-        "if last >= seq then return {-2} end\n"
-        "if tonumber(ARGV[5]) > 0 and (mine == 0 or t ~= tonumber(ARGV[6])) then\n"
-        "  return {-1}\n"
-        "end\n"
-        "local n = tonumber(f[1] or '0')\n"
-        "if mine == 0 and n > 0 then return {0, redis.call('pttl', k)} end\n"
-        "if n <= 0 then\n"
-        "  if f[1] and redis.call('hlen', k) > " RECORDS_MAX " then\n"
-        "    for _, x in ipairs(redis.call('hkeys', k)) do\n"
-        "      if x:sub(1, 1) == 'q' then redis.call('hdel', k, x) end\n"
-        "    end\n"
-        "  end\n"
+    [DL_S_ACQUIRE] = ACQUIRE(
         "  local c = redis.call('incr', KEYS[2])\n"
-        "  if c <= t then c = t + 1; redis.call('set', KEYS[2], c) end\n"
-        "  t, mine = c, 1\n"
-        "  redis.call('hset', k, 'n', 1, of, 1, qf, ARGV[3], 't', t)\n"
-        "else\n"
-        "  mine = redis.call('hincrby', k, of, 1)\n"
-        "  redis.call('hset', k, 'n', n + 1, qf, ARGV[3])\n"
-        "end\n"
-        "redis.call('pexpire', k, ARGV[4])\n"
-        "return {1, mine, t}\n",
+        "  if c <= t then\n"
+        "    c = t + 1\n"
+        "    redis.call('set', KEYS[2], string.format('%d', c))\n"
+        "  end\n"),
+
+    /* The same with KEYS lock only, for a slot mid-migration (TRYAGAIN:
+     * the lock and its counter are on two nodes for now). A new tenancy's
+     * token is then the server's clock in microseconds, kept above the
+     * lock's last token; the next counted acquire raises the counter past
+     * it. */
+    [DL_S_ACQUIRE1] = ACQUIRE(
+        "  local now = redis.call('time')\n"
+        "  local c = tonumber(now[1]) * 1000000 + tonumber(now[2])\n"
+        "  if c <= t then c = t + 1 end\n"),
 
     /* KEYS lock; ARGV owner requester seq token keep_ms chan pub */
     [DL_S_RELEASE] =
@@ -192,8 +211,8 @@ static const char *const src[DL_S_COUNT] = {
 const char *dl_script_source(dl_script_id id, const char **name)
 {
     static const char *const names[DL_S_COUNT] = {
-        "acquire", "release", "void", "renew", "extend", "force", "drop",
-        "fence", "ttl"
+        "acquire", "acquire1", "release", "void", "renew", "extend", "force",
+        "drop", "fence", "ttl"
     };
     *name = names[id];
     return src[id];

@@ -17,6 +17,7 @@
 typedef enum {
     DL_S_ACQUIRE,   /* KEYS lock counter; ARGV owner req seq lease_ms
                        expected token (of the hold a reentry joins) */
+    DL_S_ACQUIRE1,  /* KEYS lock; ARGV as ACQUIRE: a slot mid-migration */
     DL_S_RELEASE,   /* KEYS lock; ARGV owner req seq token keep_ms chan pub */
     DL_S_VOID,      /* KEYS lock; ARGV owner req seq keep_ms chan pub: cancel
                        acquire seq (undo it if it ran, refuse it if late) */
