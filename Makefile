@@ -17,7 +17,8 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(LUA_PC) hiredis 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs hiredis 2>/dev/null) -lpthread -lm
 
 SRC = src/util.c src/conn.c src/script.c src/registry.c src/wait.c \
-      src/topology.c src/redlock.c src/watchdog.c src/client.c src/pending.c \
+      src/topology.c src/state.c src/redlock.c src/watchdog.c src/client.c \
+      src/pending.c \
       src/lua_dlock.c src/lua_lock.c
 HDR = $(wildcard src/*.h)
 BUILD ?= build

@@ -22,7 +22,7 @@ build = {
   modules = {
     ["dlock.core"] = {
       sources = { "src/util.c", "src/conn.c", "src/script.c",
-                  "src/registry.c", "src/wait.c", "src/topology.c",
+                  "src/registry.c", "src/wait.c", "src/topology.c", "src/state.c",
                   "src/redlock.c", "src/watchdog.c",
                   "src/client.c", "src/pending.c", "src/lua_dlock.c", "src/lua_lock.c" },
       libraries = { "hiredis", "pthread", "m" },

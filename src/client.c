@@ -12,7 +12,9 @@
  */
 #define _GNU_SOURCE
 #include "client.h"
+#include "pending.h"
 #include "redlock.h"
+#include "watchdog.h"
 
 #include <poll.h>
 #include <stdio.h>
@@ -20,32 +22,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define LOST_GONE "lost: the lock expired or was deleted"
-
-int dl_client_same_process(const dl_client *c)
-{
-    return c->pid == getpid();
-}
-
-void dl_client_lose(dl_client *c, dl_hold *h, const char *reason)
-{
-    if (h->lost)
-        return;
-    dl_registry_mark_lost(&c->reg, h, reason);
-    c->stats.lost++;
-    __atomic_store_n(&c->pending, 1, __ATOMIC_RELEASE);
-}
-
-void dl_client_opts_free(dl_client_opts *o)
-{
-    for (size_t i = 0; o->eps && i < o->neps; i++)
-        dl_endpoint_free(&o->eps[i]);
-    free(o->eps);
-    free(o->master);
-    dl_endpoint_free(&o->tmpl);
-    free(o->prefix);
-    memset(o, 0, sizeof *o);
-}
 
 /* Learn the script SHAs on every reachable node (Redlock needs a quorum;
  * Cluster also learns its slot map here). */
@@ -140,34 +116,6 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
     return DL_OK;
 }
 
-/* DROP h's holds where it lives: argv[3..] = key owner count token keep
- * chan pub. Returns 0 when there is nothing to drop. */
-static int drop_args(const dl_client *c, const dl_hold *h, const char **argv,
-                     size_t *lens, char *count_s, char *tok_s, char *keep_s)
-{
-    int64_t d = h->count > 0 && !h->lost ? h->count : 0;
-    int64_t tok = h->token;
-    if (d <= 0)
-        return 0;               /* a pending request is settled, not dropped */
-    snprintf(count_s, 24, "%lld", (long long)d);
-    snprintf(tok_s, 24, "%lld", h->owner_num ? 0LL : (long long)tok);
-    snprintf(keep_s, 24, "%lld", (long long)c->opts.lease_ms);
-    argv[3] = h->key;   lens[3] = h->keylen;
-    argv[4] = h->owner; lens[4] = h->ownerlen;
-    argv[5] = count_s;  lens[5] = strlen(count_s);
-    argv[6] = tok_s;    lens[6] = strlen(tok_s);
-    argv[7] = keep_s;   lens[7] = strlen(keep_s);
-    argv[8] = h->chan;  lens[8] = h->chanlen;
-    argv[9] = c->pubverb; lens[9] = strlen(c->pubverb);
-    return 1;
-}
-
-int dl_client_drop_args(const dl_client *c, const dl_hold *h,
-                        const char **argv, size_t *lens, char bufs[3][24])
-{
-    return drop_args(c, h, argv, lens, bufs[0], bufs[1], bufs[2]);
-}
-
 /* Best effort: take this client's holds out of every lock, waking
  * waiters where a lock becomes free. One pipelined round trip on one
  * server; one call per hold elsewhere. */
@@ -183,14 +131,7 @@ static void release_all(dl_client *c)
             const char *argv[DL_SCRIPT_HEAD + 7];
             size_t lens[DL_SCRIPT_HEAD + 7];
             redisReply *r, *rs[DL_MAX_NODES];
-            if (h->pend != DL_PEND_NONE) {  /* end it first, best effort */
-                dl_pending p;
-                int done;
-                int64_t code, left;
-                dl_client_pending_copy(h, &p);
-                (void)dl_client_pending_io(c, 0, &p, &done, &code, &left,
-                                           err, sizeof err);
-            }
+            dl_client_pending_end(c, 0, h);  /* end it first */
             if (!dl_client_drop_args(c, h, argv, lens, bufs))
                 continue;
             if (pipelined) {
@@ -233,22 +174,14 @@ void dl_client_close(dl_client *c)
         /* A forked child: the watchdog thread does not exist here and the
          * parent's holds are not ours to release. Free memory only;
          * closing our copies of the sockets sends nothing. */
-        c->wd.running = 0;
+        if (c->wd)
+            c->wd->running = 0;
         dl_watchdog_stop(c);
     }
     dl_topology_free(&c->topo);
     dl_registry_free(&c->reg);
     dl_client_opts_free(&c->opts);
     free(c);
-}
-
-int dl_reply_int(const redisReply *r, size_t i, int64_t *v)
-{
-    if (r->type != REDIS_REPLY_ARRAY || r->elements <= i ||
-        r->element[i]->type != REDIS_REPLY_INTEGER)
-        return -1;
-    *v = r->element[i]->integer;
-    return 0;
 }
 
 static void fmt_i64(char *buf, size_t n, int64_t v, const char **argv,

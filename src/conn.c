@@ -526,3 +526,12 @@ dl_status dl_conn_call(dl_conn *c, int argc, const char **argv,
         return DL_ECONN;
     return dl_conn_read(c, out, err, errlen);
 }
+
+int dl_reply_int(const redisReply *r, size_t i, int64_t *v)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements <= i ||
+        r->element[i]->type != REDIS_REPLY_INTEGER)
+        return -1;
+    *v = r->element[i]->integer;
+    return 0;
+}

@@ -108,6 +108,9 @@ dl_status dl_conn_read(dl_conn *c, redisReply **out, char *err, size_t errlen);
  * to err. */
 dl_status dl_reply_error(const redisReply *r, char *err, size_t errlen);
 
+/* Integer element i of an array reply: 0, or -1 if there is none. */
+int dl_reply_int(const redisReply *r, size_t i, int64_t *v);
+
 /* Describe a hiredis context error as "connection: ..." text in err. */
 dl_status dl_conn_error(dl_conn *c, char *err, size_t errlen);
 

@@ -22,13 +22,12 @@
  *   the hold expired meanwhile     -> the resend answers lost
  */
 #define _GNU_SOURCE
-#include "client.h"
+#include "pending.h"
 #include "redlock.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#define LOST_GONE "lost: the lock expired or was deleted"
 
 void dl_client_pending_copy(const dl_hold *h, dl_pending *p)
 {
@@ -118,4 +117,17 @@ void dl_client_pending_done(dl_client *c, dl_hold *h, uint64_t seq,
     else if (kind == DL_PEND_RELEASE)
         dl_client_lose(c, h, LOST_GONE);
     h->finished = h->count <= 0;
+}
+
+void dl_client_pending_end(dl_client *c, int wd, const dl_hold *h)
+{
+    char err[DL_ERRLEN];
+    dl_pending p;
+    int done;
+    int64_t code, left;
+    if (h->pend == DL_PEND_NONE)
+        return;
+    dl_client_pending_copy(h, &p);
+    (void)dl_client_pending_io(c, wd, &p, &done, &code, &left, err,
+                               sizeof err);
 }

@@ -6,7 +6,7 @@
 #ifndef DLOCK_REDLOCK_H
 #define DLOCK_REDLOCK_H
 
-#include "client.h"
+#include "state.h"
 
 /* What one acquire attempt found. */
 typedef struct dl_attempt {

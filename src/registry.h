@@ -40,7 +40,6 @@ typedef struct dl_hold {
     const char *lost;           /* NULL, or why the hold was lost */
     int ref;                    /* Lua ref of the lock object, DL_NOREF */
     uint64_t gen;               /* bumped on every confirmed count change */
-    int releasing;              /* a release of it is on the wire */
     int inflight;               /* a renewal of it is on the wire */
     int dead;                   /* unlinked while inflight: watchdog frees */
 } dl_hold;

@@ -23,7 +23,7 @@
  */
 #define _GNU_SOURCE
 #include "watchdog.h"
-#include "client.h"
+#include "pending.h"
 #include "redlock.h"
 
 #include <signal.h>
@@ -32,7 +32,6 @@
 #include <string.h>
 #include <time.h>
 
-#define LOST_GONE "lost: the lock expired or was deleted"
 #define LOST_TAKEN "lost: another owner holds the lock"
 #define LOST_UNCONFIRMED "lost: the lease ran out before a renewal was confirmed"
 #define LOST_EXPIRED "lost: the lease expired"
@@ -89,7 +88,7 @@ static int64_t cap_end(const dl_client *c, const dl_hold *h)
 /* Steps 1 and 2, with c->mu held. Returns when to look next. */
 static int64_t scan(dl_client *c, int64_t now)
 {
-    dl_watchdog *w = &c->wd;
+    dl_watchdog *w = c->wd;
     dl_topology *t = &c->topo;
     int64_t lease = c->opts.lease_ms * 1000, next = INT64_MAX;
     int64_t retry = lease / 10 < 1000000 ? lease / 10 : 1000000;
@@ -123,7 +122,7 @@ static int64_t scan(dl_client *c, int64_t now)
         }
         if (h->deadline_us < next)
             next = h->deadline_us;
-        if (!h->watchdog || h->releasing || h->inflight || h->final)
+        if (!h->watchdog || h->inflight || h->final)
             continue;
         if (h->retry_at_us > now) {         /* back off after a failure */
             if (h->retry_at_us < next)
@@ -206,7 +205,7 @@ static int make_chunks(dl_watchdog *w)
  * lease and token per key. Returns argc. */
 static int chunk_args(dl_client *c, const dl_chunk *k)
 {
-    dl_watchdog *w = &c->wd;
+    dl_watchdog *w = c->wd;
     size_t a = DL_SCRIPT_HEAD;
     for (size_t i = 0; i < k->m; i++, a++) {
         const dl_hold *h = w->batch[ENTRY(w->order[k->first + i])];
@@ -274,7 +273,7 @@ static void queue_orphans(dl_client *c, dl_hold *orphans, size_t nnodes,
  * nodes' pipelines; a node whose connection fails gets sent[] = 0. */
 static void queue_chunks(dl_client *c, int redo, int *sent)
 {
-    dl_watchdog *w = &c->wd;
+    dl_watchdog *w = c->wd;
     char err[DL_ERRLEN];
     for (size_t i = 0; i < w->nchunks; i++) {
         const dl_chunk *k = &w->chunks[i];
@@ -305,7 +304,7 @@ static void flush_nodes(dl_topology *t, int *sent, size_t nnodes)
 static void read_chunks(dl_client *c, int redo, int *sent, int *noscript,
                         int *moved, int *retarget)
 {
-    dl_watchdog *w = &c->wd;
+    dl_watchdog *w = c->wd;
     char err[DL_ERRLEN];
     for (size_t i = 0; i < w->nchunks; i++) {
         dl_chunk *k = &w->chunks[i];
@@ -344,7 +343,7 @@ static void read_chunks(dl_client *c, int redo, int *sent, int *noscript,
  * call follows its own key's ASK redirect (with ASKING). */
 static void renew_singly(dl_client *c)
 {
-    dl_watchdog *w = &c->wd;
+    dl_watchdog *w = c->wd;
     char err[DL_ERRLEN];
     for (size_t i = 0; i < w->nchunks; i++) {
         dl_chunk *k = &w->chunks[i];
@@ -378,7 +377,7 @@ static void renew_singly(dl_client *c)
  * chunks sent in a second round. */
 static size_t renew(dl_client *c, dl_hold *orphans, size_t nnodes)
 {
-    dl_watchdog *w = &c->wd;
+    dl_watchdog *w = c->wd;
     dl_topology *t = &c->topo;
     char err[DL_ERRLEN];
     size_t ndrop[DL_MAX_NODES] = { 0 };
@@ -386,16 +385,8 @@ static size_t renew(dl_client *c, dl_hold *orphans, size_t nnodes)
     int retarget[DL_MAX_NODES] = { 0 }, noscript[DL_MAX_NODES] = { 0 };
     /* An orphan's pending request is ended before its holds are dropped
      * (rare: one call each, before anything is queued). */
-    for (dl_hold *h = orphans; h; h = h->onext) {
-        if (h->pend == DL_PEND_NONE)
-            continue;
-        dl_pending p;
-        int done;
-        int64_t code, left;
-        dl_client_pending_copy(h, &p);
-        (void)dl_client_pending_io(c, 1, &p, &done, &code, &left, err,
-                                   sizeof err);
-    }
+    for (dl_hold *h = orphans; h; h = h->onext)
+        dl_client_pending_end(c, 1, h);
     if (w->norder > 1)                      /* none: order may be NULL */
         qsort(w->order, w->norder, sizeof *w->order, cmp_u64);
     if (make_chunks(w) != 0) {
@@ -443,7 +434,7 @@ static size_t renew(dl_client *c, dl_hold *orphans, size_t nnodes)
 /* Steps 5: record the results of a pass sent at `sent`, with c->mu held. */
 static void record(dl_client *c, int64_t sent, size_t calls)
 {
-    dl_watchdog *w = &c->wd;
+    dl_watchdog *w = c->wd;
     dl_topology *t = &c->topo;
     int64_t lease = c->opts.lease_ms * 1000;
     int64_t retry = lease / 10 < 1000000 ? lease / 10 : 1000000;
@@ -459,7 +450,7 @@ static void record(dl_client *c, int64_t sent, size_t calls)
             free(h);
             continue;
         }
-        if (h->lost || h->releasing || h->gen != w->gens[i])
+        if (h->lost || h->gen != w->gens[i])
             continue;
         if (v->ok >= q) {
             int64_t end = cap_end(c, h);
@@ -490,7 +481,7 @@ static void record(dl_client *c, int64_t sent, size_t calls)
  * (resend a release, cancel an acquire), one at a time: they are rare. */
 static void settle_io(dl_client *c)
 {
-    dl_watchdog *w = &c->wd;
+    dl_watchdog *w = c->wd;
     char err[DL_ERRLEN];
     for (size_t i = 0; i < w->nsettle; i++) {
         int64_t left;
@@ -502,7 +493,7 @@ static void settle_io(dl_client *c)
 /* With c->mu held: record what settle_io learnt. */
 static void settle_record(dl_client *c)
 {
-    dl_watchdog *w = &c->wd;
+    dl_watchdog *w = c->wd;
     for (size_t i = 0; i < w->nsettle; i++) {
         dl_hold *h = w->settle[i];
         h->inflight = 0;
@@ -520,21 +511,21 @@ static void settle_record(dl_client *c)
 
 static void wait_until(dl_client *c, int64_t when_us)
 {
-    c->wd.next_wake_us = when_us;
+    c->wd->next_wake_us = when_us;
     if (when_us == INT64_MAX) {
-        pthread_cond_wait(&c->wd.cv, &c->mu);
+        pthread_cond_wait(&c->wd->cv, &c->mu);
         return;
     }
     struct timespec ts;
     ts.tv_sec = (time_t)(when_us / 1000000);
     ts.tv_nsec = (long)(when_us % 1000000) * 1000;
-    pthread_cond_timedwait(&c->wd.cv, &c->mu, &ts);
+    pthread_cond_timedwait(&c->wd->cv, &c->mu, &ts);
 }
 
 static void *run(void *arg)
 {
     dl_client *c = arg;
-    dl_watchdog *w = &c->wd;
+    dl_watchdog *w = c->wd;
     pthread_mutex_lock(&c->mu);
     while (!w->stopping) {                  /* invariant: c->mu held */
         int64_t next = scan(c, dl_now_us());
@@ -567,7 +558,9 @@ static void *run(void *arg)
 
 dl_status dl_watchdog_start(dl_client *c, char *err, size_t errlen)
 {
-    dl_watchdog *w = &c->wd;
+    dl_watchdog *w = c->wd = calloc(1, sizeof *c->wd);
+    if (!w)
+        return dl_fail(err, errlen, DL_ECONN, "out of memory");
     size_t n = DL_SCRIPT_HEAD + 4 * DL_RENEW_BATCH;
     w->argv = malloc(n * sizeof *w->argv);
     w->lens = malloc(n * sizeof *w->lens);
@@ -600,7 +593,9 @@ dl_status dl_watchdog_start(dl_client *c, char *err, size_t errlen)
 
 void dl_watchdog_stop(dl_client *c)
 {
-    dl_watchdog *w = &c->wd;
+    dl_watchdog *w = c->wd;
+    if (!w)
+        return;
     if (w->running) {
         pthread_mutex_lock(&c->mu);
         w->stopping = 1;
@@ -626,13 +621,14 @@ void dl_watchdog_stop(dl_client *c)
     free(w->chunks);
     free(w->argv);
     free(w->lens);
-    memset(w, 0, sizeof *w);
+    free(w);
+    c->wd = NULL;
 }
 
 void dl_watchdog_poke(dl_client *c, int64_t when_us)
 {
-    if (c->wd.running && when_us < c->wd.next_wake_us) {
-        c->wd.next_wake_us = when_us;
-        pthread_cond_signal(&c->wd.cv);
+    if (c->wd && c->wd->running && when_us < c->wd->next_wake_us) {
+        c->wd->next_wake_us = when_us;
+        pthread_cond_signal(&c->wd->cv);
     }
 }

@@ -61,11 +61,20 @@ static int l_init(lua_State *L)
     return done(fd, 0);
 }
 
-/* Record token (if not lower than the highest seen); 0 if fenced. */
-static int admit(state *s, long long token)
+/* Open path, read it, and admit token: record it unless it is lower than
+ * the highest seen. Returns 1 with the file locked, or 0 after pushing
+ * nil, "fenced" (the file closed). */
+static int admit(lua_State *L, int *fd, state *s)
 {
-    if (token < s->token)
+    long long token = luaL_checkinteger(L, 2);
+    with_file(L, luaL_checkstring(L, 1), fd);
+    get(*fd, s);
+    if (token < s->token) {
+        lua_pushnil(L);
+        lua_pushliteral(L, "fenced");
+        done(*fd, 2);
         return 0;
+    }
     s->token = token;
     return 1;
 }
@@ -74,14 +83,8 @@ static int l_read(lua_State *L)
 {
     int fd;
     state s;
-    long long token = luaL_checkinteger(L, 2);
-    with_file(L, luaL_checkstring(L, 1), &fd);
-    get(fd, &s);
-    if (!admit(&s, token)) {
-        lua_pushnil(L);
-        lua_pushliteral(L, "fenced");
-        return done(fd, 2);
-    }
+    if (!admit(L, &fd, &s))
+        return 2;
     put(L, fd, &s);
     lua_pushinteger(L, s.counter);
     return done(fd, 1);
@@ -91,14 +94,9 @@ static int l_write(lua_State *L)
 {
     int fd;
     state s;
-    long long token = luaL_checkinteger(L, 2), value = luaL_checkinteger(L, 3);
-    with_file(L, luaL_checkstring(L, 1), &fd);
-    get(fd, &s);
-    if (!admit(&s, token)) {
-        lua_pushnil(L);
-        lua_pushliteral(L, "fenced");
-        return done(fd, 2);
-    }
+    long long value = luaL_checkinteger(L, 3);
+    if (!admit(L, &fd, &s))
+        return 2;
     s.counter = value;
     put(L, fd, &s);
     lua_pushboolean(L, 1);

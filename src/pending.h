@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT
+ * pending.h: requests whose reply was lost, and how they end (see
+ * pending.c). Used by the lock operations and the watchdog.
+ */
+#ifndef DLOCK_PENDING_H
+#define DLOCK_PENDING_H
+
+#include "state.h"
+
+/* A request of a hold whose outcome is not known yet, as copied under
+ * c->mu: what it takes to settle it without the mutex. */
+typedef struct dl_pending {
+    int kind;                   /* DL_PEND_VOID or DL_PEND_RELEASE */
+    uint64_t seq;
+    int64_t token, ms;
+    dl_lockref l;               /* strings of the hold, which outlives the
+                                   call (holds are freed on the Lua thread,
+                                   or by the watchdog once not in flight) */
+    int done;                   /* the watchdog's result of it */
+    int64_t code;
+} dl_pending;
+
+/* With c->mu held: copy h's pending request. */
+void dl_client_pending_copy(const dl_hold *h, dl_pending *p);
+
+/* Without the mutex: resend p's release, or cancel its acquire (VOID),
+ * on the watchdog's connections if wd. *done when the outcome is known:
+ * *code 1 (released, or cancelled), -1 (a release found the hold gone);
+ * *left gets a release's remaining count. */
+dl_status dl_client_pending_io(dl_client *c, int wd, const dl_pending *p,
+                               int *done, int64_t *code, int64_t *left,
+                               char *err, size_t errlen);
+
+/* With c->mu held: the outcome of h's request seq is known. Reports a
+ * lost release (on_lost), counts a confirmed one, and marks h finished
+ * when nothing is left of it. */
+void dl_client_pending_done(dl_client *c, dl_hold *h, uint64_t seq,
+                            int64_t code);
+
+/* Best effort, for a hold about to be dropped (at close, or a collected
+ * coroutine's): end its pending request once, whatever the answer. The
+ * caller owns h (no other thread may touch it). */
+void dl_client_pending_end(dl_client *c, int wd, const dl_hold *h);
+
+#endif

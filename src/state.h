@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT
+ * state.h: what one client is, as the parts below the public API share
+ * it: the lock operations (client.c), the renewal thread (watchdog.c),
+ * the ending of unsettled requests (pending.c) and Redlock (redlock.c).
+ * It names the watchdog only by pointer, so that none of them needs the
+ * others' headers: client.h sits on top of all of them.
+ */
+#ifndef DLOCK_STATE_H
+#define DLOCK_STATE_H
+
+#include "conn.h"
+#include "registry.h"
+#include "script.h"
+#include "topology.h"
+
+#include <pthread.h>
+#include <sys/types.h>
+
+struct dl_watchdog;
+
+/* Why a hold is lost when Redis no longer has it (both threads say it). */
+#define LOST_GONE "lost: the lock expired or was deleted"
+
+typedef struct dl_client_opts {
+    dl_topo_kind topo;
+    dl_endpoint *eps;           /* owned: url | servers | sentinels | seeds */
+    size_t neps;
+    char *master;               /* owned: Sentinel master name */
+    dl_endpoint tmpl;           /* owned: credentials/db of data nodes */
+    char *prefix;               /* owned */
+    size_t prefixlen;
+    int64_t lease_ms;           /* watchdog lease */
+    int64_t max_hold_ms;        /* 0: no cap */
+    int64_t connect_timeout_us;
+    int64_t command_timeout_us;
+    int sync_replicas;          /* WAIT for this many replicas; 0: no */
+    int64_t sync_timeout_ms;
+} dl_client_opts;
+
+/* Free what opts owns. */
+void dl_client_opts_free(dl_client_opts *opts);
+
+typedef struct dl_stats {
+    uint64_t acquired, released, renewed, lost, waits, timeouts;
+    uint64_t renew_batches, renew_errors, wakeups;
+    uint64_t unconfirmed;       /* releases never confirmed before their
+                                   lease ran out */
+} dl_stats;
+
+/* The identity of one lock as one owner sees it. The requester names
+ * this client acting for this owner: the owner itself for a coroutine
+ * owner (it embeds the client id), "<client id>|<owner>" for an explicit
+ * one, which other clients may share. */
+typedef struct dl_lockref {
+    const char *key, *fence, *chan, *owner, *req;
+    size_t keylen, fencelen, chanlen, ownerlen, reqlen;
+    uint64_t owner_num;         /* coroutine owner number; 0: explicit */
+} dl_lockref;
+
+typedef struct dl_client {
+    pthread_mutex_t mu;         /* guards reg, stats, wd->next_wake_us and
+                                   topo's node list and slot map */
+    dl_registry reg;
+    dl_stats stats;
+    int pending;                /* notices queued; read unlocked as a hint */
+    int sweep;                  /* finished holds wait to be freed */
+    dl_client_opts opts;
+    dl_topology topo;
+    struct dl_watchdog *wd;     /* its renewal thread (watchdog.h) */
+    dl_scripts scripts;         /* read-only once open */
+    const char *pubverb;        /* "publish", or "spublish" on Cluster */
+    char id[DL_ID_HEX + 1];
+    pid_t pid;                  /* the process that opened it */
+    uint64_t next_owner;
+    uint64_t next_seq;          /* request ids; Lua thread only */
+    int evictable;              /* the server may evict keys it needs */
+} dl_client;
+
+/* Whether this process is the one that opened c. */
+int dl_client_same_process(const dl_client *c);
+
+/* With c->mu held: mark h lost for reason (once), count it and flag the
+ * notice for the Lua thread. Used by both threads. */
+void dl_client_lose(dl_client *c, dl_hold *h, const char *reason);
+
+/* DROP arguments for h (argv[3..9]: key owner count token keep chan pub,
+ * the numbers as text in bufs): this client's holds. 0: nothing to drop. */
+int dl_client_drop_args(const dl_client *c, const dl_hold *h,
+                        const char **argv, size_t *lens, char bufs[3][24]);
+
+#endif
