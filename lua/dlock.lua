@@ -16,29 +16,50 @@ local function finish(lock, res)
   return nil, err, unpack(res, 2, res.n)  -- "lost ...": the work was unprotected
 end
 
---- lock:with(fn, ...) -> true, fn(...) | nil, err | nil, "lost...", fn(...)
--- Acquires with the lock's defaults, runs fn, releases in every case.
--- An error raised by fn is re-raised unchanged once the lock is released.
-function Lock:with(fn, ...)
-  if type(fn) ~= "function" and not (getmetatable(fn) or {}).__call then
-    error("bad argument #1 to 'with' (function expected, got " .. type(fn) .. ")", 2)
+local function callable(f)
+  return type(f) == "function" or
+         (type(getmetatable(f)) == "table" and getmetatable(f).__call ~= nil)
+end
+
+local function check_fn(fn, arg)
+  if not callable(fn) then
+    error(("bad argument #%d to 'with' (function expected, got %s)")
+          :format(arg, type(fn)), 3)
   end
-  local ok, err = self:acquire()
-  if not ok then return nil, err end
+end
+
+local function run(lock, opts, fn, ...)
+  local ok, err, ttl = lock:acquire(opts)
+  if not ok then return nil, err, ttl end
   local res = pack(pcall(fn, ...))
   if not res[1] then
-    self:release()
+    lock:release()
     error(res[2], 0)
   end
-  return finish(self, res)
+  return finish(lock, res)
+end
+
+--- lock:with([opts,] fn, ...) -> true, fn(...) | nil, err | nil, "lost...", fn(...)
+-- Acquires (with opts over the lock's defaults), runs fn, releases in
+-- every case. An error raised by fn is re-raised unchanged once the lock
+-- is released.
+function Lock:with(opts, fn, ...)
+  if type(opts) == "table" and not callable(opts) then
+    check_fn(fn, 2)
+    return run(self, opts, fn, ...)
+  end
+  check_fn(opts, 1)
+  return run(self, nil, opts, fn, ...)
 end
 
 --- client:with(name, [opts,] fn, ...) == client:lock(name, opts):with(fn, ...)
 function Client:with(name, opts, fn, ...)
-  if type(opts) == "table" then
-    return self:lock(name, opts):with(fn, ...)
+  if type(opts) == "table" and not callable(opts) then
+    check_fn(fn, 3)
+    return run(self:lock(name, opts), nil, fn, ...)
   end
-  return self:lock(name):with(opts, fn, ...)
+  check_fn(opts, 2)
+  return run(self:lock(name), nil, opts, fn, ...)
 end
 
 return {

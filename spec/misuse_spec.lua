@@ -14,8 +14,8 @@ describe("bad input", function()
   local nan, inf = 0 / 0, math.huge
 
   local rows = {
-    { "connect(true)",              function() dlock.connect(true) end, "bad argument #1 to 'connect'" },
-    { "connect(42)",                function() dlock.connect(42) end, "bad argument #1 to 'connect'" },
+    { "connect(true)",              function() dlock.connect(true) end, "bad argument #1 to 'dlock.connect'" },
+    { "connect(42)",                function() dlock.connect(42) end, "bad argument #1 to 'dlock.connect'" },
     { "connect bad scheme",         function() dlock.connect("http://x") end, "bad URL" },
     { "connect bad port",           function() dlock.connect("redis://127.0.0.1:99999") end, "bad URL" },
     { "connect port not a number",  function() dlock.connect("redis://127.0.0.1:ab") end, "bad URL" },

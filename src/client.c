@@ -72,6 +72,72 @@ int dl_client_evictable(const dl_client *c)
     return c->evictable;
 }
 
+/* ---- release at process exit ---------------------------------------
+ * A program that ends with exit() (os.exit without closing its state)
+ * skips every __gc, and its locks would stay until their leases ran out.
+ * An atexit handler releases, best effort, the holds of every client
+ * that the exiting thread opened in this process: a client of another
+ * thread may be in use right now, and a forked child's copies are not
+ * its own. It never frees (a __gc may still come, e.g. from a host's own
+ * exit handler) and runs at most once per client. In a shared object the
+ * handler belongs to the object: it also runs, over an empty list, when
+ * the object is unloaded. */
+
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static dl_client *live;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+static void release_all(dl_client *c);
+
+/* Stop the watchdog and release every hold, once. */
+static void shut(dl_client *c)
+{
+    if (c->shut)
+        return;
+    c->shut = 1;
+    dl_watchdog_stop(c);
+    if (c->scripts.loaded)
+        release_all(c);
+}
+
+static void at_exit(void)
+{
+    pthread_mutex_lock(&live_mu);
+    for (dl_client *c = live; c; c = c->live_next)
+        if (dl_client_same_process(c) &&
+            pthread_equal(c->opener, pthread_self()))
+            shut(c);
+    pthread_mutex_unlock(&live_mu);
+}
+
+static void register_at_exit(void)
+{
+    (void)atexit(at_exit);
+}
+
+static void go_live(dl_client *c)
+{
+    (void)pthread_once(&exit_once, register_at_exit);
+    pthread_mutex_lock(&live_mu);
+    c->live_next = live;
+    if (live)
+        live->live_prev = c;
+    live = c;
+    pthread_mutex_unlock(&live_mu);
+}
+
+static void leave_live(dl_client *c)
+{
+    pthread_mutex_lock(&live_mu);
+    if (c->live_prev)
+        c->live_prev->live_next = c->live_next;
+    else if (live == c)
+        live = c->live_next;
+    if (c->live_next)
+        c->live_next->live_prev = c->live_prev;
+    pthread_mutex_unlock(&live_mu);
+}
+
 dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
                          char *err, size_t errlen)
 {
@@ -84,6 +150,7 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
     c->opts = *opts;
     memset(opts, 0, sizeof *opts);
     c->pid = getpid();
+    c->opener = pthread_self();
     pthread_mutex_init(&c->mu, NULL);
     c->pubverb = c->opts.topo == DL_TOPO_CLUSTER ? "spublish" : "publish";
     /* A renewal must come back well within the lease it protects. */
@@ -112,6 +179,7 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
         dl_client_close(c);
         return st;
     }
+    go_live(c);
     *out = c;
     return DL_OK;
 }
@@ -165,10 +233,9 @@ void dl_client_close(dl_client *c)
 {
     if (!c)
         return;
+    leave_live(c);
     if (dl_client_same_process(c)) {
-        dl_watchdog_stop(c);
-        if (c->scripts.loaded)
-            release_all(c);
+        shut(c);
         pthread_mutex_destroy(&c->mu);
     } else {
         /* A forked child: the watchdog thread does not exist here and the
@@ -403,15 +470,18 @@ static dl_hold *ready_hold(dl_client *c, const dl_lockref *l, int create,
 }
 
 dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
-                            int64_t wait_us, int64_t lease_ms, int ref,
-                            int *ref_kept, char *err, size_t errlen)
+                            dl_acquire_args *args, char *err, size_t errlen)
 {
+    int64_t wait_us = args->wait_us, lease_ms = args->lease_ms;
+    int64_t *busy_ms = &args->busy_ms;
+    int ref = args->ref, *ref_kept = &args->ref_kept;
     int64_t start = dl_now_us();
     int64_t until = wait_us < 0 ? INT64_MAX : start + wait_us;
     int64_t expect = 0, token = 0, ms;
     int watchdog, redlock = c->topo.kind == DL_TOPO_REDLOCK, unref = DL_NOREF;
     dl_status st;
     *ref_kept = 0;
+    *busy_ms = -1;
 
     pthread_mutex_lock(&c->mu);
     dl_hold *h = ready_hold(c, l, 1, &st, err, errlen);
@@ -424,7 +494,7 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
         expect = h->count;
         token = h->token;
         watchdog = h->watchdog;
-        ms = watchdog ? c->opts.lease_ms : lease_ms ? lease_ms : h->lease_ms;
+        ms = watchdog || !lease_ms ? h->lease_ms : lease_ms;
         if (left_us > 0) {
             left_us += h->acquired_us - start;
             if (left_us < 1000)
@@ -432,7 +502,8 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
         }
     } else {
         watchdog = lease_ms == 0;
-        ms = watchdog ? c->opts.lease_ms : lease_ms;
+        ms = !watchdog ? lease_ms : args->renew_ms ? args->renew_ms
+                                                   : c->opts.lease_ms;
     }
     pthread_mutex_unlock(&c->mu);
     if (watchdog && left_us > 0 && ms * 1000 > left_us)
@@ -508,6 +579,11 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
         /* Busy: a.pttl_ms is the holder's remaining TTL. */
         if (wait_us == 0 || now >= until) {
             c->stats.timeouts++;
+            if (a.pttl_ms >= 0) {           /* as of this last attempt */
+                *busy_ms = a.pttl_ms - (now - t0) / 1000;
+                if (*busy_ms < 0)
+                    *busy_ms = 0;
+            }
             st = dl_fail(err, errlen, DL_ETIMEOUT, "timeout");
             if (h->pend != DL_PEND_NONE)
                 leave_to_watchdog(c, h);
@@ -568,9 +644,7 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
     }
     /* From here the hold is one fewer, whatever Redis answers: a hold
      * whose count reaches 0 is never renewed again. */
-    begin_request(c, h, DL_PEND_RELEASE, h->watchdog ? c->opts.lease_ms
-                                                     : h->lease_ms,
-                  h->deadline_us);
+    begin_request(c, h, DL_PEND_RELEASE, h->lease_ms, h->deadline_us);
     h->count--;
     h->gen++;
     dl_pending p;

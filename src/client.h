@@ -27,12 +27,21 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
 void dl_client_close(dl_client *c);
 
 
-/* Acquire l. wait_us < 0 waits forever, 0 tries once. lease_ms 0 means
- * watchdog mode. ref is the caller's reference to its lock object, kept
- * by a fresh hold; *ref_kept says whether it was. */
+/* How to acquire, and what came of it besides the status. */
+typedef struct dl_acquire_args {
+    int64_t wait_us;            /* < 0 waits forever, 0 tries once */
+    int64_t lease_ms;           /* a fixed lease; 0: watchdog mode */
+    int64_t renew_ms;           /* watchdog mode's lease; 0: the client's */
+    int ref;                    /* the caller's reference to its lock
+                                   object, kept by a fresh hold */
+    int ref_kept;               /* out: whether it was */
+    int64_t busy_ms;            /* out, on DL_ETIMEOUT: the holder's TTL
+                                   as the last attempt saw it; -1 unknown */
+} dl_acquire_args;
+
+/* Acquire l. A reentry keeps the mode and lease of the hold it joins. */
 dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
-                            int64_t wait_us, int64_t lease_ms, int ref,
-                            int *ref_kept, char *err, size_t errlen);
+                            dl_acquire_args *a, char *err, size_t errlen);
 
 /* Release one hold. *remaining gets the count left; *unref gets a lock
  * reference the caller must drop (DL_NOREF if none). */

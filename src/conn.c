@@ -14,6 +14,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -57,6 +59,24 @@ bad:
 }
 
 /* Parse a decimal integer in [lo, hi] from s[0..n). */
+/* What the URL parser reports: the first thing wrong, never the
+ * credentials themselves. */
+typedef struct urlerr {
+    char *buf;
+    size_t len;
+} urlerr;
+
+static int bad(urlerr *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int bad(urlerr *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->buf, e->len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 static int parse_int(const char *s, size_t n, long lo, long hi, int *out)
 {
     long v = 0;
@@ -73,35 +93,68 @@ static int parse_int(const char *s, size_t n, long lo, long hi, int *out)
     return 0;
 }
 
+/* A number part of the URL: port, db. At most 40 bytes are quoted. */
+static int parse_num(urlerr *e, const char *what, const char *s, size_t n,
+                     long lo, long hi, int *out)
+{
+    if (parse_int(s, n, lo, hi, out) == 0)
+        return 0;
+    return bad(e, "%s '%.*s' is not a whole number from %ld to %ld", what,
+               (int)(n > 40 ? 40 : n), s, lo, hi);
+}
+
 static const char *memfind(const char *s, const char *end, char ch)
 {
     const char *p = memchr(s, ch, (size_t)(end - s));
     return p ? p : end;
 }
 
-/* userinfo "[user][:pass]" */
-static int parse_userinfo(dl_endpoint *ep, const char *s, const char *end)
+static int decode_part(urlerr *e, const char *what, char **out,
+                       const char *s, size_t n)
+{
+    if ((*out = decode(s, n)))
+        return 0;
+    return bad(e, "the %s has a bad %%-escape", what);
+}
+
+/* userinfo "[user][:pass]". A user without a password cannot log in
+ * (AUTH needs a password), and is nearly always a password written
+ * without its colon. */
+static int parse_userinfo(urlerr *e, dl_endpoint *ep, const char *s,
+                          const char *end)
 {
     const char *colon = memfind(s, end, ':');
-    if (colon > s && !(ep->username = decode(s, (size_t)(colon - s))))
+    if (colon > s && decode_part(e, "user name", &ep->username, s,
+                                 (size_t)(colon - s)) != 0)
         return -1;
-    if (colon < end && !(ep->password = decode(colon + 1,
-                                               (size_t)(end - colon - 1))))
+    if (colon < end && decode_part(e, "password", &ep->password, colon + 1,
+                                   (size_t)(end - colon - 1)) != 0)
         return -1;
+    if (ep->username && !ep->password)
+        return bad(e, "a user name without a password (\"user@host\"); "
+                   "a password alone is written redis://:password@host");
     return 0;
 }
 
 /* "?db=N" */
-static int parse_query(dl_endpoint *ep, const char *s, const char *end)
+static int parse_query(urlerr *e, dl_endpoint *ep, const char *s,
+                       const char *end)
 {
-    if (s == end)
+    if (s == end || s + 1 == end)
         return 0;
-    if (end - s < 4 || memcmp(s, "?db=", 4) != 0)
-        return -1;
-    return parse_int(s + 4, (size_t)(end - s - 4), 0, INT_MAX, &ep->db);
+    const char *eq = memfind(s + 1, end, '=');
+    if (eq - s != 3 || memcmp(s + 1, "db", 2) != 0)
+        return bad(e, "unknown query parameter '%.*s' (only ?db=N is "
+                   "known)", (int)((eq - s - 1) > 40 ? 40 : eq - s - 1),
+                   s + 1);
+    if (eq == end)
+        return bad(e, "db without a value");
+    return parse_num(e, "db", eq + 1, (size_t)(end - eq - 1), 0, INT_MAX,
+                     &ep->db);
 }
 
-static int parse_tcp(dl_endpoint *ep, const char *s, const char *end)
+static int parse_tcp(urlerr *e, dl_endpoint *ep, const char *s,
+                     const char *end)
 {
     const char *q = memfind(s, end, '?');
     const char *slash = memfind(s, q, '/');
@@ -110,7 +163,7 @@ static int parse_tcp(dl_endpoint *ep, const char *s, const char *end)
         if (*p == '@')
             at = p;                         /* the last '@' ends userinfo */
     if (at) {
-        if (parse_userinfo(ep, s, at) != 0)
+        if (parse_userinfo(e, ep, s, at) != 0)
             return -1;
         s = at + 1;
     }
@@ -118,47 +171,53 @@ static int parse_tcp(dl_endpoint *ep, const char *s, const char *end)
     if (s < slash && *s == '[') {           /* [ipv6] */
         hend = memfind(s, slash, ']');
         if (hend == slash)
-            return -1;
-        if (!(ep->host = decode(s + 1, (size_t)(hend - s - 1))))
+            return bad(e, "an IPv6 address without its closing ']'");
+        if (decode_part(e, "host", &ep->host, s + 1,
+                        (size_t)(hend - s - 1)) != 0)
             return -1;
         rest = hend + 1;
     } else {
         hend = memfind(s, slash, ':');
-        if (hend > s && !(ep->host = decode(s, (size_t)(hend - s))))
+        if (hend > s && decode_part(e, "host", &ep->host, s,
+                                    (size_t)(hend - s)) != 0)
             return -1;
         rest = hend;
     }
     if (!ep->host && !(ep->host = strdup("127.0.0.1")))
-        return -1;
+        return bad(e, "out of memory");
     ep->port = 6379;
     if (rest < slash) {
-        if (*rest != ':' ||
-            parse_int(rest + 1, (size_t)(slash - rest - 1), 1, 65535,
-                      &ep->port) != 0)
+        if (*rest != ':')
+            return bad(e, "expected ':port' or '/db' after the host, got "
+                       "'%.*s'", (int)((slash - rest) > 40 ? 40 :
+                                       slash - rest), rest);
+        if (parse_num(e, "port", rest + 1, (size_t)(slash - rest - 1), 1,
+                      65535, &ep->port) != 0)
             return -1;
     }
     if (slash < q && q - slash > 1 &&
-        parse_int(slash + 1, (size_t)(q - slash - 1), 0, INT_MAX,
+        parse_num(e, "db", slash + 1, (size_t)(q - slash - 1), 0, INT_MAX,
                   &ep->db) != 0)
         return -1;
-    return parse_query(ep, q, end);
+    return parse_query(e, ep, q, end);
 }
 
-static int parse_unix(dl_endpoint *ep, const char *s, const char *end)
+static int parse_unix(urlerr *e, dl_endpoint *ep, const char *s,
+                      const char *end)
 {
     const char *q = memfind(s, end, '?');
     const char *slash = memfind(s, q, '/');
     const char *at = memfind(s, slash, '@');
     if (at < slash) {
-        if (parse_userinfo(ep, s, at) != 0)
+        if (parse_userinfo(e, ep, s, at) != 0)
             return -1;
         s = at + 1;
     }
     if (s != slash || q - s < 2)
+        return bad(e, "expected an absolute socket path: unix:///path");
+    if (decode_part(e, "path", &ep->path, s, (size_t)(q - s)) != 0)
         return -1;
-    if (!(ep->path = decode(s, (size_t)(q - s))))
-        return -1;
-    return parse_query(ep, q, end);
+    return parse_query(e, ep, q, end);
 }
 
 int dl_endpoint_parse(dl_endpoint *ep, const char *url, size_t len,
@@ -166,29 +225,26 @@ int dl_endpoint_parse(dl_endpoint *ep, const char *url, size_t len,
 {
     memset(ep, 0, sizeof *ep);
     const char *end = url + len;
-    int rc = -1;
-    if (memchr(url, '\0', len)) {
-        dl_fail(err, errlen, DL_EREDIS, "contains a NUL byte");
-        return -1;
-    }
-    if (len > 8 && memcmp(url, "redis://", 8) == 0)
-        rc = parse_tcp(ep, url + 8, end);
-    else if (len >= 8 && memcmp(url, "unix://", 7) == 0)
-        rc = parse_unix(ep, url + 7, end);
-    else if (len >= 9 && memcmp(url, "rediss://", 9) == 0) {
-        dl_fail(err, errlen, DL_EREDIS, "TLS (rediss://) is not built in");
-        return -1;
-    } else if (len == 8 && memcmp(url, "redis://", 8) == 0)
-        rc = parse_tcp(ep, end, end);
+    urlerr e = { err, errlen };
+    int rc;
+    if (memchr(url, '\0', len))
+        return bad(&e, "contains a NUL byte");
+    if (len >= 8 && memcmp(url, "redis://", 8) == 0)
+        rc = parse_tcp(&e, ep, url + 8, end);
+    else if (len >= 7 && memcmp(url, "unix://", 7) == 0)
+        rc = parse_unix(&e, ep, url + 7, end);
+    else if (len >= 9 && memcmp(url, "rediss://", 9) == 0)
+        return bad(&e, "TLS (rediss://) is not built in");
     else {
-        dl_fail(err, errlen, DL_EREDIS,
-                "expected redis://host:port/db or unix:///path");
-        return -1;
+        const char *colon = memchr(url, ':', len);
+        size_t n = colon ? (size_t)(colon - url) : 0;
+        return bad(&e, "%s%.*s%sexpected redis://[[user]:password@]host"
+                   "[:port][/db] or unix:///path[?db=N]",
+                   colon ? "scheme '" : "", (int)(n > 20 ? 20 : n), url,
+                   colon ? "' is not known; " : "no scheme; ");
     }
-    if (rc != 0) {
+    if (rc != 0)
         dl_endpoint_free(ep);
-        dl_fail(err, errlen, DL_EREDIS, "malformed URL");
-    }
     return rc;
 }
 
@@ -492,6 +548,24 @@ dl_status dl_conn_append(dl_conn *c, int argc, const char **argv,
     return DL_OK;
 }
 
+/* A server that wants credentials refuses every command with NOAUTH (none
+ * were sent) or WRONGPASS: that is a connection failure, told with the
+ * address, like a failed AUTH. Frees r and drops the link when so. */
+static int refused(dl_conn *c, redisReply *r, char *err, size_t errlen)
+{
+    if (r->type != REDIS_REPLY_ERROR || (strncmp(r->str, "NOAUTH", 6) != 0 &&
+                                         strncmp(r->str, "WRONGPASS", 9) != 0))
+        return 0;
+    char addr[128];
+    dl_fail(err, errlen, DL_ECONN, "%s (%s)%s", r->str,
+            where(c, addr, sizeof addr), c->ep.password ? "" :
+            "; no password was given: connect{ password = ... } or "
+            "redis://:password@host");
+    freeReplyObject(r);
+    dl_conn_drop(c);
+    return 1;
+}
+
 dl_status dl_conn_read(dl_conn *c, redisReply **out, char *err, size_t errlen)
 {
     void *r = NULL;
@@ -500,6 +574,8 @@ dl_status dl_conn_read(dl_conn *c, redisReply **out, char *err, size_t errlen)
         return dl_fail(err, errlen, DL_ECONN, "connection lost");
     if (get_reply(c->ctx, &r) != REDIS_OK || !r)
         return dl_conn_error(c, err, errlen);
+    if (refused(c, r, err, errlen))
+        return DL_ECONN;
     *out = r;
     return DL_OK;
 }

@@ -41,7 +41,24 @@ int dlua_fail(lua_State *L, dl_status st, const char *detail)
 int dlua_opt_error(lua_State *L, const char *fname, const char *what,
                    const char *msg)
 {
+    if (what[0] == '#')
+        return luaL_error(L, "bad argument %s to '%s' (%s)", what, fname,
+                          msg);
     return luaL_error(L, "bad option '%s' to '%s' (%s)", what, fname, msg);
+}
+
+int dlua_arg_error(lua_State *L, int arg, const char *fname, const char *msg)
+{
+    return luaL_error(L, "bad argument #%d to '%s' (%s)", arg, fname, msg);
+}
+
+void *dlua_self(lua_State *L, int idx, const char *mt, const char *fname)
+{
+    void *p = luaL_testudata(L, idx, mt);
+    if (!p)
+        luaL_error(L, "calling '%s' on bad self (%s expected, got %s)",
+                   fname, mt, luaL_typename(L, idx));
+    return p;
 }
 
 void dlua_new_class(lua_State *L, const char *name, const luaL_Reg *meta,
@@ -59,11 +76,11 @@ void dlua_new_class(lua_State *L, const char *name, const luaL_Reg *meta,
 /* The open client at idx, without running pending callbacks. */
 static lua_client *check_open(lua_State *L, int idx, const char *fname)
 {
-    lua_client *lc = luaL_checkudata(L, idx, CLIENT_MT);
+    lua_client *lc = dlua_self(L, idx, CLIENT_MT, fname);
     if (!lc->c)
-        luaL_error(L, "bad argument #1 to '%s' (client is closed)", fname);
+        luaL_error(L, "calling '%s' on bad self (client is closed)", fname);
     if (!dl_client_same_process(lc->c))
-        luaL_error(L, "bad argument #1 to '%s' (client was opened by "
+        luaL_error(L, "calling '%s' on bad self (client was opened by "
                    "another process: create a new one after fork)", fname);
     return lc;
 }
@@ -263,7 +280,7 @@ static const char *opt_string(lua_State *L, int t, const char *name,
     if (ty == LUA_TSTRING)
         s = lua_tolstring(L, -1, len);
     else if (ty != LUA_TNIL)
-        dlua_opt_error(L, "connect", name, lua_pushfstring(L,
+        dlua_opt_error(L, "dlock.connect", name, lua_pushfstring(L,
                        "string expected, got %s", luaL_typename(L, -1)));
     lua_pop(L, 1);                      /* the string stays in opts */
     return s;
@@ -299,14 +316,14 @@ static size_t url_list(lua_State *L, const char *name)
 {
     lua_getfield(L, 1, name);
     if (!lua_istable(L, -1))
-        dlua_opt_error(L, "connect", name, "array of URL strings expected");
+        dlua_opt_error(L, "dlock.connect", name, "array of URL strings expected");
     size_t n = (size_t)lua_rawlen(L, -1);
     if (n == 0 || n > DL_MAX_NODES)
-        dlua_opt_error(L, "connect", name, lua_pushfstring(L,
+        dlua_opt_error(L, "dlock.connect", name, lua_pushfstring(L,
                        "between 1 and %d URLs expected", DL_MAX_NODES));
     for (size_t i = 1; i <= n; i++) {
         if (lua_rawgeti(L, -1, (lua_Integer)i) != LUA_TSTRING)
-            dlua_opt_error(L, "connect", name, "array of URL strings "
+            dlua_opt_error(L, "dlock.connect", name, "array of URL strings "
                            "expected");
         lua_pop(L, 1);
     }
@@ -333,17 +350,18 @@ static void read_args(lua_State *L, conn_args *a)
     if (lua_isnoneornil(L, 1))          /* every default */
         return;
     if (!lua_istable(L, 1))
-        luaL_argerror(L, 1, lua_pushfstring(L, "URL string or options "
-                      "table expected, got %s", luaL_typename(L, 1)));
-    dlua_check_keys(L, 1, "connect", CONNECT_KEYS);
+        dlua_arg_error(L, 1, "dlock.connect", lua_pushfstring(L, "URL string "
+                       "or options table expected, got %s",
+                       luaL_typename(L, 1)));
+    dlua_check_keys(L, 1, "dlock.connect", CONNECT_KEYS);
     static const char *const topo[] = { "url", "servers", "sentinels",
                                         "cluster", NULL };
     int ntopo = 0;
     for (int i = 0; topo[i]; i++)
         ntopo += opt_present(L, 1, topo[i]);
     if (ntopo > 1)
-        luaL_argerror(L, 1, "give only one of 'url', 'servers', "
-                      "'sentinels' and 'cluster'");
+        dlua_arg_error(L, 1, "dlock.connect", "give only one of 'url', "
+                       "'servers', 'sentinels' and 'cluster'");
     static const dl_topo_kind kinds[] = { DL_TOPO_SINGLE, DL_TOPO_REDLOCK,
                                           DL_TOPO_SENTINEL, DL_TOPO_CLUSTER };
     for (int i = 1; topo[i]; i++)
@@ -355,23 +373,23 @@ static void read_args(lua_State *L, conn_args *a)
     size_t n0;
     a->master = opt_string(L, 1, "master", &n0);
     if (a->master && a->topo != DL_TOPO_SENTINEL)
-        dlua_opt_error(L, "connect", "master", "only with 'sentinels'");
+        dlua_opt_error(L, "dlock.connect", "master", "only with 'sentinels'");
     if (!a->master && a->topo == DL_TOPO_SENTINEL)
-        dlua_opt_error(L, "connect", "master", "the master's name is "
+        dlua_opt_error(L, "dlock.connect", "master", "the master's name is "
                        "needed with 'sentinels'");
     if (lua_getfield(L, 1, "sync_replicas") != LUA_TNIL) {
         if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0 ||
             lua_tointeger(L, -1) > 1000)
-            dlua_opt_error(L, "connect", "sync_replicas", "a number of "
+            dlua_opt_error(L, "dlock.connect", "sync_replicas", "a number of "
                            "replicas (integer >= 0) expected");
         a->sync_replicas = (int)lua_tointeger(L, -1);
         if (a->sync_replicas && a->topo == DL_TOPO_REDLOCK)
-            dlua_opt_error(L, "connect", "sync_replicas", "Redlock masters "
+            dlua_opt_error(L, "dlock.connect", "sync_replicas", "Redlock masters "
                            "have no replicas to wait for");
     }
     lua_pop(L, 1);
     if (lua_getfield(L, 1, "sync_timeout") != LUA_TNIL)
-        a->sync_ms = dlua_lease_ms(L, -1, "connect", "sync_timeout");
+        a->sync_ms = dlua_lease_ms(L, -1, "dlock.connect", "sync_timeout");
     lua_pop(L, 1);
     const char *s;
     size_t n;
@@ -388,26 +406,26 @@ static void read_args(lua_State *L, conn_args *a)
     if (lua_getfield(L, 1, "db") != LUA_TNIL) {
         if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0 ||
             lua_tointeger(L, -1) > 1000000)
-            dlua_opt_error(L, "connect", "db", "non-negative integer "
+            dlua_opt_error(L, "dlock.connect", "db", "non-negative integer "
                            "expected");
         a->db = (int)lua_tointeger(L, -1);
     }
     lua_pop(L, 1);
     if (lua_getfield(L, 1, "lease") != LUA_TNIL)
-        a->lease_ms = dlua_lease_ms(L, -1, "connect", "lease");
+        a->lease_ms = dlua_lease_ms(L, -1, "dlock.connect", "lease");
     lua_pop(L, 1);
     if (lua_getfield(L, 1, "max_hold") != LUA_TNIL)
-        a->max_hold_ms = dlua_lease_ms(L, -1, "connect", "max_hold");
+        a->max_hold_ms = dlua_lease_ms(L, -1, "dlock.connect", "max_hold");
     lua_pop(L, 1);
     if (lua_getfield(L, 1, "connect_timeout") != LUA_TNIL)
-        a->connect_us = dlua_seconds_us(L, -1, "connect", "connect_timeout");
+        a->connect_us = dlua_seconds_us(L, -1, "dlock.connect", "connect_timeout");
     lua_pop(L, 1);
     if (lua_getfield(L, 1, "command_timeout") != LUA_TNIL)
-        a->command_us = dlua_seconds_us(L, -1, "connect", "command_timeout");
+        a->command_us = dlua_seconds_us(L, -1, "dlock.connect", "command_timeout");
     lua_pop(L, 1);
     int ty = lua_getfield(L, 1, "on_lost");
     if (ty != LUA_TNIL && ty != LUA_TFUNCTION)
-        dlua_opt_error(L, "connect", "on_lost", "function expected");
+        dlua_opt_error(L, "dlock.connect", "on_lost", "function expected");
     lua_pop(L, 1);
 }
 
@@ -483,9 +501,11 @@ static int module_connect(lua_State *L)
     dl_client_opts o;
     memset(&o, 0, sizeof o);
     if (parse_urls(L, &a, &o.eps, &o.neps, err, sizeof err) != 0)
-        return luaL_argerror(L, 1, lua_pushfstring(L, "bad URL%s%s: %s",
-                             a.list ? " in " : "", a.list ? a.list : "",
-                             err));
+        return dlua_opt_error(L, "dlock.connect", a.list ? a.list :
+                              lua_istable(L, 1) ? "url" : "#1",
+                              lua_pushfstring(L, "bad URL%s: %s",
+                                              a.list ? " in the list" : "",
+                                              err));
 
     /* From here on nothing raises until the client is anchored. */
     lua_client *lc = lua_newuserdatauv(L, sizeof *lc, UV_COUNT);
@@ -542,7 +562,7 @@ static int module_connect(lua_State *L)
  * closes the client, or a close at exit, loses none of them). */
 static int client_close(lua_State *L)
 {
-    lua_client *lc = luaL_checkudata(L, 1, CLIENT_MT);
+    lua_client *lc = dlua_self(L, 1, CLIENT_MT, "close");
     dl_client *c = lc->c;
     if (!c)
         return 0;
@@ -714,8 +734,13 @@ static int module_now(lua_State *L)
 
 static int module_sleep(lua_State *L)
 {
-    double s = luaL_checknumber(L, 1);
-    luaL_argcheck(L, s >= 0 && s <= 86400, 1, "seconds in [0, 86400]");
+    if (lua_type(L, 1) != LUA_TNUMBER)
+        dlua_arg_error(L, 1, "dlock.sleep", lua_pushfstring(L, "number of "
+                       "seconds expected, got %s", luaL_typename(L, 1)));
+    double s = lua_tonumber(L, 1);
+    if (!(s >= 0 && s <= 86400))
+        dlua_arg_error(L, 1, "dlock.sleep", "seconds from 0 to 86400 "
+                       "expected");
     int64_t until = dl_now_us() + (int64_t)(s * 1e6);
     for (int64_t left; (left = until - dl_now_us()) > 0;)
         poll(NULL, 0, (int)((left + 999) / 1000));

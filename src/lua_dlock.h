@@ -46,9 +46,20 @@ int64_t dlua_seconds_us(lua_State *L, int idx, const char *fname,
 void dlua_check_keys(lua_State *L, int t, const char *fname,
                      const char *const *keys);
 
-/* Raise "bad option 'what' to 'fname' (msg)". */
+/* Raise "bad option 'what' to 'fname' (msg)", or "bad argument #n to
+ * 'fname' (msg)" when what is "#n": durations and URLs are checked alike
+ * whether they come as options or as arguments. */
 int dlua_opt_error(lua_State *L, const char *fname, const char *what,
                    const char *msg);
+
+/* Raise "bad argument #arg to 'fname' (msg)". Arguments are numbered as
+ * the caller wrote them (self not counted), and fname is the public name,
+ * whatever the call site: never luaL_argerror's guess. */
+int dlua_arg_error(lua_State *L, int arg, const char *fname, const char *msg);
+
+/* The userdata of metatable mt at idx, or raise "calling 'fname' on bad
+ * self (...)". */
+void *dlua_self(lua_State *L, int idx, const char *mt, const char *fname);
 
 void dlua_new_class(lua_State *L, const char *name, const luaL_Reg *meta,
                     const luaL_Reg *methods);

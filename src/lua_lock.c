@@ -17,16 +17,17 @@
 
 typedef struct lua_lock {
     int64_t wait_us;            /* default wait; <0 forever */
-    int64_t lease_ms;           /* default lease; 0 watchdog */
+    int64_t lease_ms;           /* default fixed lease; 0 watchdog */
+    int64_t renew_ms;           /* default watchdog lease; 0 the client's */
     const char *name, *key, *fence, *chan, *owner;
     size_t namelen, keylen, fencelen, chanlen, ownerlen; /* 0: coroutine */
 } lua_lock;
 
 #define OWNER_MAX (DL_ID_HEX + 24)
 
-static lua_lock *check_lock(lua_State *L, int idx)
+static lua_lock *check_lock(lua_State *L, int idx, const char *fname)
 {
-    return luaL_checkudata(L, idx, LOCK_MT);
+    return dlua_self(L, idx, LOCK_MT, fname);
 }
 
 /* Push the lock's client (open, in this process) and return it. Runs
@@ -75,25 +76,54 @@ static char *put(char *p, const char *a, size_t alen, const char *b,
     return p + alen + blen + clen + 1;
 }
 
-static const char *const LOCK_KEYS[] = { "wait", "lease", "owner", NULL };
-static const char *const ACQUIRE_KEYS[] = { "wait", "lease", NULL };
+static const char *const LOCK_KEYS[] = { "wait", "expire", "lease",
+                                         "watchdog_lease", "owner", NULL };
+static const char *const ACQUIRE_KEYS[] = { "wait", "expire", "lease",
+                                            "watchdog_lease", NULL };
 
-/* wait and lease from the table at t (if any) over the given defaults. */
+/* A lease from opts[name] at t, or 0 when absent. */
+static int64_t opt_lease(lua_State *L, int t, const char *fname,
+                         const char *name)
+{
+    int64_t ms = 0;
+    if (lua_getfield(L, t, name) != LUA_TNIL)
+        ms = dlua_lease_ms(L, -1, fname, name);
+    lua_pop(L, 1);
+    return ms;
+}
+
+/* wait, expire (or its old name lease) and watchdog_lease from the table
+ * at t (if any) over the defaults in a. Either kind of lease given here
+ * replaces a default of the other kind. */
 static void read_timing(lua_State *L, int t, const char *fname,
-                        int64_t *wait_us, int64_t *lease_ms)
+                        dl_acquire_args *a)
 {
     if (lua_isnoneornil(L, t))
         return;
     if (!lua_istable(L, t))
-        luaL_argerror(L, t, lua_pushfstring(L, "options table expected, "
-                      "got %s", luaL_typename(L, t)));
+        dlua_arg_error(L, t - 1, fname, lua_pushfstring(L, "options table "
+                       "expected, got %s", luaL_typename(L, t)));
     dlua_check_keys(L, t, fname, fname[0] == 'l' ? LOCK_KEYS : ACQUIRE_KEYS);
     if (lua_getfield(L, t, "wait") != LUA_TNIL)
-        *wait_us = dlua_wait_us(L, -1, fname, "wait");
+        a->wait_us = dlua_wait_us(L, -1, fname, "wait");
     lua_pop(L, 1);
-    if (lua_getfield(L, t, "lease") != LUA_TNIL)
-        *lease_ms = dlua_lease_ms(L, -1, fname, "lease");
-    lua_pop(L, 1);
+    int64_t expire = opt_lease(L, t, fname, "expire");
+    int64_t lease = opt_lease(L, t, fname, "lease");
+    int64_t renew = opt_lease(L, t, fname, "watchdog_lease");
+    if (expire && lease)
+        dlua_opt_error(L, fname, "lease", "'lease' is the old name of "
+                       "'expire': give one of them");
+    if ((expire || lease) && renew)
+        dlua_opt_error(L, fname, "watchdog_lease", "a lock either expires "
+                       "('expire') or is renewed ('watchdog_lease'), not "
+                       "both");
+    if (expire || lease) {
+        a->lease_ms = expire ? expire : lease;
+        a->renew_ms = 0;
+    } else if (renew) {
+        a->renew_ms = renew;
+        a->lease_ms = 0;
+    }
 }
 
 int dlua_lock_new(lua_State *L)
@@ -101,12 +131,14 @@ int dlua_lock_new(lua_State *L)
     lua_client *lc = dlua_client(L, 1, "lock");
     size_t namelen, ownerlen = 0;
     if (lua_type(L, 2) != LUA_TSTRING)      /* no number coercion */
-        luaL_typeerror(L, 2, "string");
+        dlua_arg_error(L, 1, "lock", lua_pushfstring(L, "lock name (a "
+                       "string) expected, got %s", luaL_typename(L, 2)));
     const char *name = lua_tolstring(L, 2, &namelen);
     const char *owner = NULL;
-    luaL_argcheck(L, namelen > 0, 2, "lock name must not be empty");
-    int64_t wait_us = -1, lease_ms = 0;
-    read_timing(L, 3, "lock", &wait_us, &lease_ms);
+    if (namelen == 0)
+        dlua_arg_error(L, 1, "lock", "lock name must not be empty");
+    dl_acquire_args a = { .wait_us = -1 };
+    read_timing(L, 3, "lock", &a);
     if (lua_istable(L, 3)) {
         int ty = lua_getfield(L, 3, "owner");
         if (ty == LUA_TSTRING)
@@ -126,8 +158,9 @@ int dlua_lock_new(lua_State *L)
                   pl + sizeof stag + 1 + keylen + 3 + 1 + ownerlen + 1;
     lua_lock *k = lua_newuserdatauv(L, size, 1);
     char *p = (char *)(k + 1), tag[2] = { '{', '}' };
-    k->wait_us = wait_us;
-    k->lease_ms = lease_ms;
+    k->wait_us = a.wait_us;
+    k->lease_ms = a.lease_ms;
+    k->renew_ms = a.renew_ms;
     k->name = p;
     p = put(p, name, namelen, "", 0, "", 0);
     k->key = p;                         /* P{name} */
@@ -170,26 +203,29 @@ typedef struct lock_call {
  * on_lost callbacks) and fill in the lock's identity. */
 static void begin(lua_State *L, const char *fname, lock_call *k)
 {
-    lua_lock *lk = check_lock(L, 1);
+    lua_lock *lk = check_lock(L, 1, fname);
     lua_settop(L, 1);
     k->lc = lock_client(L, 1, fname);
     k->ci = lua_gettop(L);
     lockref(L, lk, k->ci, &k->l, k->owner);
 }
 
-static int acquire(lua_State *L, const char *fname, int64_t wait_us,
-                   int64_t lease_ms)
+static int acquire(lua_State *L, const char *fname, dl_acquire_args *a)
 {
     lock_call k;
     char err[DL_ERRLEN];
     begin(L, fname, &k);
     lua_getiuservalue(L, k.ci, UV_REFS);        /* client, refs */
     lua_pushvalue(L, 1);
-    int ref = luaL_ref(L, -2), kept = 0;
-    dl_status st = dl_client_acquire(k.lc->c, &k.l, wait_us, lease_ms, ref,
-                                     &kept, err, sizeof err);
-    if (!kept)
-        luaL_unref(L, -1, ref);
+    a->ref = luaL_ref(L, -2);
+    dl_status st = dl_client_acquire(k.lc->c, &k.l, a, err, sizeof err);
+    if (!a->ref_kept)
+        luaL_unref(L, -1, a->ref);
+    if (st == DL_ETIMEOUT && a->busy_ms >= 0) { /* when to come back */
+        dlua_fail(L, st, err);
+        lua_pushnumber(L, (lua_Number)a->busy_ms / 1000);
+        return 3;
+    }
     if (st != DL_OK)
         return dlua_fail(L, st, err);
     lua_pushvalue(L, 1);
@@ -198,21 +234,23 @@ static int acquire(lua_State *L, const char *fname, int64_t wait_us,
 
 static int lock_acquire(lua_State *L)
 {
-    lua_lock *k = check_lock(L, 1);
-    int64_t wait_us = k->wait_us, lease_ms = k->lease_ms;
-    read_timing(L, 2, "acquire", &wait_us, &lease_ms);
-    return acquire(L, "acquire", wait_us, lease_ms);
+    lua_lock *k = check_lock(L, 1, "acquire");
+    dl_acquire_args a = { .wait_us = k->wait_us, .lease_ms = k->lease_ms,
+                          .renew_ms = k->renew_ms };
+    read_timing(L, 2, "acquire", &a);
+    return acquire(L, "acquire", &a);
 }
 
 static int lock_try_acquire(lua_State *L)
 {
-    lua_lock *k = check_lock(L, 1);
-    int64_t wait_us = 0, lease_ms = k->lease_ms;
-    read_timing(L, 2, "try_acquire", &wait_us, &lease_ms);
-    if (wait_us != 0)
+    lua_lock *k = check_lock(L, 1, "try_acquire");
+    dl_acquire_args a = { .wait_us = 0, .lease_ms = k->lease_ms,
+                          .renew_ms = k->renew_ms };
+    read_timing(L, 2, "try_acquire", &a);
+    if (a.wait_us != 0)
         dlua_opt_error(L, "try_acquire", "wait", "try_acquire does not "
                        "wait: use acquire");
-    return acquire(L, "try_acquire", 0, lease_ms);
+    return acquire(L, "try_acquire", &a);
 }
 
 /* Release one hold. Returns the number of Lua results. */
@@ -246,7 +284,7 @@ static int lock_release(lua_State *L)
  * (on_lost reports the loss), a closed client is ignored. */
 static int lock__close(lua_State *L)
 {
-    check_lock(L, 1);
+    check_lock(L, 1, "__close");
     lua_getiuservalue(L, 1, 1);
     lua_client *lc = lua_touserdata(L, -1);
     lua_pop(L, 1);
@@ -312,10 +350,10 @@ static int lock_extend(lua_State *L)
 {
     lock_call k;
     char err[DL_ERRLEN];
-    check_lock(L, 1);
+    check_lock(L, 1, "extend");
     if (lua_isnoneornil(L, 2))
-        luaL_argerror(L, 2, "number of seconds expected");
-    int64_t ms = dlua_lease_ms(L, 2, "extend", "seconds");
+        dlua_arg_error(L, 1, "extend", "number of seconds expected");
+    int64_t ms = dlua_lease_ms(L, 2, "extend", "#1");
     begin(L, "extend", &k);
     dl_status st = dl_client_extend(k.lc->c, &k.l, ms, err, sizeof err);
     if (st != DL_OK)
@@ -340,7 +378,7 @@ static int lock_force_release(lua_State *L)
 
 static int lock__index(lua_State *L)
 {
-    lua_lock *k = check_lock(L, 1);
+    lua_lock *k = check_lock(L, 1, "__index");
     lua_pushvalue(L, 2);
     if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL)
         return 1;
@@ -352,7 +390,7 @@ static int lock__index(lua_State *L)
 
 static int lock__tostring(lua_State *L)
 {
-    lua_lock *k = check_lock(L, 1);
+    lua_lock *k = check_lock(L, 1, "__tostring");
     lua_getiuservalue(L, 1, 1);
     lua_client *lc = lua_touserdata(L, -1);
     dl_holdinfo hi;

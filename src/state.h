@@ -71,6 +71,9 @@ typedef struct dl_client {
     const char *pubverb;        /* "publish", or "spublish" on Cluster */
     char id[DL_ID_HEX + 1];
     pid_t pid;                  /* the process that opened it */
+    pthread_t opener;           /* and the thread */
+    int shut;                   /* released at process exit (client.c) */
+    struct dl_client *live_prev, *live_next; /* client.c's open clients */
     uint64_t next_owner;
     uint64_t next_seq;          /* request ids; Lua thread only */
     int evictable;              /* the server may evict keys it needs */

@@ -129,7 +129,8 @@ static int64_t scan(dl_client *c, int64_t now)
                 next = h->retry_at_us;
             continue;
         }
-        if (h->renew_at_us > now + lease / 6) {
+        int64_t hl = h->lease_ms * 1000;   /* this hold's watchdog lease */
+        if (h->renew_at_us > now + hl / 6) {
             if (h->renew_at_us < next)
                 next = h->renew_at_us;
             continue;
@@ -146,8 +147,7 @@ static int64_t scan(dl_client *c, int64_t now)
         /* The renewal that would outlive max_hold sets exactly the time
          * left, and is the last. */
         int64_t end = cap_end(c, h);
-        w->ms[e] = now + lease < end ? c->opts.lease_ms
-                                     : (end - now + 999) / 1000;
+        w->ms[e] = now + hl < end ? h->lease_ms : (end - now + 999) / 1000;
         if (w->ms[e] < 1)
             w->ms[e] = 1;
         snprintf(w->ms_s[e], sizeof w->ms_s[e], "%lld", (long long)w->ms[e]);
@@ -436,9 +436,6 @@ static void record(dl_client *c, int64_t sent, size_t calls)
 {
     dl_watchdog *w = c->wd;
     dl_topology *t = &c->topo;
-    int64_t lease = c->opts.lease_ms * 1000;
-    int64_t retry = lease / 10 < 1000000 ? lease / 10 : 1000000;
-    int64_t drift = dl_redlock_drift_us(c, c->opts.lease_ms);
     size_t q = (size_t)t->quorum;
     size_t n = t->kind == DL_TOPO_REDLOCK ? t->nnodes : 1;
     int failed = 0;
@@ -452,10 +449,13 @@ static void record(dl_client *c, int64_t sent, size_t calls)
         }
         if (h->lost || h->gen != w->gens[i])
             continue;
+        int64_t lease = h->lease_ms * 1000;
+        int64_t retry = lease / 10 < 1000000 ? lease / 10 : 1000000;
         if (v->ok >= q) {
+            int64_t drift = dl_redlock_drift_us(c, w->ms[i]);
             int64_t end = cap_end(c, h);
             int64_t until = sent + w->ms[i] * 1000 - drift;
-            if (w->ms[i] < c->opts.lease_ms) {  /* the last, at max_hold */
+            if (w->ms[i] < h->lease_ms) {       /* the last, at max_hold */
                 h->final = 1;
                 until = end - drift;
             }
