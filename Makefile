@@ -30,7 +30,7 @@ export LUA_CPATH := $(CURDIR)/$(BUILD)/?.so;;
 export DLOCK_LUA := $(LUA)
 export DLOCK_BUILD := $(BUILD)
 
-.PHONY: all deps test demo bench soak asan tsan valgrind lint install clean help
+.PHONY: all deps test demo bench soak asan tsan valgrind lint install dist clean help
 
 all: $(SO)
 
@@ -116,8 +116,13 @@ install: all
 	install -m 0755 $(SO) $(DESTDIR)$(LIBDIR)/dlock/core.so
 	install -m 0644 lua/dlock.lua $(DESTDIR)$(SHAREDIR)/dlock.lua
 
+# The release: tools/dist.sh checks that every version agrees, then
+# writes the tarball, its rockspec and a .src.rock that installs offline.
+dist: all                  ## dist/: the release tarball and a .src.rock that installs offline
+	LUA=$(LUA) LUA_VER=$(LUA_VER) sh tools/dist.sh
+
 clean:
-	rm -rf build
+	rm -rf build dist
 
 help:
 	@grep -E '^[a-z]+:.*##' Makefile | sed 's/:.*##/\t/'

@@ -11,6 +11,11 @@ command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
 command -v busted >/dev/null 2>&1 || missing="$missing lua-busted"
 command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
 command -v redis-cli >/dev/null 2>&1 || missing="$missing redis-tools"
+# spec/install_spec.lua: the README's install, make dist, the .src.rock
+command -v luarocks >/dev/null 2>&1 || missing="$missing luarocks"
+command -v git >/dev/null 2>&1 || missing="$missing git"
+command -v zip >/dev/null 2>&1 || missing="$missing zip"
+command -v unzip >/dev/null 2>&1 || missing="$missing unzip"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "dlock: installing$missing" >&2

@@ -1,0 +1,328 @@
+-- A user's first ten minutes, run as a user would: the README's Install
+-- section, literally, in a copy of the checkout; then the release that
+-- `make dist` makes, installed offline into a fresh tree.
+--
+-- Each ```sh block of "## Install" runs with `sh -e` in a copy of the
+-- checkout (the files git lists; build/ and the like are not copied), under
+-- `env -i` with a fresh HOME, REDIS_URL naming a server this spec starts,
+-- no LUA_PATH or LUA_CPATH, and http(s) proxies on a loopback port where
+-- nothing listens, so that a download attempt fails at once. LUA_INIT_5_4
+-- runs a probe in every lua5.4 process that records where `require "dlock"`
+-- and `require "dlock.core"` would load from: the module must come from the
+-- tree the block installed under its HOME, never from the checkout or from
+-- a tree already on the machine (`luarocks make` run as root, say).
+local helper = require "helper"
+
+local function q(s) return "'" .. tostring(s):gsub("'", [['\'']]) .. "'" end
+
+--- Run a shell command; returns whether it exited 0, its output (stdout
+--- and stderr) and its exit status. (Not under `make asan`'s LD_PRELOAD.)
+local function run(cmd)
+  local f = assert(io.popen("unset LD_PRELOAD; { " .. cmd .. "\n} 2>&1; echo \"exit=$?\""))
+  local out = f:read("a")
+  f:close()
+  local code = tonumber(out:match("exit=(%d+)%s*$"))
+  return code == 0, (out:gsub("exit=%d+%s*$", "")), code
+end
+
+local function must(cmd)
+  local ok, out = run(cmd)
+  assert(ok, "failed: " .. cmd .. "\n" .. out)
+  return out
+end
+
+local function write(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+local function lines(s)
+  local t = {}
+  for l in s:gmatch("[^\n]+") do t[#t + 1] = l end
+  return t
+end
+
+local function starts(s, prefix) return s:sub(1, #prefix) == prefix end
+
+-- The checkout, as an absolute path.
+local here = debug.getinfo(1, "S").source:match("^@(.*)$") or "spec/install_spec.lua"
+local root = here:match("^(.*)/spec/[^/]*$") or "."
+root = must("cd " .. q(root) .. " && pwd"):gsub("%s+$", "")
+
+-- The one version: DLOCK_VERSION in src/lua_dlock.c, and the rockspec.
+local VERSION = assert(assert(helper.read_file(root .. "/src/lua_dlock.c"))
+  :match('#define%s+DLOCK_VERSION%s+"dlock ([^"]+)"'), "no DLOCK_VERSION")
+local ROCKSPECS = lines(must("cd " .. q(root) .. " && ls dlock-*.rockspec"))
+local ROCKSPEC = ROCKSPECS[1]
+local REL = ROCKSPEC:match("^dlock%-(.*)%.rockspec$")            -- "1.0.0-1"
+
+--- The lines of README.md's "## Install" section, and its ```sh blocks.
+local function install_section()
+  local md = assert(helper.read_file(root .. "/README.md"))
+  local inside, text, blocks, cur = false, {}, {}, nil
+  for line in (md .. "\n"):gmatch("([^\n]*)\n") do
+    if not inside then
+      inside = line:match("^## Install%s*$") ~= nil
+    elseif cur then
+      if line:match("^```%s*$") then
+        blocks[#blocks + 1] = table.concat(cur, "\n") .. "\n"
+        cur = nil
+      else
+        cur[#cur + 1] = line
+      end
+    elseif line:match("^## ") then
+      break
+    elseif line:match("^```sh%s*$") then
+      cur = {}
+    end
+    if inside then text[#text + 1] = line end
+  end
+  assert(inside, "README.md has no '## Install' heading")
+  assert(not cur, "README.md: a ```sh block of '## Install' is not closed")
+  return table.concat(text, "\n"), blocks
+end
+
+-- What runs in every lua5.4 process of a user's shell here (LUA_INIT_5_4).
+local PROBE = [[
+local log = os.getenv("DLOCK_PROBE_LOG")
+local f = log and io.open(log, "a")
+if f then
+  f:write(("%s\t%s\t%s\n"):format(arg and arg[0] or "?",
+    package.searchpath("dlock", package.path) or "-",
+    package.searchpath("dlock.core", package.cpath) or "-"))
+  f:close()
+end
+]]
+
+local box             -- the sandbox, made on first use: see sandbox()
+local homes = 0
+
+--- A temporary directory with a copy of the checkout in it (box.copy, a
+--- fresh git repository in which every file is untracked, so that `git
+--- ls-files -co --exclude-standard` lists what a fresh clone would not
+--- ignore: box.baseline), the probe, and a dead proxy port.
+local function sandbox()
+  if box then return box end
+  local b = { dir = ("%s/install-%d"):format(helper.tmp, math.random(1, 1e9)) }
+  b.copy = b.dir .. "/dlock"
+  b.tmp = b.dir .. "/tmp"
+  must(("mkdir -p %s %s"):format(q(b.copy), q(b.tmp)))
+  -- The files a clone has, with this working tree's edits: what git
+  -- tracks or would track, less what is deleted.
+  local list = b.dir .. "/files"
+  if run("git -C " .. q(root) .. " rev-parse --is-inside-work-tree >/dev/null 2>&1") then
+    must(("cd %s && { git ls-files --cached --others --exclude-standard; "
+      .. "git ls-files --deleted; } | sort | uniq -u >%s"):format(q(root), q(list)))
+  else                                   -- not a git checkout: all but outputs
+    must(("cd %s && find . -path ./build -prune -o -path ./dist -prune -o -path ./dlock -prune "
+      .. "-o -type f ! -name '*.o' ! -name '*.so' -print >%s"):format(q(root), q(list)))
+  end
+  must(("cd %s && tar -cf - -T %s | tar -xf - -C %s"):format(q(root), q(list), q(b.copy)))
+  b.probe = b.dir .. "/probe.lua"
+  write(b.probe, PROBE)
+  b.proxy = math.random(20000, 60000)
+  while helper.port_in_use(b.proxy) do b.proxy = math.random(20000, 60000) end
+  box = b
+  must(("cd %s && git init -q ."):format(q(b.copy)))
+  b.baseline = must(("cd %s && git ls-files -co --exclude-standard | sort"):format(q(b.copy)))
+  return b
+end
+
+--- A fresh HOME, and the command prefix that runs a command as a user
+--- whose shell has only PATH, HOME, REDIS_URL (no LUA_PATH, LUA_CPATH,
+--- LD_PRELOAD, MAKEFLAGS, GIT_DIR...). Returns home, prefix, probe log.
+local function user(redis_url)
+  local b = sandbox()
+  homes = homes + 1
+  local home = ("%s/home-%d"):format(b.dir, homes)
+  local log = home .. ".probe"
+  must("mkdir -p " .. q(home))
+  local proxy = "http://127.0.0.1:" .. b.proxy
+  local env = { "timeout 600 env -i",
+    "PATH=" .. q(os.getenv("PATH")), "HOME=" .. q(home), "TMPDIR=" .. q(b.tmp),
+    "LUA_INIT_5_4=" .. q("@" .. b.probe), "DLOCK_PROBE_LOG=" .. q(log) }
+  for _, k in ipairs({ "http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+                       "ftp_proxy", "all_proxy", "ALL_PROXY" }) do
+    env[#env + 1] = k .. "=" .. q(proxy)
+  end
+  if redis_url then env[#env + 1] = "REDIS_URL=" .. q(redis_url) end
+  return home, table.concat(env, " "), log
+end
+
+--- Records of the probe: { arg0, dlock.lua path, dlock/core.so path }.
+local function probed(log, match)
+  local found = {}
+  for l in (helper.read_file(log) or ""):gmatch("[^\n]+") do
+    local arg0, lua, so = l:match("^([^\t]*)\t([^\t]*)\t([^\t]*)$")
+    if arg0 and match(arg0) then found[#found + 1] = { arg0 = arg0, lua = lua, so = so } end
+  end
+  return found
+end
+
+--- The module that the probed processes would load lies in `tree`.
+local function assert_loaded_from(log, match, tree, what)
+  local found = probed(log, match)
+  assert(#found >= 1, what .. ": no lua5.4 process ran it (probe log: "
+    .. tostring(helper.read_file(log)) .. ")")
+  for _, p in ipairs(found) do
+    assert(starts(p.lua, tree .. "/") and p.lua:match("/share/lua/5%.4/dlock%.lua$"),
+      what .. ": require 'dlock' would load " .. p.lua .. ", not the copy in " .. tree)
+    assert(starts(p.so, tree .. "/") and p.so:match("/lib/lua/5%.4/dlock/core%.so$"),
+      what .. ": require 'dlock.core' would load " .. p.so .. ", not the copy in " .. tree)
+  end
+end
+
+--- Nothing was written into the copy but what a clone ignores.
+local function assert_copy_clean(b)
+  local now = must(("cd %s && git ls-files -co --exclude-standard | sort"):format(q(b.copy)))
+  assert.equals(b.baseline, now, "files written into the checkout that .gitignore does not cover")
+end
+
+describe("install", function()
+  local srv
+
+  setup(function() srv = helper.start_redis() end)
+  teardown(function()
+    if srv then srv.stop() end
+    if box then os.execute("rm -rf " .. q(box.dir)) end
+  end)
+
+  it("LICENSE is MIT, and so says the rockspec", function()
+    local license = assert(helper.read_file(root .. "/LICENSE"), "no LICENSE file")
+    assert.truthy(license:match("^MIT License\n"))
+    assert.truthy(license:find("Copyright (c) 2026 the dlock authors", 1, true))
+    assert.truthy(license:find('THE SOFTWARE IS PROVIDED "AS IS"', 1, true))
+    local t = {}
+    assert(loadfile(root .. "/" .. ROCKSPEC, "t", t))()
+    assert.equals("MIT", t.description.license)
+  end)
+
+  it("one version: DLOCK_VERSION, the rockspec, the README", function()
+    assert.equals(1, #ROCKSPECS, "one rockspec, not: " .. table.concat(ROCKSPECS, " "))
+    assert.truthy(REL and REL:match("^" .. VERSION:gsub("%p", "%%%0") .. "%-%d+$"),
+      ROCKSPEC .. " is not named dlock-" .. VERSION .. "-N.rockspec")
+    local t = {}
+    assert(loadfile(root .. "/" .. ROCKSPEC, "t", t))()
+    assert.equals("dlock", t.package)
+    assert.equals(REL, t.version)
+    assert.equals("dlock-" .. VERSION .. ".tar.gz", (t.source.url:gsub("^.*/", "")))
+    assert.equals("dlock-" .. VERSION, t.source.dir)
+    assert.same({ "lua >= 5.3" }, t.dependencies)
+    assert.truthy(t.external_dependencies.HIREDIS)
+    assert.truthy(t.build.modules["dlock.core"] and t.build.modules.dlock)
+    -- Every version the Install section names is this one.
+    local text = install_section()
+    local n = 0
+    for v in text:gmatch("dlock[ %-](%d+%.%d+%.%d+)") do
+      n = n + 1
+      assert.equals(VERSION, v, "README.md's Install section names version " .. v)
+    end
+    assert.is_true(n >= 1)
+    assert.truthy(text:find("make dist", 1, true))
+    assert.truthy(text:find("luarocks --lua-version=5.4 install dlock-" .. REL .. ".src.rock", 1, true),
+      "the Install section shows how another project installs the .src.rock")
+  end)
+
+  it("README: the first ```sh block of Install (luarocks) runs the quickstart from elsewhere", function()
+    local _, blocks = install_section()
+    assert(blocks[1], "no ```sh block after '## Install'")
+    local b = sandbox()
+    local home, env, log = user(srv.url)
+    write(home .. ".sh", blocks[1])
+    local ok, out = run(("cd %s && %s sh -e %s"):format(q(b.copy), env, q(home .. ".sh")))
+    assert(ok, "the README's luarocks block failed:\n" .. blocks[1] .. "\n--- output:\n" .. out)
+    assert.truthy(out:match("holding stock:42, fencing token %d+"), out)
+    assert.truthy(out:match("with:%s+true%s+42"), out)
+    -- luarocks installed this release under HOME, and the quickstart
+    -- loaded it from there.
+    assert.truthy(must(("find %s -path '*/lib/luarocks/rocks-5.4/dlock/%s' -type d")
+      :format(q(home), REL)):match("%S"), "no dlock " .. REL .. " rock under HOME")
+    assert_loaded_from(log, function(a0) return a0:match("/examples/quickstart%.lua$") end,
+      home, "quickstart")
+    assert_copy_clean(b)
+  end)
+
+  it("README: the second ```sh block of Install (make install PREFIX) loads from the prefix", function()
+    local _, blocks = install_section()
+    assert(blocks[2], "no second ```sh block after '## Install'")
+    local b = sandbox()
+    local home, env, log = user(srv.url)
+    write(home .. ".sh", blocks[2])
+    local ok, out = run(("cd %s && %s sh -e %s"):format(q(b.copy), env, q(home .. ".sh")))
+    assert(ok, "the README's make install block failed:\n" .. blocks[2] .. "\n--- output:\n" .. out)
+    assert.truthy(out:find("\ndlock " .. VERSION .. "\n", 1, true) or starts(out, "dlock " .. VERSION .. "\n"), out)
+    assert_loaded_from(log, function(a0) return a0 == "lua5.4" end, home, "lua5.4 -e")
+    assert_copy_clean(b)
+  end)
+
+  it("make dist: the release installs offline into a fresh tree", function()
+    local b = sandbox()
+    local _, maker = user(nil)
+    local ok, out = run(("cd %s && %s make dist"):format(q(b.copy), maker))
+    assert(ok, "make dist failed:\n" .. out)
+    local dist = b.copy .. "/dist/"
+    local tarball, rock = "dlock-" .. VERSION .. ".tar.gz", "dlock-" .. REL .. ".src.rock"
+    for _, f in ipairs({ tarball, rock, ROCKSPEC }) do
+      assert.truthy(helper.read_file(dist .. f), "make dist wrote no dist/" .. f)
+    end
+    -- The tarball: everything under dlock-VERSION/, the sources and the
+    -- license in it, no build outputs.
+    local top = "dlock-" .. VERSION .. "/"
+    local names = {}
+    for _, name in ipairs(lines(must("tar -tzf " .. q(dist .. tarball)))) do
+      assert.truthy(starts(name, top), "outside " .. top .. ": " .. name)
+      assert.falsy(name:match("%.o$") or name:match("%.so$") or starts(name, top .. "build/")
+        or starts(name, top .. "dist/"), "a build output in the tarball: " .. name)
+      names[name] = true
+    end
+    for _, f in ipairs({ "LICENSE", "README.md", "Makefile", ROCKSPEC, "src/lua_dlock.c",
+                         "lua/dlock.lua", "examples/quickstart.lua" }) do
+      assert.truthy(names[top .. f], "not in the tarball: " .. top .. f)
+    end
+    -- The .src.rock: the rockspec and the tarball.
+    local zipped = must("unzip -Z1 " .. q(dist .. rock))
+    assert.same({ ROCKSPEC, tarball }, (function()
+      local t = lines(zipped); table.sort(t); return t end)())
+    -- Another project: only the .src.rock, none of the checkout.
+    local home, env, log = user(srv.url)
+    must(("mkdir -p %s/vendor && cp %s %s/vendor/"):format(q(home), q(dist .. rock), q(home)))
+    local script = table.concat({
+      'cd "$HOME/vendor"',
+      "luarocks --lua-version=5.4 install " .. rock .. ' --tree "$HOME/tree"',
+      'eval "$(luarocks --lua-version=5.4 path --tree "$HOME/tree")"',
+      'cd "$HOME" && lua5.4 -e \'print(require("dlock")._VERSION)\'',
+    }, "\n") .. "\n"
+    write(home .. ".sh", script)
+    ok, out = run(("%s sh -e %s"):format(env, q(home .. ".sh")))
+    assert(ok, "installing the .src.rock failed:\n" .. out)
+    assert.truthy(out:find("\ndlock " .. VERSION .. "\n", 1, true), out)
+    assert_loaded_from(log, function(a0) return a0 == "lua5.4" end, home .. "/tree", "the release")
+    assert_copy_clean(b)
+  end)
+
+  it("make dist fails when the rockspec and DLOCK_VERSION disagree", function()
+    local b = sandbox()
+    local _, env = user(nil)
+    local spec = b.copy .. "/" .. ROCKSPEC
+    local orig = assert(helper.read_file(spec))
+    local function dist_fails(what, pattern)
+      local ok, out = run(("cd %s && %s make dist"):format(q(b.copy), env))
+      assert.is_false(ok, "make dist passed with " .. what)
+      assert.truthy(out:find(pattern), what .. ": " .. out)
+    end
+    local esc = REL:gsub("%p", "%%%0")
+    write(spec, (orig:gsub('version = "' .. esc .. '"', 'version = "9.9.9-1"')))
+    dist_fails("a version field that is not the file name's", "dist: .*version is 9%.9%.9%-1")
+    write(spec, (orig:gsub("dlock%-" .. VERSION:gsub("%p", "%%%0") .. "%.tar%.gz", "dlock-9.9.9.tar.gz")))
+    dist_fails("a source.url of another version", "dist: .*source%.url is dlock%-9%.9%.9%.tar%.gz")
+    write(spec, orig)
+    must(("cd %s && cp %s dlock-9.9.9-1.rockspec"):format(q(b.copy), q(ROCKSPEC)))
+    dist_fails("two rockspecs", "dist: want one rockspec, named dlock%-")
+    must(("cd %s && rm dlock-9.9.9-1.rockspec"):format(q(b.copy)))
+    must(("cd %s && mv %s dlock-9.9.9-1.rockspec"):format(q(b.copy), q(ROCKSPEC)))
+    dist_fails("a rockspec named for another version", "dist: want one rockspec, named dlock%-")
+    must(("cd %s && mv dlock-9.9.9-1.rockspec %s"):format(q(b.copy), q(ROCKSPEC)))
+    assert_copy_clean(b)
+  end)
+end)
