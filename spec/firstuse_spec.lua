@@ -319,7 +319,7 @@ describe("the reference", function()
       local pat = n:gsub("%p", "%%%0")
       assert.matches("`" .. pat .. "[%(`]", doc, nil, false, n .. " is not documented")
     end
-    assert.matches("re%-raised", doc)
+    assert.matches("re%-raises the error", doc)
     c:close()
   end)
 end)
