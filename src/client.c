@@ -80,8 +80,8 @@ int dl_client_evictable(const dl_client *c)
  * thread may be in use right now, and a forked child's copies are not
  * its own. It never frees (a __gc may still come, e.g. from a host's own
  * exit handler) and runs at most once per client. In a shared object the
- * handler belongs to the object: it also runs, over an empty list, when
- * the object is unloaded. */
+ * handlers belong to the object (glibc ties them to it): the exit handler
+ * also runs, over an empty list, when the object is unloaded. */
 
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
 static dl_client *live;
@@ -110,9 +110,15 @@ static void at_exit(void)
     pthread_mutex_unlock(&live_mu);
 }
 
+/* The list's lock is held across fork(), so that a child never inherits
+ * it locked by a thread that does not exist there. */
+static void fork_prepare(void) { pthread_mutex_lock(&live_mu); }
+static void fork_resume(void) { pthread_mutex_unlock(&live_mu); }
+
 static void register_at_exit(void)
 {
     (void)atexit(at_exit);
+    (void)pthread_atfork(fork_prepare, fork_resume, fork_resume);
 }
 
 static void go_live(dl_client *c)
