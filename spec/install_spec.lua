@@ -224,14 +224,21 @@ describe("install", function()
       "the Install section shows how another project installs the .src.rock")
   end)
 
-  it("README: the first ```sh block of Install (luarocks) runs the quickstart from elsewhere", function()
+  --- Run the i-th ```sh block of the Install section, as written, in a
+  --- fresh copy of the checkout with a fresh HOME.
+  local function run_block(i, what)
     local _, blocks = install_section()
-    assert(blocks[1], "no ```sh block after '## Install'")
+    assert(blocks[i], "no ```sh block #" .. i .. " after '## Install'")
     local b = sandbox()
     local home, env, log = user(srv.url)
-    write(home .. ".sh", blocks[1])
+    write(home .. ".sh", blocks[i])
     local ok, out = run(("cd %s && %s sh -e %s"):format(q(b.copy), env, q(home .. ".sh")))
-    assert(ok, "the README's luarocks block failed:\n" .. blocks[1] .. "\n--- output:\n" .. out)
+    assert(ok, "the README's " .. what .. " block failed:\n" .. blocks[i] .. "\n--- output:\n" .. out)
+    return b, home, log, out
+  end
+
+  it("README: the first ```sh block of Install (luarocks) runs the quickstart from elsewhere", function()
+    local b, home, log, out = run_block(1, "luarocks")
     assert.truthy(out:match("holding stock:42, fencing token %d+"), out)
     assert.truthy(out:match("with:%s+true%s+42"), out)
     -- luarocks installed this release under HOME, and the quickstart
@@ -244,13 +251,7 @@ describe("install", function()
   end)
 
   it("README: the second ```sh block of Install (make install PREFIX) loads from the prefix", function()
-    local _, blocks = install_section()
-    assert(blocks[2], "no second ```sh block after '## Install'")
-    local b = sandbox()
-    local home, env, log = user(srv.url)
-    write(home .. ".sh", blocks[2])
-    local ok, out = run(("cd %s && %s sh -e %s"):format(q(b.copy), env, q(home .. ".sh")))
-    assert(ok, "the README's make install block failed:\n" .. blocks[2] .. "\n--- output:\n" .. out)
+    local b, home, log, out = run_block(2, "make install")
     assert.truthy(out:find("\ndlock " .. VERSION .. "\n", 1, true) or starts(out, "dlock " .. VERSION .. "\n"), out)
     assert_loaded_from(log, function(a0) return a0 == "lua5.4" end, home, "lua5.4 -e")
     assert_copy_clean(b)
