@@ -14,7 +14,7 @@ WARN = -std=c99 -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes \
        -Wstrict-prototypes -Wpointer-arith -Wformat=2
 ALL_CFLAGS = $(CFLAGS) $(WARN) -fPIC -fvisibility=hidden
 PKG_CFLAGS = $(shell pkg-config --cflags $(LUA_PC) hiredis 2>/dev/null)
-PKG_LIBS   = $(shell pkg-config --libs hiredis 2>/dev/null) -lpthread -lm
+PKG_LIBS   = $(shell pkg-config --libs hiredis 2>/dev/null) -lpthread -ldl -lm
 
 SRC = src/util.c src/conn.c src/script.c src/registry.c src/wait.c \
       src/topology.c src/state.c src/redlock.c src/watchdog.c src/client.c \

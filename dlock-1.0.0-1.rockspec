@@ -29,7 +29,7 @@ build = {
                   "src/registry.c", "src/wait.c", "src/topology.c", "src/state.c",
                   "src/redlock.c", "src/watchdog.c",
                   "src/client.c", "src/pending.c", "src/lua_dlock.c", "src/lua_lock.c" },
-      libraries = { "hiredis", "pthread", "m" },
+      libraries = { "hiredis", "pthread", "dl", "m" },
       incdirs = { "src", "$(HIREDIS_INCDIR)" },
       libdirs = { "$(HIREDIS_LIBDIR)" },
     },

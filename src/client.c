@@ -16,6 +16,7 @@
 #include "redlock.h"
 #include "watchdog.h"
 
+#include <dlfcn.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,9 +80,7 @@ int dl_client_evictable(const dl_client *c)
  * that the exiting thread opened in this process: a client of another
  * thread may be in use right now, and a forked child's copies are not
  * its own. It never frees (a __gc may still come, e.g. from a host's own
- * exit handler) and runs at most once per client. In a shared object the
- * handlers belong to the object (glibc ties them to it): the exit handler
- * also runs, over an empty list, when the object is unloaded. */
+ * exit handler) and runs at most once per client. */
 
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
 static dl_client *live;
@@ -115,8 +114,18 @@ static void at_exit(void)
 static void fork_prepare(void) { pthread_mutex_lock(&live_mu); }
 static void fork_resume(void) { pthread_mutex_unlock(&live_mu); }
 
+/* The handlers must never outlive this module's code. glibc ties them to
+ * the object and drops them when it is unloaded, but other runtimes (a
+ * sanitizer's atexit, another libc) keep them and would call into unmapped
+ * memory after lua_close unloaded us. So the module pins itself first
+ * (RTLD_NODELETE: it stays mapped until the process ends), and registers
+ * nothing if it cannot. */
 static void register_at_exit(void)
 {
+    Dl_info self;
+    if (!dladdr((void *)at_exit, &self) || !self.dli_fname ||
+        !dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE))
+        return;
     (void)atexit(at_exit);
     (void)pthread_atfork(fork_prepare, fork_resume, fork_resume);
 }
