@@ -62,9 +62,135 @@ function Client:with(name, opts, fn, ...)
   return run(self:lock(name), nil, opts, fn, ...)
 end
 
+-- ---- waits that yield to an event loop -------------------------------
+--
+-- With connect{ scheduler = S }, an acquire that must wait, called from a
+-- coroutine that can yield, runs the core's acquire steps here and hands
+-- each wait to S: wait(fd, seconds) returns when the subscriber socket fd
+-- may be readable or the time has passed (early is fine; fd is nil when
+-- there is no socket to watch). Elsewhere (the main coroutine, across a C
+-- call) the acquire blocks in C as without a scheduler.
+
+local isyieldable, running, resume, yield =
+  coroutine.isyieldable, coroutine.running, coroutine.resume, coroutine.yield
+
+-- cqueues: poll the socket from the running cqueue's coroutine.
+local function cqueues_wait()
+  local ok, cqueues = pcall(require, "cqueues")
+  if not ok then return nil, "cqueues is not installed" end
+  return function(fd, timeout)
+    if fd then
+      cqueues.poll({ pollfd = fd, events = "r" }, timeout)
+    else
+      cqueues.sleep(timeout)
+    end
+  end
+end
+
+-- luv: yield the coroutine; a poll handle on the socket, or a timer,
+-- resumes it from the loop. One poll handle per socket, whatever the
+-- number of coroutines waiting on it (libuv allows no more).
+local function luv_wait()
+  local ok, uv = pcall(require, "luv")
+  if not ok then return nil, "luv is not installed" end
+  local polls = {}                      -- fd -> { handle, waiting = {w = true} }
+  -- End the wait w once, whoever ends it: a callback below, or another
+  -- resume of the coroutine (then no callback may resume it later).
+  local function finish(w)
+    if w.done then return false end
+    w.done = true
+    w.timer:stop()
+    w.timer:close()
+    local p = w.fd and polls[w.fd]
+    if p then
+      p.waiting[w] = nil
+      if next(p.waiting) == nil then
+        p.handle:stop()
+        p.handle:close()
+        polls[w.fd] = nil
+      end
+    end
+    return true
+  end
+  local function wake(w)
+    if not finish(w) then return end
+    local ok, err = resume(w.co)
+    if not ok then error(err, 0) end    -- the coroutine's own error
+  end
+  return function(fd, timeout)
+    local w = { co = running(), fd = fd, timer = uv.new_timer() }
+    w.timer:start(math.ceil(timeout * 1000), 0, function() wake(w) end)
+    if fd then
+      local p = polls[fd]
+      if not p then
+        p = { handle = uv.new_socket_poll(fd), waiting = {} }
+        polls[fd] = p
+        p.handle:start("r", function()
+          local all = {}                -- wake() changes p.waiting
+          for x in pairs(p.waiting) do all[#all + 1] = x end
+          for _, x in ipairs(all) do wake(x) end
+        end)
+      end
+      p.waiting[w] = true
+    end
+    yield()
+    finish(w)
+  end
+end
+
+local builtin = { cqueues = cqueues_wait, luv = luv_wait }
+
+-- The wait function for connect's scheduler option (raises on misuse).
+local function scheduler(s)
+  local what = "\"cqueues\", \"luv\" or a table with a wait function expected"
+  if type(s) == "string" then
+    local make = builtin[s]
+    if not make then
+      error(("bad option 'scheduler' to 'dlock.connect' (%s, got \"%s\")")
+            :format(what, s), 3)
+    end
+    local wait, err = make()
+    if not wait then
+      error(("bad option 'scheduler' to 'dlock.connect' (%s)"):format(err), 3)
+    end
+    return wait
+  end
+  if type(s) == "table" and callable(s.wait) then
+    local wait = s.wait
+    return function(fd, timeout) return wait(fd, timeout) end
+  end
+  error(("bad option 'scheduler' to 'dlock.connect' (%s, got %s)")
+        :format(what, type(s)), 3)
+end
+
+local function connect(opts)
+  if type(opts) == "table" and opts.scheduler ~= nil then
+    local copy = {}
+    for k, v in pairs(opts) do copy[k] = v end
+    copy.scheduler = scheduler(opts.scheduler)
+    opts = copy
+  end
+  return core.connect(opts)
+end
+
+local blocking_acquire = Lock.acquire
+
+--- lock:acquire([opts]): with a scheduler and a coroutine that can yield,
+--- each wait yields to the loop; otherwise the core blocks.
+function Lock:acquire(opts)
+  local wait = isyieldable() and self:_scheduler()
+  if not wait then return blocking_acquire(self, opts) end
+  local step = self:_acquire_step(opts)
+  while true do
+    local done, a, b, c = self:_step(step)
+    if done then return a, b, c end
+    wait(a, b)
+  end
+end
+
 return {
   _VERSION = core._VERSION,
-  connect = core.connect,
+  connect = connect,
   now = core.now,
   sleep = core.sleep,
 }

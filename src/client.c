@@ -274,12 +274,6 @@ static void fmt_i64(char *buf, size_t n, int64_t v, const char **argv,
     *len = strlen(buf);
 }
 
-/* Sleep up to us; used only while no subscriber connection works. */
-static void nap(int64_t us)
-{
-    poll(NULL, 0, dl_poll_ms(us));
-}
-
 /* With c->mu held: a hold with nothing left (no holds, nothing pending)
  * goes; its lock reference is handed back through *unref. */
 static void tidy(dl_client *c, dl_hold *h, int *unref)
@@ -433,28 +427,22 @@ static dl_status sync_replicas(dl_client *c, const dl_lockref *l,
                    c->opts.sync_replicas, (long long)c->opts.sync_timeout_ms);
 }
 
-/* Subscribe to l's channel where the release will be announced: every
- * Redlock master, or the lock's node. Returns how many subscriptions are
- * new (the caller retries before waiting), and the waiters in ws. */
+static size_t waiters(dl_client *c, const dl_lockref *l, dl_waiter **ws);
+
+/* Subscribe the waiters ws (see waiters()) to l's channel, where the
+ * release will be announced. Returns how many subscriptions are new: the
+ * caller retries before it waits. */
 static size_t subscribe(dl_client *c, const dl_lockref *l, dl_waiter **ws,
                         size_t *nws)
 {
-    dl_topology *t = &c->topo;
     char err[DL_ERRLEN];
-    size_t fresh = 0, lo = 0, hi = t->nnodes;
-    if (t->kind != DL_TOPO_REDLOCK) {
-        lo = dl_topology_route(t, l->key, l->keylen);
-        hi = lo + 1;
-    }
-    *nws = 0;
-    for (size_t i = lo; i < hi; i++) {
-        dl_waiter *w = &t->nodes[i]->sub;
-        if (!dl_waiter_subscribed(w, l->chan, l->chanlen) &&
-            dl_waiter_subscribe(w, l->chan, l->chanlen, err, sizeof err)
+    size_t fresh = 0;
+    *nws = waiters(c, l, ws);
+    for (size_t i = 0; i < *nws; i++)
+        if (!dl_waiter_subscribed(ws[i], l->chan, l->chanlen) &&
+            dl_waiter_subscribe(ws[i], l->chan, l->chanlen, err, sizeof err)
                 == DL_OK)
             fresh++;
-        ws[(*nws)++] = w;
-    }
     return fresh;
 }
 
@@ -484,70 +472,113 @@ static dl_hold *ready_hold(dl_client *c, const dl_lockref *l, int create,
     return h;
 }
 
-dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
-                            dl_acquire_args *args, char *err, size_t errlen)
+/* The waiters that carry l's release messages: every Redlock master's, or
+ * the lock's node's. Returns how many are in ws. */
+static size_t waiters(dl_client *c, const dl_lockref *l, dl_waiter **ws)
 {
-    int64_t wait_us = args->wait_us, lease_ms = args->lease_ms;
-    int64_t *busy_ms = &args->busy_ms;
-    int ref = args->ref, *ref_kept = &args->ref_kept;
-    int64_t start = dl_now_us();
-    int64_t until = wait_us < 0 ? INT64_MAX : start + wait_us;
-    int64_t expect = 0, token = 0, ms;
-    int watchdog, redlock = c->topo.kind == DL_TOPO_REDLOCK, unref = DL_NOREF;
-    dl_status st;
-    *ref_kept = 0;
-    *busy_ms = -1;
-
-    pthread_mutex_lock(&c->mu);
-    dl_hold *h = ready_hold(c, l, 1, &st, err, errlen);
-    if (!h) {
-        pthread_mutex_unlock(&c->mu);
-        return st;
+    dl_topology *t = &c->topo;
+    size_t lo = 0, hi = t->nnodes, n = 0;
+    if (t->kind != DL_TOPO_REDLOCK) {
+        lo = dl_topology_route(t, l->key, l->keylen);
+        hi = lo + 1;
     }
+    for (size_t i = lo; i < hi; i++)
+        ws[n++] = &t->nodes[i]->sub;
+    return n;
+}
+
+/* With c->mu held: what the next attempt on h sends. A reentry keeps its
+ * hold's mode and lease; a fresh hold takes the call's. */
+static void plan_attempt(dl_client *c, dl_hold *h, const dl_acquire *op,
+                         int64_t now, int64_t *expect, int64_t *token,
+                         int *watchdog, int64_t *ms)
+{
+    const dl_acquire_args *a = &op->args;
     int64_t left_us = c->opts.max_hold_ms * 1000;   /* 0: no cap */
-    if (!h->lost && h->count > 0) {         /* reentry keeps the mode */
-        expect = h->count;
-        token = h->token;
-        watchdog = h->watchdog;
-        ms = watchdog || !lease_ms ? h->lease_ms : lease_ms;
+    *expect = *token = 0;
+    if (!h->lost && h->count > 0) {
+        *expect = h->count;
+        *token = h->token;
+        *watchdog = h->watchdog;
+        *ms = *watchdog || !a->lease_ms ? h->lease_ms : a->lease_ms;
         if (left_us > 0) {
-            left_us += h->acquired_us - start;
+            left_us += h->acquired_us - now;
             if (left_us < 1000)
                 left_us = 1000;
         }
     } else {
-        watchdog = lease_ms == 0;
-        ms = !watchdog ? lease_ms : args->renew_ms ? args->renew_ms
-                                                   : c->opts.lease_ms;
+        *watchdog = a->lease_ms == 0;
+        *ms = !*watchdog ? a->lease_ms : a->renew_ms ? a->renew_ms
+                                                     : c->opts.lease_ms;
     }
-    pthread_mutex_unlock(&c->mu);
-    if (watchdog && left_us > 0 && ms * 1000 > left_us)
-        ms = left_us / 1000;                /* never past max_hold */
+    if (*watchdog && left_us > 0 && *ms * 1000 > left_us)
+        *ms = left_us / 1000;               /* never past max_hold */
+}
 
-    char ms_s[24], exp_s[24], seq_s[24], tok_s[24];
-    const char *argv[DL_SCRIPT_HEAD + 8];
-    size_t lens[DL_SCRIPT_HEAD + 8];
-    argv[3] = l->key;   lens[3] = l->keylen;
-    argv[4] = l->fence; lens[4] = l->fencelen;
-    argv[5] = l->owner; lens[5] = l->ownerlen;
-    argv[6] = l->req;   lens[6] = l->reqlen;
-    fmt_i64(ms_s, sizeof ms_s, ms, &argv[8], &lens[8]);
-    fmt_i64(exp_s, sizeof exp_s, expect, &argv[9], &lens[9]);
-    fmt_i64(tok_s, sizeof tok_s, expect ? token : 0, &argv[10], &lens[10]);
+/* Come back at until_us, or earlier when one of fds is readable. */
+static dl_status wait_for(dl_acquire *op, const int *fds, size_t nfds,
+                          int64_t until_us)
+{
+    op->nfds = nfds;
+    if (nfds)
+        memcpy(op->fds, fds, nfds * sizeof *fds);
+    op->wake_us = until_us < op->until_us ? until_us : op->until_us;
+    return DL_EWAIT;
+}
 
-    int waited = 0;
+dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
+                                 dl_acquire *op, char *err, size_t errlen)
+{
+    dl_acquire_args *args = &op->args;
+    int redlock = c->topo.kind == DL_TOPO_REDLOCK, unref = DL_NOREF;
+    dl_waiter *ws[DL_MAX_NODES];
+    size_t nws = waiters(c, l, ws), nlive;
+    dl_status st;
+    if (!op->started) {
+        int64_t now = dl_now_us();
+        op->started = 1;
+        op->until_us = args->wait_us < 0 ? INT64_MAX : now + args->wait_us;
+        args->ref_kept = 0;
+        args->busy_ms = -1;
+    } else if (op->nfds || op->wake_us) {   /* back from a wait: why? */
+        uint64_t seen = dl_waiter_count(ws, nws, l->chan, l->chanlen, &nlive);
+        int64_t now = dl_now_us();
+        if (seen == op->seen && now < op->wake_us && nlive == op->nfds)
+            return DL_EWAIT;                /* early: wait on */
+        if (seen != op->seen)
+            c->stats.wakeups++;
+    }
+    op->nfds = 0;
+    op->wake_us = 0;
+
+    pthread_mutex_lock(&c->mu);
+    dl_hold *h;
     for (;;) {
-        dl_topology_sentinel_news(&c->topo);
-        pthread_mutex_lock(&c->mu);
-        if (h->pend != DL_PEND_NONE &&      /* Redlock: undo the last try */
-            (st = settle(c, h, err, errlen)) != DL_OK)
+        h = ready_hold(c, l, 1, &st, err, errlen);  /* its last try ended */
+        if (!h)
             break;
+        int64_t expect, token, ms;
+        int watchdog;
+        plan_attempt(c, h, op, dl_now_us(), &expect, &token, &watchdog, &ms);
+        char ms_s[24], exp_s[24], seq_s[24], tok_s[24];
+        const char *argv[DL_SCRIPT_HEAD + 8];
+        size_t lens[DL_SCRIPT_HEAD + 8];
+        argv[3] = l->key;   lens[3] = l->keylen;
+        argv[4] = l->fence; lens[4] = l->fencelen;
+        argv[5] = l->owner; lens[5] = l->ownerlen;
+        argv[6] = l->req;   lens[6] = l->reqlen;
+        fmt_i64(ms_s, sizeof ms_s, ms, &argv[8], &lens[8]);
+        fmt_i64(exp_s, sizeof exp_s, expect, &argv[9], &lens[9]);
+        fmt_i64(tok_s, sizeof tok_s, token, &argv[10], &lens[10]);
         begin_request(c, h, DL_PEND_VOID, ms, dl_now_us() + ms * 1000 +
                       c->topo.command_timeout_us);
         fmt_i64(seq_s, sizeof seq_s, (int64_t)h->pend_seq, &argv[7],
                 &lens[7]);
         pthread_mutex_unlock(&c->mu);
 
+        /* Releases counted from here on wake this acquire. */
+        op->seen = dl_waiter_count(ws, nws, l->chan, l->chanlen, &nlive);
+        dl_topology_sentinel_news(&c->topo);
         int64_t t0 = dl_now_us();
         dl_attempt a;
         st = redlock ? dl_redlock_attempt(c, l, argv, lens, t0, ms, expect,
@@ -559,12 +590,11 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
 
         pthread_mutex_lock(&c->mu);
         int64_t now = dl_now_us();
-        if (st == DL_EAGAIN && wait_us != 0 && now < until) {
+        if (st == DL_EAGAIN && args->wait_us != 0 && now < op->until_us) {
             h->pend = DL_PEND_NONE;         /* it did not run: try again */
             h->pend_lua = 0;
-            pthread_mutex_unlock(&c->mu);
-            nap(until - now < 50000 ? until - now : 50000);
-            continue;
+            st = wait_for(op, NULL, 0, now + 50000);
+            break;
         }
         if (st != DL_OK) {                  /* it may have run: cancel it */
             char e2[DL_ERRLEN];
@@ -578,13 +608,12 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
             h->pend = DL_PEND_NONE;
             h->pend_lua = 0;
             record_acquire(c, h, l, a.token, t0, ms,
-                           dl_redlock_drift_us(c, ms), watchdog, ref,
-                           ref_kept);
-            pthread_mutex_unlock(&c->mu);
-            return DL_OK;
+                           dl_redlock_drift_us(c, ms), watchdog, args->ref,
+                           &args->ref_kept);
+            break;
         }
-        h->pend_lua = 0;
-        if (!a.maybe)                       /* it did not run anywhere */
+        h->pend_lua = 0;                    /* Redlock: the watchdog or */
+        if (!a.maybe)                       /* the next try undoes it */
             h->pend = DL_PEND_NONE;
         if (a.outcome == -1) {              /* a reentry found it gone */
             dl_client_lose(c, h, LOST_GONE);
@@ -592,45 +621,65 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
             break;
         }
         /* Busy: a.pttl_ms is the holder's remaining TTL. */
-        if (wait_us == 0 || now >= until) {
+        if (args->wait_us == 0 || now >= op->until_us) {
             c->stats.timeouts++;
             if (a.pttl_ms >= 0) {           /* as of this last attempt */
-                *busy_ms = a.pttl_ms - (now - t0) / 1000;
-                if (*busy_ms < 0)
-                    *busy_ms = 0;
+                args->busy_ms = a.pttl_ms - (now - t0) / 1000;
+                if (args->busy_ms < 0)
+                    args->busy_ms = 0;
             }
             st = dl_fail(err, errlen, DL_ETIMEOUT, "timeout");
             if (h->pend != DL_PEND_NONE)
                 leave_to_watchdog(c, h);
             break;
         }
-        if (!waited) {
-            waited = 1;
+        if (!op->waited) {
+            op->waited = 1;
             c->stats.waits++;
         }
-        pthread_mutex_unlock(&c->mu);
         if (a.split) {                      /* Redlock split vote */
-            int64_t jitter = 1000 + (int64_t)(dl_random_u32() % 10000);
-            nap(jitter < until - now ? jitter : until - now);
+            st = wait_for(op, NULL, 0, now + 1000 +
+                          (int64_t)(dl_random_u32() % 10000));
+            break;
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (subscribe(c, l, ws, &nws) > 0) {
+            pthread_mutex_lock(&c->mu);
+            continue;               /* subscribed: retry before waiting */
+        }
+        uint64_t seen = dl_waiter_count(ws, nws, l->chan, l->chanlen, &nlive);
+        pthread_mutex_lock(&c->mu);
+        if (seen != op->seen) {             /* released meanwhile */
+            c->stats.wakeups++;
             continue;
         }
-        dl_waiter *ws[DL_MAX_NODES];
-        size_t nws;
-        if (subscribe(c, l, ws, &nws) > 0)
-            continue;               /* subscribed: retry before waiting */
+        int fds[DL_MAX_NODES];
+        size_t nfds = dl_waiter_fds(ws, nws, l->chan, l->chanlen, fds);
         int64_t bound = a.pttl_ms > 0 ? a.pttl_ms * 1000 + 1000 : 100000;
-        if (bound > until - now)
-            bound = until - now;
-        int w = dl_waiter_wait_any(ws, nws, l->chan, l->chanlen, bound);
-        if (w > 0)
-            c->stats.wakeups++;
-        else if (w < 0)             /* no subscriber: TTL-bounded naps */
-            nap(bound < 100000 ? bound : 100000);
+        if (nfds == 0 && bound > 100000)    /* no subscriber: nap */
+            bound = 100000;
+        st = wait_for(op, fds, nfds, now + bound);
+        break;
     }
-    tidy(c, h, &unref);
-    if (unref != DL_NOREF)
-        dl_registry_push_event(&c->reg, unref, NULL);
+    if (h) {
+        tidy(c, h, &unref);
+        if (unref != DL_NOREF)
+            dl_registry_push_event(&c->reg, unref, NULL);
+    }
     pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
+dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
+                            dl_acquire_args *args, char *err, size_t errlen)
+{
+    dl_acquire op;
+    memset(&op, 0, sizeof op);
+    op.args = *args;
+    dl_status st;
+    while ((st = dl_client_acquire_step(c, l, &op, err, errlen)) == DL_EWAIT)
+        dl_wait_fds(op.fds, op.nfds, op.wake_us);
+    *args = op.args;
     return st;
 }
 

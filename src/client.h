@@ -26,7 +26,6 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
  * connections, free. In a forked child: free only, no I/O. */
 void dl_client_close(dl_client *c);
 
-
 /* How to acquire, and what came of it besides the status. */
 typedef struct dl_acquire_args {
     int64_t wait_us;            /* < 0 waits forever, 0 tries once */
@@ -39,7 +38,29 @@ typedef struct dl_acquire_args {
                                    as the last attempt saw it; -1 unknown */
 } dl_acquire_args;
 
-/* Acquire l. A reentry keeps the mode and lease of the hold it joins. */
+/* One acquire between its steps. Zero it, set args, and call
+ * dl_client_acquire_step until it returns anything but DL_EWAIT. */
+typedef struct dl_acquire {
+    dl_acquire_args args;
+    int started, waited;
+    int64_t until_us;           /* the caller's wait ends; INT64_MAX never */
+    uint64_t seen;              /* release messages counted before the
+                                   last attempt (wait.h) */
+    int64_t wake_us;            /* DL_EWAIT: come back by this time */
+    int fds[DL_MAX_NODES];      /* ... or when one of these is readable */
+    size_t nfds;
+} dl_acquire;
+
+/* Take l, or learn that it is busy. Returns DL_OK (acquired), a final
+ * error, or DL_EWAIT: the caller waits until op->wake_us or until one of
+ * op->fds is readable, however it likes (poll, or yield to an event
+ * loop; waking early is fine), then calls again. Each step holds nothing
+ * between calls but op, so a step may follow other calls on c. A reentry
+ * keeps the mode and lease of the hold it joins. */
+dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
+                                 dl_acquire *op, char *err, size_t errlen);
+
+/* The blocking acquire: the steps, with poll() between them. */
 dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
                             dl_acquire_args *a, char *err, size_t errlen);
 
@@ -60,7 +81,6 @@ dl_status dl_client_ping(dl_client *c, char *err, size_t errlen);
 
 void dl_client_hold_info(dl_client *c, const dl_lockref *l, dl_holdinfo *hi);
 
-
 /* Take up to max queued notices. */
 size_t dl_client_take_events(dl_client *c, dl_event *buf, size_t max);
 
@@ -73,6 +93,5 @@ void dl_client_stats(dl_client *c, dl_stats *out, size_t *held);
 /* Whether the (first) server's maxmemory-policy may evict lock keys: an
  * allkeys-* policy (volatile-* ones may too: every lock key has a TTL). */
 int dl_client_evictable(const dl_client *c);
-
 
 #endif

@@ -19,9 +19,10 @@ typedef enum {
     DL_EQUORUM,     /* "quorum"     */
     DL_EREDIS,      /* "redis"      */
     DL_EMOVED,      /* internal: a Cluster redirect, text in err */
-    DL_EAGAIN       /* internal, "connection" to users: a Cluster slot is
+    DL_EAGAIN,      /* internal, "connection" to users: a Cluster slot is
                        mid-migration (TRYAGAIN) past the command timeout;
                        the command did not run */
+    DL_EWAIT        /* internal: an acquire step wants to wait (client.h) */
 } dl_status;
 
 #define DL_ERRLEN 256           /* size of every caller-owned err buffer */

@@ -12,6 +12,7 @@
 #include "lua_dlock.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,25 +39,49 @@ int dlua_fail(lua_State *L, dl_status st, const char *detail)
     return 2;
 }
 
+/* Raise msg (formatted) with the position of the user's call: frames of
+ * the module's Lua half (dlock.lua) are skipped, so the error points at
+ * the line that called the public function, as luaL_error would had the
+ * user called the C function directly. */
+static int throw_error(lua_State *L, const char *fmt, ...)
+{
+    lua_Debug ar;
+    int level = 1;
+    for (; lua_getstack(L, level, &ar); level++) {
+        lua_getinfo(L, "S", &ar);
+        size_t n = strlen(ar.source);
+        if (!(n >= 10 && strcmp(ar.source + n - 10, "/dlock.lua") == 0) &&
+            strcmp(ar.source, "@dlock.lua") != 0)
+            break;
+    }
+    luaL_where(L, level);
+    va_list ap;
+    va_start(ap, fmt);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    lua_concat(L, 2);
+    return lua_error(L);
+}
+
 int dlua_opt_error(lua_State *L, const char *fname, const char *what,
                    const char *msg)
 {
     if (what[0] == '#')
-        return luaL_error(L, "bad argument %s to '%s' (%s)", what, fname,
+        return throw_error(L, "bad argument %s to '%s' (%s)", what, fname,
                           msg);
-    return luaL_error(L, "bad option '%s' to '%s' (%s)", what, fname, msg);
+    return throw_error(L, "bad option '%s' to '%s' (%s)", what, fname, msg);
 }
 
 int dlua_arg_error(lua_State *L, int arg, const char *fname, const char *msg)
 {
-    return luaL_error(L, "bad argument #%d to '%s' (%s)", arg, fname, msg);
+    return throw_error(L, "bad argument #%d to '%s' (%s)", arg, fname, msg);
 }
 
 void *dlua_self(lua_State *L, int idx, const char *mt, const char *fname)
 {
     void *p = luaL_testudata(L, idx, mt);
     if (!p)
-        luaL_error(L, "calling '%s' on bad self (%s expected, got %s)",
+        throw_error(L, "calling '%s' on bad self (%s expected, got %s)",
                    fname, mt, luaL_typename(L, idx));
     return p;
 }
@@ -78,9 +103,9 @@ static lua_client *check_open(lua_State *L, int idx, const char *fname)
 {
     lua_client *lc = dlua_self(L, idx, CLIENT_MT, fname);
     if (!lc->c)
-        luaL_error(L, "calling '%s' on bad self (client is closed)", fname);
+        throw_error(L, "calling '%s' on bad self (client is closed)", fname);
     if (!dl_client_same_process(lc->c))
-        luaL_error(L, "calling '%s' on bad self (client was opened by "
+        throw_error(L, "calling '%s' on bad self (client was opened by "
                    "another process: create a new one after fork)", fname);
     return lc;
 }
@@ -249,7 +274,8 @@ int dlua_dispatch(lua_State *L, int ci)
 static const char *const CONNECT_KEYS[] = {
     "url", "servers", "sentinels", "master", "cluster", "prefix", "lease",
     "connect_timeout", "command_timeout", "username", "password", "db",
-    "on_lost", "max_hold", "sync_replicas", "sync_timeout", NULL
+    "on_lost", "max_hold", "sync_replicas", "sync_timeout", "scheduler",
+    NULL
 };
 
 void dlua_check_keys(lua_State *L, int t, const char *fname,
@@ -427,6 +453,12 @@ static void read_args(lua_State *L, conn_args *a)
     if (ty != LUA_TNIL && ty != LUA_TFUNCTION)
         dlua_opt_error(L, "dlock.connect", "on_lost", "function expected");
     lua_pop(L, 1);
+    /* dlock.lua turns "cqueues", "luv" or a table into its wait function */
+    ty = lua_getfield(L, 1, "scheduler");
+    if (ty != LUA_TNIL && ty != LUA_TFUNCTION)
+        dlua_opt_error(L, "dlock.connect", "scheduler", "\"cqueues\", "
+                       "\"luv\" or a table with a wait function expected");
+    lua_pop(L, 1);
 }
 
 /* Apply the top-level username/password/db over ep. Returns -1 when out
@@ -544,6 +576,8 @@ static int module_connect(lua_State *L)
     if (lua_istable(L, 1)) {
         lua_getfield(L, 1, "on_lost");
         lua_setiuservalue(L, -2, UV_ONLOST);
+        lua_getfield(L, 1, "scheduler");
+        lua_setiuservalue(L, -2, UV_SCHED);
     }
     lua_newtable(L);
     lua_setiuservalue(L, -2, UV_REFS);

@@ -10,9 +10,10 @@
 #define CLIENT_MT "dlock.Client"
 #define LOCK_MT   "dlock.Lock"
 #define OWNER_MT  "dlock.Owner"
+#define STEP_MT   "dlock.AcquireStep"
 
 /* User values of a client userdata. */
-enum { UV_ONLOST = 1, UV_REFS, UV_OWNERS, UV_COUNT = UV_OWNERS };
+enum { UV_ONLOST = 1, UV_REFS, UV_OWNERS, UV_SCHED, UV_COUNT = UV_SCHED };
 
 typedef struct lua_client {
     dl_client *c;               /* NULL once closed */

@@ -210,17 +210,11 @@ static void begin(lua_State *L, const char *fname, lock_call *k)
     lockref(L, lk, k->ci, &k->l, k->owner);
 }
 
-static int acquire(lua_State *L, const char *fname, dl_acquire_args *a)
+/* Push what acquire returns for st: the lock (at 1), or nil, err and,
+ * after a timeout, the holder's TTL. Returns how many. */
+static int acquired(lua_State *L, dl_status st, const dl_acquire_args *a,
+                    const char *err)
 {
-    lock_call k;
-    char err[DL_ERRLEN];
-    begin(L, fname, &k);
-    lua_getiuservalue(L, k.ci, UV_REFS);        /* client, refs */
-    lua_pushvalue(L, 1);
-    a->ref = luaL_ref(L, -2);
-    dl_status st = dl_client_acquire(k.lc->c, &k.l, a, err, sizeof err);
-    if (!a->ref_kept)
-        luaL_unref(L, -1, a->ref);
     if (st == DL_ETIMEOUT && a->busy_ms >= 0) { /* when to come back */
         dlua_fail(L, st, err);
         lua_pushnumber(L, (lua_Number)a->busy_ms / 1000);
@@ -232,6 +226,34 @@ static int acquire(lua_State *L, const char *fname, dl_acquire_args *a)
     return 1;
 }
 
+/* Run a blocking acquire (op NULL) or one step of op. The lock object is
+ * referenced for the registry, and kept if a fresh hold took it. */
+static dl_status run(lua_State *L, lock_call *k, dl_acquire_args *a,
+                     dl_acquire *op, char *err)
+{
+    lua_getiuservalue(L, k->ci, UV_REFS);       /* client, refs */
+    lua_pushvalue(L, 1);
+    a->ref = luaL_ref(L, -2);
+    a->ref_kept = 0;
+    dl_status st = op ? dl_client_acquire_step(k->lc->c, &k->l, op, err,
+                                               DL_ERRLEN)
+                      : dl_client_acquire(k->lc->c, &k->l, a, err,
+                                          DL_ERRLEN);
+    if (!a->ref_kept)
+        luaL_unref(L, -1, a->ref);
+    lua_pop(L, 1);
+    return st;
+}
+
+static int acquire(lua_State *L, const char *fname, dl_acquire_args *a)
+{
+    lock_call k;
+    char err[DL_ERRLEN];
+    begin(L, fname, &k);
+    dl_status st = run(L, &k, a, NULL, err);
+    return acquired(L, st, a, err);
+}
+
 static int lock_acquire(lua_State *L)
 {
     lua_lock *k = check_lock(L, 1, "acquire");
@@ -239,6 +261,54 @@ static int lock_acquire(lua_State *L)
                           .renew_ms = k->renew_ms };
     read_timing(L, 2, "acquire", &a);
     return acquire(L, "acquire", &a);
+}
+
+/* lock:_scheduler() -> the client's scheduler wait function, or nil. */
+static int lock_scheduler(lua_State *L)
+{
+    check_lock(L, 1, "acquire");
+    lua_getiuservalue(L, 1, 1);
+    if (!luaL_testudata(L, -1, CLIENT_MT))
+        return 0;
+    lua_getiuservalue(L, -1, UV_SCHED);
+    return 1;
+}
+
+/* lock:_acquire_step([opts]) -> a new step state for acquire(opts). */
+static int lock_step_new(lua_State *L)
+{
+    lua_lock *k = check_lock(L, 1, "acquire");
+    dl_acquire_args a = { .wait_us = k->wait_us, .lease_ms = k->lease_ms,
+                          .renew_ms = k->renew_ms };
+    read_timing(L, 2, "acquire", &a);
+    dl_acquire *op = lua_newuserdatauv(L, sizeof *op, 0);
+    memset(op, 0, sizeof *op);
+    op->args = a;
+    luaL_setmetatable(L, STEP_MT);
+    return 1;
+}
+
+/* lock:_step(op) -> true, acquire's results | false, fd or nil, seconds:
+ * wait until fd is readable or the time has passed, then step again. */
+static int lock_step(lua_State *L)
+{
+    lock_call k;
+    char err[DL_ERRLEN];
+    dl_acquire *op = luaL_checkudata(L, 2, STEP_MT);  /* kept by the caller */
+    begin(L, "acquire", &k);
+    dl_status st = run(L, &k, &op->args, op, err);
+    if (st == DL_EWAIT) {
+        lua_pushboolean(L, 0);
+        if (op->nfds)
+            lua_pushinteger(L, op->fds[0]);
+        else
+            lua_pushnil(L);
+        int64_t left = op->wake_us - dl_now_us();
+        lua_pushnumber(L, left > 0 ? (lua_Number)left / 1e6 : 0);
+        return 3;
+    }
+    lua_pushboolean(L, 1);
+    return 1 + acquired(L, st, &op->args, err);
 }
 
 static int lock_try_acquire(lua_State *L)
@@ -427,8 +497,13 @@ void dlua_lock_open(lua_State *L)
         { "ttl", lock_ttl },
         { "extend", lock_extend },
         { "force_release", lock_force_release },
+        { "_scheduler", lock_scheduler },
+        { "_acquire_step", lock_step_new },
+        { "_step", lock_step },
         { NULL, NULL }
     };
+    static const luaL_Reg none[] = { { NULL, NULL } };
+    dlua_new_class(L, STEP_MT, none, NULL);
     dlua_new_class(L, LOCK_MT, meta, methods);
     luaL_getmetatable(L, LOCK_MT);              /* mt */
     lua_getfield(L, -1, "methods");             /* mt, methods */

@@ -215,9 +215,12 @@ void dl_topology_sentinel_news(dl_topology *t)
         if (!t->news_init)
             return;
     }
-    if (!dl_waiter_subscribed(w, SWITCH_MASTER, len) &&
-        dl_waiter_subscribe(w, SWITCH_MASTER, len, err, sizeof err) != DL_OK)
-        return;
+    if (!dl_waiter_subscribed(w, SWITCH_MASTER, len)) {
+        if (dl_waiter_subscribe(w, SWITCH_MASTER, len, err, sizeof err)
+            != DL_OK)
+            return;
+        t->news_seen = 0;               /* a new subscription counts anew */
+    }
     /* A sentinel that hangs (rather than closing) would keep us deaf to
      * failovers: one that answers no PING within 2 s is left for the next. */
     if (dl_waiter_alive(w, 500000, 2000000 + t->connect_timeout_us,
@@ -225,8 +228,11 @@ void dl_topology_sentinel_news(dl_topology *t)
         w->conn.retry_at_us = 0;
         return;
     }
-    if (dl_waiter_wait(w, SWITCH_MASTER, len, 0) <= 0)
+    size_t live;
+    uint64_t seen = dl_waiter_count(&w, 1, SWITCH_MASTER, len, &live);
+    if (!live || seen == t->news_seen)
         return;
+    t->news_seen = seen;
     dl_node *n = t->nodes[0];
     dl_conn_retarget(&n->cmd);
     dl_waiter_free(&n->sub);            /* its subscriptions go with it */

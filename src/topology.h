@@ -49,6 +49,7 @@ typedef struct dl_topology {
     size_t news_from;           /* which sentinel it listens to */
     int news_init;
     int64_t news_ping_us;       /* when to check that sentinel is alive */
+    uint64_t news_seen;         /* +switch-master messages handled */
     size_t sentinel_ok;         /* the sentinel that answered last */
     int wd_retarget;            /* atomic: the watchdog must re-resolve */
     int64_t connect_timeout_us, command_timeout_us, wd_timeout_us;

@@ -24,6 +24,7 @@ const char *dl_strerror(dl_status st)
     case DL_EREDIS:   return "redis";
     case DL_EMOVED:   return "redis";
     case DL_EAGAIN:   return "connection";
+    case DL_EWAIT:    return "timeout";
     }
     return "redis";
 }

@@ -3,12 +3,16 @@
  *
  * DESIGN. A waiter must never miss the release it waits for, yet expiry
  * publishes nothing. So the client (1) subscribes and waits for the
- * confirmation, (2) retries the acquire, and only then (3) blocks here,
- * bounded by the holder's remaining TTL and the caller's wait. Messages
- * for any cached channel are read as they come and remembered as
- * "pending", so one that arrives between a failed try and the wait still
- * wakes the waiter. hiredis is used only as a reply parser here: poll()
- * bounds each wait, then redisBufferRead/redisGetReplyFromReader consume
+ * confirmation, (2) counts the messages on the channel and retries the
+ * acquire, and only then (3) waits, bounded by the holder's remaining TTL
+ * and the caller's wait, and retries when the count has grown. Messages
+ * for any cached channel are counted as they are read, by whichever
+ * acquire reads them, so one that arrives between a failed try and the
+ * wait still wakes the waiter, and every coroutine waiting on one channel
+ * sees it. Besides the SUBSCRIBE round trip, only dl_wait_fds blocks: the
+ * waiting itself may be a poll() or a yield to the caller's event loop
+ * (client.h). hiredis is used only as a reply parser here: poll() says
+ * when to read, then redisBufferRead/redisGetReplyFromReader consume
  * what is there.
  */
 #include "wait.h"
@@ -89,7 +93,7 @@ static int drain(dl_waiter *w, const char *chan, size_t len)
             if (is(kind, "message") || is(kind, "smessage")) {
                 dl_sub *s = find(w, name->str, name->len);
                 if (s)
-                    s->pending = 1;
+                    s->count++;
             } else if ((is(kind, "subscribe") || is(kind, "ssubscribe")) &&
                        chan && name->len == len &&
                        memcmp(name->str, chan, len) == 0) {
@@ -149,7 +153,7 @@ dl_status dl_waiter_subscribe(dl_waiter *w, const char *chan, size_t len,
     dl_sub *s = &w->subs[w->nsubs++];
     s->chan = copy;
     s->len = len;
-    s->pending = 0;
+    s->count = 0;
     s->used = ++w->tick;
     int64_t bound = w->conn.connect_timeout_us > 0 ? w->conn.connect_timeout_us
                                                    : 1000000;
@@ -181,54 +185,62 @@ dl_status dl_waiter_subscribe(dl_waiter *w, const char *chan, size_t len,
     }
 }
 
-int dl_waiter_wait_any(dl_waiter **ws, size_t n, const char *chan,
-                       size_t len, int64_t timeout_us)
+/* Take in what w's socket holds now, without blocking. */
+static void pump(dl_waiter *w)
 {
-    struct pollfd pfd[64];
-    dl_waiter *polled[64];
-    int64_t deadline = dl_now_us() + timeout_us;
+    struct pollfd p = { .fd = w->conn.ctx->fd, .events = POLLIN };
+    int n;
+    while ((n = poll(&p, 1, 0)) < 0 && errno == EINTR)
+        ;
+    if (n < 0 || (n > 0 && redisBufferRead(w->conn.ctx) != REDIS_OK) ||
+        drain(w, NULL, 0) < 0)
+        broken(w);
+}
+
+uint64_t dl_waiter_count(dl_waiter **ws, size_t n, const char *chan,
+                         size_t len, size_t *live)
+{
+    uint64_t total = 0;
+    *live = 0;
+    for (size_t i = 0; i < n; i++) {
+        dl_waiter *w = ws[i];
+        if (!w->conn.ctx || !find(w, chan, len))
+            continue;
+        pump(w);
+        dl_sub *s = w->conn.ctx ? find(w, chan, len) : NULL;
+        if (!s)
+            continue;
+        s->used = ++w->tick;
+        total += s->count;
+        (*live)++;
+    }
+    return total;
+}
+
+size_t dl_waiter_fds(dl_waiter **ws, size_t n, const char *chan, size_t len,
+                     int *fds)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ws[i]->conn.ctx && find(ws[i], chan, len))
+            fds[k++] = ws[i]->conn.ctx->fd;
+    return k;
+}
+
+void dl_wait_fds(const int *fds, size_t n, int64_t until_us)
+{
+    struct pollfd p[64];
     if (n > 64)
         n = 64;
-    for (int looked = 0;; looked = 1) {
-        size_t np = 0;
-        int woke = 0;
-        for (size_t i = 0; i < n; i++) {
-            dl_waiter *w = ws[i];
-            dl_sub *s = w->conn.ctx ? find(w, chan, len) : NULL;
-            if (!s)
-                continue;
-            s->used = ++w->tick;
-            if (drain(w, NULL, 0) < 0) {
-                broken(w);
-                continue;
-            }
-            if (s->pending) {
-                s->pending = 0;
-                woke = 1;
-            }
-            pfd[np].fd = w->conn.ctx->fd;
-            pfd[np].events = POLLIN;
-            pfd[np].revents = 0;
-            polled[np++] = w;
-        }
-        if (woke)
-            return 1;
-        if (np == 0)
-            return -1;
-        int64_t left = deadline - dl_now_us();
-        if (left <= 0 && looked)
-            return 0;
-        /* A zero timeout still looks at the sockets once. */
-        int k = poll(pfd, (nfds_t)np, dl_poll_ms(left));
-        if (k < 0 && errno != EINTR) {
-            for (size_t i = 0; i < np; i++)
-                broken(polled[i]);
-            return -1;
-        }
-        for (size_t i = 0; k > 0 && i < np; i++)
-            if (pfd[i].revents && redisBufferRead(polled[i]->conn.ctx)
-                                      != REDIS_OK)
-                broken(polled[i]);
+    for (size_t i = 0; i < n; i++) {
+        p[i].fd = fds[i];
+        p[i].events = POLLIN;
+        p[i].revents = 0;
+    }
+    for (int64_t left; (left = until_us - dl_now_us()) > 0;) {
+        int k = poll(p, (nfds_t)n, dl_poll_ms(left));
+        if (k != 0 && !(k < 0 && errno == EINTR))
+            return;             /* readable, or an error the next read sees */
     }
 }
 

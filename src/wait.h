@@ -14,7 +14,7 @@
 typedef struct dl_sub {
     char *chan;
     size_t len;
-    int pending;            /* a message arrived since the last wait */
+    uint64_t count;         /* messages that arrived on it */
     uint64_t used;          /* LRU stamp */
 } dl_sub;
 
@@ -36,22 +36,27 @@ void dl_waiter_free(dl_waiter *w);
 int dl_waiter_subscribed(dl_waiter *w, const char *chan, size_t len);
 
 /* Subscribe to chan and wait for the server's confirmation, so that a
- * release published after this returns is seen by dl_waiter_wait. */
+ * release published after this returns is counted by dl_waiter_count. */
 dl_status dl_waiter_subscribe(dl_waiter *w, const char *chan, size_t len,
                               char *err, size_t errlen);
 
-/* Block until a message on chan arrives on any of the n waiters (1),
- * timeout_us passes (0), or none of them is subscribed any more (-1: the
- * links broke; their subscriptions are forgotten). A message that arrived
- * since the previous wait on chan counts. */
-int dl_waiter_wait_any(dl_waiter **ws, size_t n, const char *chan,
-                       size_t len, int64_t timeout_us);
+/* Read, without blocking, whatever the n waiters' sockets hold, and
+ * return how many messages have arrived on chan across those subscribed
+ * to it (a count that grows while the subscriptions last). An acquire
+ * compares the count taken before its attempt with the count after it,
+ * so that every waiter of one state sees each release, whoever read it.
+ * *live gets how many are subscribed (0: the links broke, and their
+ * subscriptions are forgotten). */
+uint64_t dl_waiter_count(dl_waiter **ws, size_t n, const char *chan,
+                         size_t len, size_t *live);
 
-static inline int dl_waiter_wait(dl_waiter *w, const char *chan, size_t len,
-                                 int64_t timeout_us)
-{
-    return dl_waiter_wait_any(&w, 1, chan, len, timeout_us);
-}
+/* The sockets of the waiters subscribed to chan, into fds (room for n);
+ * returns how many. Readable means: call dl_waiter_count again. */
+size_t dl_waiter_fds(dl_waiter **ws, size_t n, const char *chan, size_t len,
+                     int *fds);
+
+/* Block until one of fds is readable or until_us (monotonic) passes. */
+void dl_wait_fds(const int *fds, size_t n, int64_t until_us);
 
 /* Liveness of an idle subscriber: send PING every interval_us (allowed
  * while subscribed); 0 when the server has answered something within

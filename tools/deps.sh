@@ -16,6 +16,9 @@ command -v luarocks >/dev/null 2>&1 || missing="$missing luarocks"
 command -v git >/dev/null 2>&1 || missing="$missing git"
 command -v zip >/dev/null 2>&1 || missing="$missing zip"
 command -v unzip >/dev/null 2>&1 || missing="$missing unzip"
+# spec/scheduler_spec.lua: the event loops dlock yields to
+"lua$V" -e 'require "cqueues"' >/dev/null 2>&1 || missing="$missing lua-cqueues"
+"lua$V" -e 'require "luv"' >/dev/null 2>&1 || missing="$missing lua-luv"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "dlock: installing$missing" >&2
