@@ -32,7 +32,7 @@ export DLOCK_BUILD := $(BUILD)
 
 .PHONY: all deps test demo bench soak asan tsan valgrind lint install dist clean help
 
-all: $(SO)
+all: $(SO) $(BUILD)/host
 
 # A plain build needs only the build dependencies and installs nothing; the
 # targets that run tests or examples run `deps` (tools/deps.sh) first.
@@ -45,6 +45,11 @@ $(SO): $(SRC) $(HDR)
 	    exit 1; } >&2
 	@mkdir -p $(BUILD)/dlock
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -shared -o $@ $(SRC) $(PKG_LIBS) $(LDFLAGS)
+
+# examples/host: a C program embedding Lua, running jobs from a tick loop.
+$(BUILD)/host: examples/host/host.c $(SO)
+	$(CC) $(CFLAGS) $(WARN) $(shell pkg-config --cflags $(LUA_PC) 2>/dev/null) -o $@ $< \
+	    $(shell pkg-config --libs $(LUA_PC) 2>/dev/null) $(LDFLAGS)
 
 $(BUILD)/forktest.so: spec/forktest.c   # fork() for the fork specs only
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -shared -o $@ $< $(LDFLAGS)

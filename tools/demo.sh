@@ -16,3 +16,6 @@ for ex in examples/*.lua; do
     echo "== $ex"
     ${DLOCK_LUA:-lua5.4} "$ex"
 done
+echo
+echo "== examples/host (a C host ticking Lua jobs)"
+"${DLOCK_BUILD:-build}/host" examples/host/tick.lua "$REDIS_URL"
