@@ -247,6 +247,15 @@ describe("install", function()
       :format(q(home), REL)):match("%S"), "no dlock " .. REL .. " rock under HOME")
     assert_loaded_from(log, function(a0) return a0:match("/examples/quickstart%.lua$") end,
       home, "quickstart")
+    -- luarocks' own build (no -fvisibility=hidden) exports only the entry
+    -- point into the host's symbol space, not the core's dl_* functions.
+    local so = must(("find %s -name core.so -path '*/dlock/*'"):format(q(home))):match("%S+")
+    local syms = must("nm -D --defined-only " .. q(so))
+    local exported = {}
+    for kind, name in syms:gmatch("%x+ (%u) (%S+)") do
+      if kind == "T" or kind == "D" or kind == "B" then exported[#exported + 1] = name end
+    end
+    assert.same({ "luaopen_dlock_core" }, exported)
     assert_copy_clean(b)
   end)
 

@@ -8,6 +8,8 @@
 
 #include "state.h"
 
+#pragma GCC visibility push(hidden)
+
 /* What the Lua thread may read of a hold without I/O. */
 typedef struct dl_holdinfo {
     int64_t count;              /* 0 when not held or lost */
@@ -94,4 +96,5 @@ void dl_client_stats(dl_client *c, dl_stats *out, size_t *held);
  * allkeys-* policy (volatile-* ones may too: every lock key has a TTL). */
 int dl_client_evictable(const dl_client *c);
 
+#pragma GCC visibility pop
 #endif

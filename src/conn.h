@@ -10,6 +10,8 @@
 #include "dlock.h"
 #include <hiredis/hiredis.h>
 
+#pragma GCC visibility push(hidden)
+
 #define DL_HIREDIS_AT_LEAST(maj, min) \
     (HIREDIS_MAJOR > (maj) || (HIREDIS_MAJOR == (maj) && HIREDIS_MINOR >= (min)))
 
@@ -114,4 +116,5 @@ int dl_reply_int(const redisReply *r, size_t i, int64_t *v);
 /* Describe a hiredis context error as "connection: ..." text in err. */
 dl_status dl_conn_error(dl_conn *c, char *err, size_t errlen);
 
+#pragma GCC visibility pop
 #endif

@@ -8,6 +8,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What the core headers declare stays inside the module, however it is
+ * built (a luarocks builtin build passes no -fvisibility=hidden): each
+ * wraps its declarations in push(hidden) ... pop. Only luaopen_dlock_core
+ * is exported. */
+#pragma GCC visibility push(hidden)
+
 /* The stable error codes of the public API. dl_strerror() is the only
  * place their text is spelled out. */
 typedef enum {
@@ -51,4 +57,5 @@ dl_status dl_fail(char *err, size_t errlen, dl_status st, const char *fmt, ...)
 #endif
     ;
 
+#pragma GCC visibility pop
 #endif

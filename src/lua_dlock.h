@@ -7,6 +7,8 @@
 #include "compat.h"
 #include "client.h"
 
+#pragma GCC visibility push(hidden)
+
 #define CLIENT_MT "dlock.Client"
 #define LOCK_MT   "dlock.Lock"
 #define OWNER_MT  "dlock.Owner"
@@ -70,4 +72,5 @@ int dlua_lock_new(lua_State *L);
 /* Register the Lock class; leaves its methods table on the stack. */
 void dlua_lock_open(lua_State *L);
 
+#pragma GCC visibility pop
 #endif

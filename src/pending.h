@@ -7,6 +7,8 @@
 
 #include "state.h"
 
+#pragma GCC visibility push(hidden)
+
 /* A request of a hold whose outcome is not known yet, as copied under
  * c->mu: what it takes to settle it without the mutex. */
 typedef struct dl_pending {
@@ -42,4 +44,5 @@ void dl_client_pending_done(dl_client *c, dl_hold *h, uint64_t seq,
  * caller owns h (no other thread may touch it). */
 void dl_client_pending_end(dl_client *c, int wd, const dl_hold *h);
 
+#pragma GCC visibility pop
 #endif

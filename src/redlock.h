@@ -8,6 +8,8 @@
 
 #include "state.h"
 
+#pragma GCC visibility push(hidden)
+
 /* What one acquire attempt found. */
 typedef struct dl_attempt {
     int outcome;                /* 1 acquired, 0 busy, -1 lost (reentry) */
@@ -48,4 +50,5 @@ dl_status dl_redlock_force(dl_client *c, const char **argv, size_t *lens,
 dl_status dl_redlock_ping(dl_client *c, const char **argv,
                           char *err, size_t errlen);
 
+#pragma GCC visibility pop
 #endif

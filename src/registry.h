@@ -8,6 +8,8 @@
 
 #include "dlock.h"
 
+#pragma GCC visibility push(hidden)
+
 typedef struct dl_hold {
     uint64_t id;                /* unique within the client, never reused */
     struct dl_hold *hnext;      /* hash bucket chain */
@@ -95,4 +97,5 @@ int dl_registry_push_event(dl_registry *reg, int ref, const char *reason);
  * refs become reason-less notices). Returns how many moved. */
 size_t dl_registry_orphan(dl_registry *reg, uint64_t owner_num);
 
+#pragma GCC visibility pop
 #endif

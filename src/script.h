@@ -14,6 +14,8 @@
 
 #include "conn.h"
 
+#pragma GCC visibility push(hidden)
+
 typedef enum {
     DL_S_ACQUIRE,   /* KEYS lock counter; ARGV owner req seq lease_ms
                        expected token (of the hold a reentry joins) */
@@ -70,4 +72,5 @@ int dl_script_noscript(const redisReply *r);
 /* The source of script id and its name ("acquire", ...), for tests. */
 const char *dl_script_source(dl_script_id id, const char **name);
 
+#pragma GCC visibility pop
 #endif

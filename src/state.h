@@ -16,6 +16,8 @@
 #include <pthread.h>
 #include <sys/types.h>
 
+#pragma GCC visibility push(hidden)
+
 struct dl_watchdog;
 
 /* Why a hold is lost when Redis no longer has it (both threads say it). */
@@ -91,4 +93,5 @@ void dl_client_lose(dl_client *c, dl_hold *h, const char *reason);
 int dl_client_drop_args(const dl_client *c, const dl_hold *h,
                         const char **argv, size_t *lens, char bufs[3][24]);
 
+#pragma GCC visibility pop
 #endif

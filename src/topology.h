@@ -11,6 +11,8 @@
 
 #include <pthread.h>
 
+#pragma GCC visibility push(hidden)
+
 #define DL_MAX_NODES 64
 #define DL_SLOTS 16384
 #define DL_NO_NODE 0xffff
@@ -112,4 +114,5 @@ dl_status dl_topology_refresh(dl_topology *t, size_t via, int wd,
  * Expects t->mu held. DL_NO_NODE when full or out of memory. */
 size_t dl_topology_node_at(dl_topology *t, const char *host, int port);
 
+#pragma GCC visibility pop
 #endif

@@ -9,6 +9,8 @@
 
 #include "conn.h"
 
+#pragma GCC visibility push(hidden)
+
 #define DL_WAIT_MAX_SUBS 64
 
 typedef struct dl_sub {
@@ -69,4 +71,5 @@ int dl_waiter_alive(dl_waiter *w, int64_t interval_us, int64_t dead_us,
  * at most an hour (callers loop until their deadline). */
 int dl_poll_ms(int64_t us);
 
+#pragma GCC visibility pop
 #endif

@@ -12,6 +12,8 @@
 #include "topology.h"
 #include <pthread.h>
 
+#pragma GCC visibility push(hidden)
+
 #define DL_RENEW_BATCH 100      /* keys per renewal script call */
 #define DL_SETTLE_MAX 64        /* pending requests ended per pass */
 
@@ -67,4 +69,5 @@ void dl_watchdog_stop(struct dl_client *c);
 /* With c->mu held: wake the thread if it sleeps past when_us. */
 void dl_watchdog_poke(struct dl_client *c, int64_t when_us);
 
+#pragma GCC visibility pop
 #endif
