@@ -343,7 +343,7 @@ end
 
 local rows = {}
 local function row(measure, v, p, target) rows[#rows + 1] = { measure, v, p or "", target or "" } end
-local function verdict(ok) return ok and "**pass**" or "**miss**" end
+local function verdict(ok) return ok and "reached" or "not reached" end
 local function f0(x) return x ~= x and "-" or ("%.0f"):format(x) end
 local function f2(x) return x ~= x and "-" or ("%.2f"):format(x) end
 local PL = plain and "plain" or nil
@@ -416,7 +416,7 @@ local out = {
     CFG.secs, CFG.m2_secs, PIN ~= "" and ("with server and client pinned to CPU " .. CPU) or "unpinned (no taskset)",
     now() - T0, LOAD0, loadavg()),
   "",
-  "| measure | dlock (or ceiling) | plain Lua | target |",
+  "| measure | dlock (or ceiling) | plain Lua | design goal |",
   "|---|---|---|---|",
 }
 for _, r in ipairs(rows) do out[#out + 1] = "| " .. table.concat(r, " | ") .. " |" end
