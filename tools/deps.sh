@@ -19,6 +19,10 @@ command -v unzip >/dev/null 2>&1 || missing="$missing unzip"
 # spec/scheduler_spec.lua: the event loops dlock yields to
 "lua$V" -e 'require "cqueues"' >/dev/null 2>&1 || missing="$missing lua-cqueues"
 "lua$V" -e 'require "luv"' >/dev/null 2>&1 || missing="$missing lua-luv"
+# spec/haproxy_spec.lua: a real host (it embeds Lua 5.3)
+command -v haproxy >/dev/null 2>&1 || missing="$missing haproxy"
+command -v curl >/dev/null 2>&1 || missing="$missing curl"
+pkg-config --exists lua5.3 2>/dev/null || missing="$missing liblua5.3-dev"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "dlock: installing$missing" >&2
