@@ -533,6 +533,7 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
     int redlock = c->topo.kind == DL_TOPO_REDLOCK, unref = DL_NOREF;
     dl_waiter *ws[DL_MAX_NODES];
     size_t nws = waiters(c, l, ws), nlive;
+    int woke = 0;
     dl_status st;
     if (!op->started) {
         int64_t now = dl_now_us();
@@ -545,13 +546,14 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
         int64_t now = dl_now_us();
         if (seen == op->seen && now < op->wake_us && nlive == op->nfds)
             return DL_EWAIT;                /* early: wait on */
-        if (seen != op->seen)
-            c->stats.wakeups++;
+        woke = seen != op->seen;
     }
     op->nfds = 0;
     op->wake_us = 0;
 
     pthread_mutex_lock(&c->mu);
+    if (woke)
+        c->stats.wakeups++;
     dl_hold *h;
     for (;;) {
         h = ready_hold(c, l, 1, &st, err, errlen);  /* its last try ended */
