@@ -74,15 +74,29 @@ end
 local isyieldable, running, resume, yield =
   coroutine.isyieldable, coroutine.running, coroutine.resume, coroutine.yield
 
--- cqueues: poll the socket from the running cqueue's coroutine.
+-- cqueues: poll the socket from the running cqueue's coroutine. Several
+-- coroutines may wait on one socket, and the first to run after it turns
+-- readable reads it dry: so one polls the socket and, when it returns,
+-- wakes the others, which wait on a condition meanwhile.
 local function cqueues_wait()
   local ok, cqueues = pcall(require, "cqueues")
   if not ok then return nil, "cqueues is not installed" end
+  local condition = require "cqueues.condition"
+  local watch = {}                      -- fd -> { cond, polling }
   return function(fd, timeout)
-    if fd then
-      cqueues.poll({ pollfd = fd, events = "r" }, timeout)
+    if not fd then return cqueues.sleep(timeout) end
+    local w = watch[fd]
+    if not w then
+      w = { cond = condition.new() }
+      watch[fd] = w
+    end
+    if w.polling then
+      cqueues.poll(w.cond, timeout)
     else
-      cqueues.sleep(timeout)
+      w.polling = true
+      cqueues.poll({ pollfd = fd, events = "r" }, timeout)
+      w.polling = false
+      w.cond:signal()                   -- every other waiter looks again
     end
   end
 end
