@@ -18,6 +18,10 @@
 --            after each release.
 --   M3       watchdog scale: one client holds 10,000 locks (lease 3 s) for
 --            15 s: none lost, renewal commands/s seen by the server, CPU.
+--   M4       schedulers: N = 4 coroutines of one Lua state on one lock under
+--            cqueues and under luv (bench/sched.lua), each holding it for
+--            1 ms of work that yields to the loop, then stepping back 1 ms:
+--            critical sections/s, handoff p50/p99, Jain's index.
 -- M1 and M2 run beside bench/plainlock.lua (a hand-written SET NX lock over
 -- LuaSocket) when LuaSocket is installed. Every figure is the median of REPS
 -- runs. `--quick` (make bench BENCH_ARGS=--quick) finishes in under a minute.
@@ -339,6 +343,24 @@ for rep = 1, CFG.reps do
               held = tonumber(held), lost = tonumber(lost), live = tonumber(live) }
 end
 
+-- ---- M4 --------------------------------------------------------------------
+
+local M4 = {}                                 -- M4[kind] = { runs }
+for _, kind in ipairs({ "cqueues", "luv" }) do
+  local ok = os.execute(("%s -e 'require %q' 2>/dev/null"):format(q(LUA), kind))
+  if ok then
+    M4[kind] = {}
+    for rep = 1, CFG.reps do
+      log("M4 %s, run %d/%d", kind, rep, CFG.reps)
+      local out = sh(("%s %s %s %s 4 %g"):format(q(LUA), q(DIR .. "/sched.lua"), URL, kind, CFG.m2_secs))
+      local count, j, h50, h99 = out:match("count (%d+) jain (%S+) h50 (%S+) h99 (%S+)")
+      assert(count, "bench/sched.lua: " .. out)
+      M4[kind][rep] = { cps = tonumber(count) / CFG.m2_secs, jain = tonumber(j),
+                        h50 = tonumber(h50), h99 = tonumber(h99) }
+    end
+  end
+end
+
 -- ---- the table -------------------------------------------------------------
 
 local rows = {}
@@ -391,6 +413,18 @@ for _, s in ipairs(SERIES) do
 end
 row("M2 lost updates (overlapping holds), all runs", ("%d (%d)"):format(lost_d, over_d),
     pv(function() return ("%d (%d)"):format(lost_p, over_p) end), ("0: %s"):format(verdict(lost_d == 0)))
+
+for _, kind in ipairs({ "cqueues", "luv" }) do
+  local label = ("M4 N=4 coroutines of one state, %s, 1 ms held and 1 ms step-back"):format(kind)
+  local runs = M4[kind]
+  if runs then
+    row(label .. ": critical sections/s", f0(med(runs, "cps")))
+    row(label .. ": handoff p50 / p99 (ms)", ("%.3f / %.3f"):format(med(runs, "h50"), med(runs, "h99")))
+    row(label .. ": Jain fairness", f2(med(runs, "jain")))
+  else
+    row(label, ("skipped (no %s)"):format(kind))
+  end
+end
 
 local n3 = CFG.m3_locks
 local want = (n3 / 100) / (M3_LEASE / 3)
