@@ -13,7 +13,6 @@
 
 #include <math.h>
 #include <stdarg.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -775,9 +774,7 @@ static int module_sleep(lua_State *L)
     if (!(s >= 0 && s <= 86400))
         dlua_arg_error(L, 1, "dlock.sleep", "seconds from 0 to 86400 "
                        "expected");
-    int64_t until = dl_now_us() + (int64_t)(s * 1e6);
-    for (int64_t left; (left = until - dl_now_us()) > 0;)
-        poll(NULL, 0, (int)((left + 999) / 1000));
+    dl_wait_fds(NULL, 0, dl_now_us() + (int64_t)(s * 1e6));
     return 0;
 }
 
