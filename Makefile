@@ -17,9 +17,9 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(LUA_PC) hiredis 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs hiredis 2>/dev/null) -lpthread -ldl -lm
 
 SRC = src/util.c src/conn.c src/script.c src/registry.c src/wait.c \
-      src/topology.c src/state.c src/redlock.c src/watchdog.c src/client.c \
-      src/pending.c \
-      src/lua_dlock.c src/lua_lock.c
+      src/topology.c src/op.c src/exec.c src/batch.c src/state.c src/watchdog.c \
+      src/pending.c src/client.c src/acquire.c src/release.c \
+      src/lua_dlock.c src/lua_client.c src/lua_connect.c src/lua_lock.c
 HDR = $(wildcard src/*.h)
 BUILD ?= build
 SO  = $(BUILD)/dlock/core.so

@@ -26,9 +26,11 @@ build = {
   modules = {
     ["dlock.core"] = {
       sources = { "src/util.c", "src/conn.c", "src/script.c",
-                  "src/registry.c", "src/wait.c", "src/topology.c", "src/state.c",
-                  "src/redlock.c", "src/watchdog.c",
-                  "src/client.c", "src/pending.c", "src/lua_dlock.c", "src/lua_lock.c" },
+                  "src/registry.c", "src/wait.c", "src/topology.c", "src/op.c",
+                  "src/exec.c", "src/batch.c", "src/state.c", "src/watchdog.c", "src/pending.c",
+                  "src/client.c", "src/acquire.c", "src/release.c",
+                  "src/lua_dlock.c", "src/lua_client.c", "src/lua_connect.c",
+                  "src/lua_lock.c" },
       libraries = { "hiredis", "pthread", "dl", "m" },
       incdirs = { "src", "$(HIREDIS_INCDIR)" },
       libdirs = { "$(HIREDIS_LIBDIR)" },

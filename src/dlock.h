@@ -50,6 +50,10 @@ int dl_random_hex(char *out, size_t nbytes);
  * process and after every fork; never touches random()'s seed. */
 uint32_t dl_random_u32(void);
 
+/* Grow the array *p (of *cap elements of size sz, doubling) to hold n.
+ * Returns 0, or -1 out of memory (*p and *cap unchanged). */
+int dl_grow(void *p, size_t *cap, size_t n, size_t sz);
+
 /* snprintf into err (may be NULL), never overflowing; returns st. */
 dl_status dl_fail(char *err, size_t errlen, dl_status st, const char *fmt, ...)
 #if defined(__GNUC__)

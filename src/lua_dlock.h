@@ -67,6 +67,17 @@ void *dlua_self(lua_State *L, int idx, const char *mt, const char *fname);
 void dlua_new_class(lua_State *L, const char *name, const luaL_Reg *meta,
                     const luaL_Reg *methods);
 
+/* Raise msg (formatted) at the line of the user's call (dlock.lua's
+ * frames skipped). */
+int dlua_error(lua_State *L, const char *fmt, ...);
+
+/* dlock.connect(url | opts): a Client, or nil and an error. */
+int dlua_connect(lua_State *L);
+
+/* Register the Client and Owner classes; leaves the Client methods table
+ * on the stack. */
+void dlua_client_open(lua_State *L);
+
 /* client:lock(name [, opts]) with the client at index 1. */
 int dlua_lock_new(lua_State *L);
 /* Register the Lock class; leaves its methods table on the stack. */

@@ -23,7 +23,7 @@
  */
 #define _GNU_SOURCE
 #include "pending.h"
-#include "redlock.h"
+#include "exec.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -36,72 +36,24 @@ void dl_client_pending_copy(const dl_hold *h, dl_pending *p)
     p->seq = h->pend_seq;
     p->token = h->pend_token;
     p->ms = h->pend_ms;
-    p->l.key = h->key;     p->l.keylen = h->keylen;
-    p->l.fence = h->fence; p->l.fencelen = h->fencelen;
-    p->l.chan = h->chan;   p->l.chanlen = h->chanlen;
-    p->l.owner = h->owner; p->l.ownerlen = h->ownerlen;
-    p->l.req = h->req;     p->l.reqlen = h->reqlen;
-    p->l.owner_num = h->owner_num;
-}
-
-static void arg(const char **argv, size_t *lens, int i, const char *s,
-                size_t n)
-{
-    argv[i] = s;
-    lens[i] = n;
+    dl_hold_lockref(h, &p->l);
 }
 
 dl_status dl_client_pending_io(dl_client *c, int wd, const dl_pending *p,
                                int *done, int64_t *code, int64_t *left,
                                char *err, size_t errlen)
 {
-    char seq_s[24], tok_s[24], ms_s[24];
-    const char *argv[DL_SCRIPT_HEAD + 8];
-    size_t lens[DL_SCRIPT_HEAD + 8];
-    int release = p->kind == DL_PEND_RELEASE, argc;
-    *done = 0;
-    *code = 0;
-    *left = 0;
-    snprintf(seq_s, sizeof seq_s, "%llu", (unsigned long long)p->seq);
-    snprintf(tok_s, sizeof tok_s, "%lld", (long long)p->token);
-    snprintf(ms_s, sizeof ms_s, "%lld", (long long)p->ms);
-    arg(argv, lens, 3, p->l.key, p->l.keylen);
-    arg(argv, lens, 4, p->l.owner, p->l.ownerlen);
-    arg(argv, lens, 5, p->l.req, p->l.reqlen);
-    arg(argv, lens, 6, seq_s, strlen(seq_s));
-    if (release) {              /* owner req seq token keep chan pub */
-        arg(argv, lens, 7, tok_s, strlen(tok_s));
-        arg(argv, lens, 8, ms_s, strlen(ms_s));
-        arg(argv, lens, 9, p->l.chan, p->l.chanlen);
-        arg(argv, lens, 10, c->pubverb, strlen(c->pubverb));
-        argc = 11;
-    } else {                    /* owner req seq keep chan pub */
-        arg(argv, lens, 7, ms_s, strlen(ms_s));
-        arg(argv, lens, 8, p->l.chan, p->l.chanlen);
-        arg(argv, lens, 9, c->pubverb, strlen(c->pubverb));
-        argc = 10;
-    }
-    dl_script_id id = release ? DL_S_RELEASE : DL_S_VOID;
-    if (c->topo.kind == DL_TOPO_REDLOCK) {
-        dl_status st = dl_redlock_settle(c, wd, id, argc, argv, lens, code,
-                                         err, errlen);
-        *done = st == DL_OK;
-        return st;
-    }
-    redisReply *r;
-    dl_status st = dl_topology_eval(&c->topo, &c->scripts, wd, p->l.key,
-                                    p->l.keylen, id, 1, argc, argv, lens,
-                                    &r, err, errlen);
-    if (st != DL_OK)
-        return st;
-    if (!release) {
-        *code = 1;
-    } else if (dl_reply_int(r, 0, code) ||
-               (*code == 1 && dl_reply_int(r, 1, left))) {
-        st = dl_fail(err, errlen, DL_EREDIS, "unexpected release reply");
-    }
-    freeReplyObject(r);
+    dl_op op;
+    dl_result res;
+    if (p->kind == DL_PEND_RELEASE)
+        dl_op_release(&op, &p->l, p->seq, p->token, p->ms, c->pubverb);
+    else
+        dl_op_void(&op, &p->l, p->seq, p->ms, c->pubverb);
+    op.wd = wd;
+    dl_status st = dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);
     *done = st == DL_OK;
+    *code = st != DL_OK ? 0 : res.kind == DL_V_YES ? 1 : -1;
+    *left = res.kind == DL_V_YES ? res.x : 0;
     return st;
 }
 
@@ -130,4 +82,66 @@ void dl_client_pending_end(dl_client *c, int wd, const dl_hold *h)
     dl_client_pending_copy(h, &p);
     (void)dl_client_pending_io(c, wd, &p, &done, &code, &left, err,
                                sizeof err);
+}
+
+/* ---- the Lua thread's side ------------------------------------------ */
+
+dl_status dl_client_settle(dl_client *c, dl_hold *h, char *err,
+                           size_t errlen)
+{
+    dl_pending p;
+    int done;
+    int64_t code, left;
+    dl_client_pending_copy(h, &p);
+    h->pend_lua = 1;
+    pthread_mutex_unlock(&c->mu);
+    dl_status st = dl_client_pending_io(c, 0, &p, &done, &code, &left, err,
+                                        errlen);
+    pthread_mutex_lock(&c->mu);
+    h->pend_lua = 0;
+    if (done)
+        dl_client_pending_done(c, h, p.seq, code);
+    h->finished = 0;            /* this thread decides what becomes of h */
+    return done ? DL_OK : st;
+}
+
+dl_hold *dl_client_ready_hold(dl_client *c, const dl_lockref *l, int create,
+                              dl_status *st, char *err, size_t errlen)
+{
+    dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
+                                  l->ownerlen);
+    *st = DL_OK;
+    if (h && h->pend != DL_PEND_NONE &&
+        (*st = dl_client_settle(c, h, err, errlen)) != DL_OK) {
+        int unref = DL_NOREF;
+        dl_client_tidy(c, h, &unref);
+        if (unref != DL_NOREF)
+            dl_registry_push_event(&c->reg, unref, NULL);
+        return NULL;
+    }
+    if (h || !create)
+        return h;
+    h = dl_registry_add(&c->reg, l->key, l->keylen, l->fence, l->fencelen,
+                        l->chan, l->chanlen, l->owner, l->ownerlen, l->req,
+                        l->reqlen);
+    if (!h)
+        *st = dl_fail(err, errlen, DL_EREDIS, "out of memory");
+    return h;
+}
+
+void dl_client_begin_request(dl_client *c, dl_hold *h, int kind, int64_t ms,
+                             int64_t until_us)
+{
+    h->pend = kind;
+    h->pend_lua = 1;
+    h->pend_seq = ++c->next_seq;
+    h->pend_token = h->token;
+    h->pend_ms = ms;
+    h->pend_until_us = until_us;
+}
+
+void dl_client_hand_over(dl_hold *h)
+{
+    h->pend_lua = 0;
+    h->pend_retry_us = dl_now_us();
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT
- * pending.h: requests whose reply was lost, and how they end (see
- * pending.c). Used by the lock operations and the watchdog.
+ * pending.h: the requests of a hold: begun, ended, and those whose reply
+ * was lost, and how they end (see pending.c). Used by the lock operations
+ * and the watchdog.
  */
 #ifndef DLOCK_PENDING_H
 #define DLOCK_PENDING_H
@@ -43,6 +44,26 @@ void dl_client_pending_done(dl_client *c, dl_hold *h, uint64_t seq,
  * coroutine's): end its pending request once, whatever the answer. The
  * caller owns h (no other thread may touch it). */
 void dl_client_pending_end(dl_client *c, int wd, const dl_hold *h);
+
+/* The Lua thread's side, with c->mu held. */
+
+/* l's hold, ready for a new request (its pending one ended), created if
+ * absent and create. NULL with *st and err when it cannot be. */
+dl_hold *dl_client_ready_hold(dl_client *c, const dl_lockref *l, int create,
+                              dl_status *st, char *err, size_t errlen);
+
+/* End h's pending request before a new one is sent for it. Returns with
+ * c->mu held; DL_OK once it ended. */
+dl_status dl_client_settle(dl_client *c, dl_hold *h, char *err,
+                           size_t errlen);
+
+/* h's request kind (DL_PEND_*) goes on the wire from this thread, with a
+ * new request id; Redis keeps its record ms; it is moot after until_us. */
+void dl_client_begin_request(dl_client *c, dl_hold *h, int kind, int64_t ms,
+                             int64_t until_us);
+
+/* Its reply did not come: the watchdog ends it (the caller pokes it). */
+void dl_client_hand_over(dl_hold *h);
 
 #pragma GCC visibility pop
 #endif

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT
  * state.c: the few operations on a client's shared state that both
- * threads use: which process owns it, losing a hold, dropping holds.
+ * threads use: which process owns it, losing, dropping and freeing holds.
  */
 #define _GNU_SOURCE
 #include "state.h"
@@ -35,22 +35,38 @@ void dl_client_opts_free(dl_client_opts *o)
     memset(o, 0, sizeof *o);
 }
 
-int dl_client_drop_args(const dl_client *c, const dl_hold *h,
-                        const char **argv, size_t *lens, char bufs[3][24])
+void dl_hold_lockref(const dl_hold *h, dl_lockref *l)
 {
-    char *count_s = bufs[0], *tok_s = bufs[1], *keep_s = bufs[2];
+    memset(l, 0, sizeof *l);
+    l->key = h->key;     l->keylen = h->keylen;
+    l->fence = h->fence; l->fencelen = h->fencelen;
+    l->chan = h->chan;   l->chanlen = h->chanlen;
+    l->owner = h->owner; l->ownerlen = h->ownerlen;
+    l->req = h->req;     l->reqlen = h->reqlen;
+    l->owner_num = h->owner_num;
+}
+
+int dl_client_drop_op(const dl_client *c, const dl_hold *h, dl_lockref *l,
+                      dl_op *op)
+{
     int64_t d = h->count > 0 && !h->lost ? h->count : 0;
     if (d <= 0)
         return 0;               /* a pending request is settled, not dropped */
-    snprintf(count_s, 24, "%lld", (long long)d);
-    snprintf(tok_s, 24, "%lld", h->owner_num ? 0LL : (long long)h->token);
-    snprintf(keep_s, 24, "%lld", (long long)c->opts.lease_ms);
-    argv[3] = h->key;   lens[3] = h->keylen;
-    argv[4] = h->owner; lens[4] = h->ownerlen;
-    argv[5] = count_s;  lens[5] = strlen(count_s);
-    argv[6] = tok_s;    lens[6] = strlen(tok_s);
-    argv[7] = keep_s;   lens[7] = strlen(keep_s);
-    argv[8] = h->chan;  lens[8] = h->chanlen;
-    argv[9] = c->pubverb; lens[9] = strlen(c->pubverb);
+    dl_hold_lockref(h, l);
+    /* A coroutine's holds are this client's alone: any tenancy. */
+    dl_op_drop(op, l, d, h->owner_num ? 0 : h->token, c->opts.lease_ms,
+               c->pubverb);
     return 1;
+}
+
+void dl_client_tidy(dl_client *c, dl_hold *h, int *unref)
+{
+    if (h->count > 0 || h->pend != DL_PEND_NONE || h->pend_lua)
+        return;
+    if (*unref == DL_NOREF)
+        *unref = h->ref;
+    else if (h->ref != DL_NOREF)
+        dl_registry_push_event(&c->reg, h->ref, NULL);
+    h->ref = DL_NOREF;
+    dl_registry_remove(&c->reg, h);
 }

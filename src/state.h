@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * state.h: what one client is, as the parts below the public API share
- * it: the lock operations (client.c), the renewal thread (watchdog.c),
- * the ending of unsettled requests (pending.c) and Redlock (redlock.c).
+ * it: the lock operations (client.c, acquire.c, release.c), the renewal
+ * thread (watchdog.c) and the ending of unsettled requests (pending.c).
  * It names the watchdog only by pointer, so that none of them needs the
  * others' headers: client.h sits on top of all of them.
  */
@@ -10,7 +10,7 @@
 
 #include "conn.h"
 #include "registry.h"
-#include "script.h"
+#include "op.h"
 #include "topology.h"
 
 #include <pthread.h>
@@ -49,16 +49,6 @@ typedef struct dl_stats {
                                    lease ran out */
 } dl_stats;
 
-/* The identity of one lock as one owner sees it. The requester names
- * this client acting for this owner: the owner itself for a coroutine
- * owner (it embeds the client id), "<client id>|<owner>" for an explicit
- * one, which other clients may share. */
-typedef struct dl_lockref {
-    const char *key, *fence, *chan, *owner, *req;
-    size_t keylen, fencelen, chanlen, ownerlen, reqlen;
-    uint64_t owner_num;         /* coroutine owner number; 0: explicit */
-} dl_lockref;
-
 typedef struct dl_client {
     pthread_mutex_t mu;         /* guards reg, stats, wd->next_wake_us and
                                    topo's node list and slot map */
@@ -88,10 +78,18 @@ int dl_client_same_process(const dl_client *c);
  * notice for the Lua thread. Used by both threads. */
 void dl_client_lose(dl_client *c, dl_hold *h, const char *reason);
 
-/* DROP arguments for h (argv[3..9]: key owner count token keep chan pub,
- * the numbers as text in bufs): this client's holds. 0: nothing to drop. */
-int dl_client_drop_args(const dl_client *c, const dl_hold *h,
-                        const char **argv, size_t *lens, char bufs[3][24]);
+/* l names h's lock and owner (pointing into h). */
+void dl_hold_lockref(const dl_hold *h, dl_lockref *l);
+
+/* The DROP of h's holds by this client (held and not lost). Returns 0
+ * when there is nothing to drop. */
+int dl_client_drop_op(const dl_client *c, const dl_hold *h, dl_lockref *l,
+                      dl_op *op);
+
+/* With c->mu held: a hold with nothing left (no holds, nothing pending)
+ * goes; its lock reference is handed back through *unref (the first), or
+ * queued to be dropped. */
+void dl_client_tidy(dl_client *c, dl_hold *h, int *unref);
 
 #pragma GCC visibility pop
 #endif

@@ -16,7 +16,6 @@
 #define _GNU_SOURCE
 #include "topology.h"
 
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -423,32 +422,21 @@ static dl_status run_once(dl_topology *t, const dl_scripts *s, int wd,
     return st;
 }
 
-static dl_status run_routed(dl_topology *t, const dl_scripts *s, int wd,
-                            const char *key, size_t keylen, int id,
-                            int nkeys, int argc, const char **argv,
-                            size_t *lens, redisReply **out,
-                            char *err, size_t errlen)
+dl_status dl_topology_run(dl_topology *t, const dl_scripts *s, int wd,
+                          const char *key, size_t keylen, int id, int nkeys,
+                          int argc, const char **argv, size_t *lens,
+                          redisReply **out, char *err, size_t errlen)
 {
     size_t idx = dl_topology_route(t, key, keylen);
     int asking = 0;
-    int64_t until = dl_now_us() + (wd ? t->wd_timeout_us
-                                      : t->command_timeout_us);
     for (int hop = 0; hop < 5; hop++) {
         dl_status st = run_once(t, s, wd, idx, asking, id, nkeys, argc,
                                 argv, lens, out, err, errlen);
-        if (st == DL_EREDIS && strncmp(err, "TRYAGAIN", 8) == 0) {
+        if (st == DL_EREDIS && strncmp(err, "TRYAGAIN", 8) == 0)
             /* A multi-key script while its slot migrates: the keys are
-             * split between two nodes for now. It did not run. The
-             * acquire has a one-key form for this: at once. */
-            if (id == DL_S_ACQUIRE || dl_now_us() + 10000 >= until)
-                return dl_fail(err, errlen, DL_EAGAIN, "slot %u is being "
-                               "migrated (TRYAGAIN)", dl_key_slot(key, keylen));
-            poll(NULL, 0, 10);
-            idx = dl_topology_route(t, key, keylen);
-            asking = 0;
-            hop = -1;                       /* not a redirect */
-            continue;
-        }
+             * split between two nodes for now. It did not run. */
+            return dl_fail(err, errlen, DL_EAGAIN, "slot %u is being "
+                           "migrated (TRYAGAIN)", dl_key_slot(key, keylen));
         if (st != DL_EMOVED)
             return st;
         unsigned slot;
@@ -469,24 +457,6 @@ static dl_status run_routed(dl_topology *t, const dl_scripts *s, int wd,
         idx = to;
     }
     return dl_fail(err, errlen, DL_ECONN, "too many cluster redirects");
-}
-
-dl_status dl_topology_eval(dl_topology *t, const dl_scripts *s, int wd,
-                           const char *key, size_t keylen, dl_script_id id,
-                           int nkeys, int argc, const char **argv,
-                           size_t *lens, redisReply **out,
-                           char *err, size_t errlen)
-{
-    return run_routed(t, s, wd, key, keylen, (int)id, nkeys, argc, argv,
-                      lens, out, err, errlen);
-}
-
-dl_status dl_topology_call(dl_topology *t, const char *key, size_t keylen,
-                           int argc, const char **argv, const size_t *lens,
-                           redisReply **out, char *err, size_t errlen)
-{
-    return run_routed(t, NULL, 0, key, keylen, -1, 0, argc, argv,
-                      (size_t *)lens, out, err, errlen);
 }
 
 /* ---- Redlock fan-out ----------------------------------------------------- */

@@ -83,19 +83,15 @@ int dl_slot_tag(unsigned slot, char *buf, size_t n);
  * t->mu. Returns its index. */
 size_t dl_topology_route(dl_topology *t, const char *key, size_t len);
 
-/* Run script id for key on the node that owns it, following Cluster
- * MOVED/ASK redirects and Sentinel re-resolution (READONLY). wd selects
- * the watchdog's connections. Errors as dl_script_eval. */
-dl_status dl_topology_eval(dl_topology *t, const dl_scripts *s, int wd,
-                           const char *key, size_t keylen, dl_script_id id,
-                           int nkeys, int argc, const char **argv,
-                           size_t *lens, redisReply **out,
-                           char *err, size_t errlen);
-
-/* Run one plain command (no script) on the node that owns key. */
-dl_status dl_topology_call(dl_topology *t, const char *key, size_t keylen,
-                           int argc, const char **argv, const size_t *lens,
-                           redisReply **out, char *err, size_t errlen);
+/* Run script id (or, with id < 0, the plain command argv) for key on
+ * the node that owns it, following Cluster MOVED/ASK redirects and
+ * Sentinel re-resolution (READONLY). wd selects the watchdog's
+ * connections. Errors as dl_script_eval; DL_EAGAIN for a multi-key
+ * script whose slot is mid-migration (TRYAGAIN: it did not run). */
+dl_status dl_topology_run(dl_topology *t, const dl_scripts *s, int wd,
+                          const char *key, size_t keylen, int id, int nkeys,
+                          int argc, const char **argv, size_t *lens,
+                          redisReply **out, char *err, size_t errlen);
 
 /* Redlock: run script id (or, with id < 0, the plain command argv) on
  * every node at once, on the watchdog's connections if wd, else the Lua

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -97,4 +98,19 @@ uint32_t dl_random_u32(void)
     if (fill_random((unsigned char *)&v, sizeof v) != 0)
         v = (uint32_t)dl_now_us();
     return v;
+}
+
+int dl_grow(void *p, size_t *cap, size_t n, size_t sz)
+{
+    if (n <= *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : 64;
+    while (c < n)
+        c *= 2;
+    void *q = realloc(*(void **)p, c * sz);
+    if (!q)
+        return -1;
+    *(void **)p = q;
+    *cap = c;
+    return 0;
 }

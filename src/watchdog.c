@@ -24,7 +24,7 @@
 #define _GNU_SOURCE
 #include "watchdog.h"
 #include "pending.h"
-#include "redlock.h"
+#include "exec.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -37,32 +37,13 @@
 #define LOST_EXPIRED "lost: the lease expired"
 #define LOST_MAXHOLD "lost: max_hold"
 
-/* Grow *p (of *cap elements of size sz) to hold n. */
-static int grow(void *p, size_t *cap, size_t n, size_t sz)
-{
-    if (n <= *cap)
-        return 0;
-    size_t c = *cap ? *cap * 2 : 64;
-    while (c < n)
-        c *= 2;
-    void *q = realloc(*(void **)p, c * sz);
-    if (!q)
-        return -1;
-    *(void **)p = q;
-    *cap = c;
-    return 0;
-}
-
 static int reserve_batch(dl_watchdog *w, size_t n)
 {
-    size_t cap = w->capbatch, c2 = cap, c3 = cap, c4 = cap, c5 = cap;
-    size_t c6 = cap;
-    if (grow(&w->batch, &cap, n, sizeof *w->batch) ||
-        grow(&w->gens, &c2, n, sizeof *w->gens) ||
-        grow(&w->votes, &c3, n, sizeof *w->votes) ||
-        grow(&w->ms, &c4, n, sizeof *w->ms) ||
-        grow(&w->ms_s, &c5, n, sizeof *w->ms_s) ||
-        grow(&w->tok_s, &c6, n, sizeof *w->tok_s))
+    size_t cap = w->capbatch, c2 = cap, c3 = cap, c4 = cap;
+    if (dl_grow(&w->batch, &cap, n, sizeof *w->batch) ||
+        dl_grow(&w->gens, &c2, n, sizeof *w->gens) ||
+        dl_grow(&w->ms, &c3, n, sizeof *w->ms) ||
+        dl_grow(&w->toks, &c4, n, sizeof *w->toks))
         return -1;
     w->capbatch = cap;
     return 0;
@@ -89,10 +70,9 @@ static int64_t cap_end(const dl_client *c, const dl_hold *h)
 static int64_t scan(dl_client *c, int64_t now)
 {
     dl_watchdog *w = c->wd;
-    dl_topology *t = &c->topo;
     int64_t lease = c->opts.lease_ms * 1000, next = INT64_MAX;
     int64_t retry = lease / 10 < 1000000 ? lease / 10 : 1000000;
-    w->nbatch = w->norder = w->nsettle = 0;
+    w->nbatch = w->nsettle = 0;
     for (dl_hold *h = c->reg.head; h; h = h->next) {
         if (h->pend != DL_PEND_NONE && !h->pend_lua && !h->inflight) {
             if (now > h->pend_until_us) {   /* its lease has run out */
@@ -135,10 +115,7 @@ static int64_t scan(dl_client *c, int64_t now)
                 next = h->renew_at_us;
             continue;
         }
-        size_t fan = t->kind == DL_TOPO_REDLOCK ? t->nnodes : 1;
-        if (reserve_batch(w, w->nbatch + 1) != 0 ||
-            grow(&w->order, &w->caporder, w->norder + fan,
-                 sizeof *w->order) != 0) {
+        if (reserve_batch(w, w->nbatch + 1) != 0) {
             next = now + 10000;             /* out of memory: later */
             break;
         }
@@ -150,298 +127,63 @@ static int64_t scan(dl_client *c, int64_t now)
         w->ms[e] = now + hl < end ? h->lease_ms : (end - now + 999) / 1000;
         if (w->ms[e] < 1)
             w->ms[e] = 1;
-        snprintf(w->ms_s[e], sizeof w->ms_s[e], "%lld", (long long)w->ms[e]);
-        snprintf(w->tok_s[e], sizeof w->tok_s[e], "%lld", (long long)h->token);
+        w->toks[e] = h->token;
         w->gens[e] = h->gen;
         w->batch[e] = h;
-        memset(&w->votes[e], 0, sizeof w->votes[e]);
-        uint64_t slot = 0, node = 0;
-        if (t->kind == DL_TOPO_CLUSTER) {
-            slot = dl_key_slot(h->key, h->keylen);
-            node = t->slots[slot] == DL_NO_NODE ? 0 : t->slots[slot];
-        }
-        for (size_t k = 0; k < fan; k++)
-            w->order[w->norder++] = ((node + k) << 40) | (slot << 24) | e;
     }
     return next;
 }
 
-static int cmp_u64(const void *a, const void *b)
+/* With c->mu held: the operations of the pass, in w->run: the renewal
+ * of each hold taken by scan, then the DROP of each orphan. On running
+ * out of memory, nothing: the holds are retried and the orphans kept. */
+static int build_ops(dl_client *c, dl_hold *orphans)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-#define ENTRY(o) ((size_t)((o) & 0xffffff))
-#define SLOT(o)  ((unsigned)(((o) >> 24) & 0xffff))
-#define NODE(o)  ((size_t)((o) >> 40))
-
-/* Cut the sorted order into script calls: one node, one slot, at most
- * DL_RENEW_BATCH keys each. */
-static int make_chunks(dl_watchdog *w)
-{
-    w->nchunks = 0;
-    for (size_t i = 0; i < w->norder;) {
-        size_t j = i + 1;
-        while (j < w->norder && j - i < DL_RENEW_BATCH &&
-               NODE(w->order[j]) == NODE(w->order[i]) &&
-               SLOT(w->order[j]) == SLOT(w->order[i]))
-            j++;
-        if (grow(&w->chunks, &w->capchunks, w->nchunks + 1,
-                 sizeof *w->chunks) != 0)
-            return -1;
-        dl_chunk *k = &w->chunks[w->nchunks++];
-        k->node = (uint32_t)NODE(w->order[i]);
-        k->first = (uint32_t)i;
-        k->m = (uint32_t)(j - i);
-        k->redo = 0;
-        k->single = 0;
-        i = j;
+    dl_watchdog *w = c->wd;
+    size_t n = 0, k = w->nbatch, c1 = w->capops, c2 = w->capops;
+    for (dl_hold *h = orphans; h; h = h->onext)
+        n++;
+    n += w->nbatch;
+    w->run.n = 0;
+    if (dl_grow(&w->ops, &c1, n, sizeof *w->ops) ||
+        dl_grow(&w->tallies, &c2, n, sizeof *w->tallies))
+        return -1;
+    w->capops = c1;
+    for (size_t e = 0; e < w->nbatch; e++) {
+        dl_lockref l;
+        dl_hold_lockref(w->batch[e], &l);
+        dl_op_renew(&w->ops[e], &l, w->ms[e], w->toks[e]);
+        w->ops[e].wd = 1;
     }
+    for (dl_hold *h = orphans; h; h = h->onext) {
+        dl_lockref l;
+        if (dl_client_drop_op(c, h, &l, &w->ops[k]))
+            w->ops[k++].wd = 1;
+    }
+    w->run.ops = w->ops;
+    w->run.tallies = w->tallies;
+    w->run.n = k;
     return 0;
 }
 
-/* The arguments of chunk k in w->argv/w->lens: the keys, then owner,
- * lease and token per key. Returns argc. */
-static int chunk_args(dl_client *c, const dl_chunk *k)
+/* Steps 3 and 4, without the mutex: the pass's operations, pipelined on
+ * every node at once (exec.h). Returns the number of script calls. */
+static size_t renew(dl_client *c, dl_hold *orphans)
 {
-    dl_watchdog *w = c->wd;
-    size_t a = DL_SCRIPT_HEAD;
-    for (size_t i = 0; i < k->m; i++, a++) {
-        const dl_hold *h = w->batch[ENTRY(w->order[k->first + i])];
-        w->argv[a] = h->key;
-        w->lens[a] = h->keylen;
-    }
-    for (size_t i = 0; i < k->m; i++, a += 3) {
-        size_t e = ENTRY(w->order[k->first + i]);
-        const dl_hold *h = w->batch[e];
-        w->argv[a] = h->owner;
-        w->lens[a] = h->ownerlen;
-        w->argv[a + 1] = w->ms_s[e];
-        w->lens[a + 1] = strlen(w->ms_s[e]);
-        w->argv[a + 2] = w->tok_s[e];
-        w->lens[a + 2] = strlen(w->tok_s[e]);
-    }
-    return (int)a;
-}
-
-/* Count chunk k's answers: per key 1 renewed, 0 gone, -1 taken. */
-static void tally(dl_watchdog *w, const dl_chunk *k, const redisReply *r)
-{
-    for (size_t i = 0; i < k->m; i++) {
-        dl_votes *v = &w->votes[ENTRY(w->order[k->first + i])];
-        long long x = 2;
-        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == k->m &&
-            r->element[i]->type == REDIS_REPLY_INTEGER)
-            x = r->element[i]->integer;
-        if (x == 1)
-            v->ok++;
-        else if (x == 0)
-            v->gone++;
-        else if (x == -1)
-            v->taken++;
-        else
-            v->err++;
-    }
-}
-
-/* DROP every orphan on its node(s), queued on the pipelines. */
-static void queue_orphans(dl_client *c, dl_hold *orphans, size_t nnodes,
-                          size_t *ndrop)
-{
-    dl_topology *t = &c->topo;
-    char err[DL_ERRLEN];
-    char bufs[3][24];
-    for (dl_hold *h = orphans; h; h = h->onext) {
-        const char *argv[DL_SCRIPT_HEAD + 7];
-        size_t lens[DL_SCRIPT_HEAD + 7];
-        if (!dl_client_drop_args(c, h, argv, lens, bufs))
-            continue;
-        size_t lo = 0, hi = nnodes;
-        if (t->kind != DL_TOPO_REDLOCK) {
-            lo = dl_topology_route(t, h->key, h->keylen);
-            hi = lo + 1;
-        }
-        for (size_t k = lo; k < hi; k++)
-            if (dl_script_append(&t->nodes[k]->wd, &c->scripts, DL_S_DROP,
-                                 1, 10, argv, lens, err, sizeof err) == DL_OK)
-                ndrop[k]++;
-    }
-}
-
-/* Queue the renewal chunks (every one, or those marked redo) on their
- * nodes' pipelines; a node whose connection fails gets sent[] = 0. */
-static void queue_chunks(dl_client *c, int redo, int *sent)
-{
-    dl_watchdog *w = c->wd;
-    char err[DL_ERRLEN];
-    for (size_t i = 0; i < w->nchunks; i++) {
-        const dl_chunk *k = &w->chunks[i];
-        if (redo && !k->redo)
-            continue;
-        int argc = chunk_args(c, k);
-        if (sent[k->node] &&
-            dl_script_append(&c->topo.nodes[k->node]->wd, &c->scripts,
-                             DL_S_RENEW, (int)k->m, argc, w->argv, w->lens,
-                             err, sizeof err) != DL_OK)
-            sent[k->node] = 0;
-    }
-}
-
-static void flush_nodes(dl_topology *t, int *sent, size_t nnodes)
-{
-    char err[DL_ERRLEN];
-    for (size_t k = 0; k < nnodes; k++)     /* all nodes work at once */
-        if (sent[k] && t->nodes[k]->wd.ctx &&
-            dl_conn_flush(&t->nodes[k]->wd, err, sizeof err) != DL_OK)
-            sent[k] = 0;
-}
-
-/* Read the replies of the chunks queued by queue_chunks, each from its
- * node in the order sent, and count them. In the first round (!redo) a
- * chunk answered NOSCRIPT is marked redo and not counted, and its node in
- * noscript[]; in the second it counts as an error. */
-static void read_chunks(dl_client *c, int redo, int *sent, int *noscript,
-                        int *moved, int *retarget)
-{
-    dl_watchdog *w = c->wd;
-    char err[DL_ERRLEN];
-    for (size_t i = 0; i < w->nchunks; i++) {
-        dl_chunk *k = &w->chunks[i];
-        if (redo && !k->redo)
-            continue;
-        k->redo = 0;
-        dl_conn *conn = &c->topo.nodes[k->node]->wd;
-        redisReply *r = NULL;
-        if (!sent[k->node] ||
-            dl_conn_read(conn, &r, err, sizeof err) != DL_OK) {
-            sent[k->node] = 0;
-            tally(w, k, NULL);
-            continue;
-        }
-        if (!redo && dl_script_noscript(r)) {
-            k->redo = 1;
-            noscript[k->node] = 1;
-        } else if (r->type == REDIS_REPLY_ERROR &&
-                   (strncmp(r->str, "ASK ", 4) == 0 ||
-                    strncmp(r->str, "TRYAGAIN", 8) == 0)) {
-            k->single = 1;                  /* some keys moved already */
-        } else if (r->type == REDIS_REPLY_ERROR &&
-                   strncmp(r->str, "MOVED ", 6) == 0) {
-            moved[k->node] = 1;
-        } else if (r->type == REDIS_REPLY_ERROR &&
-                   strncmp(r->str, "READONLY", 8) == 0) {
-            retarget[k->node] = 1;          /* Sentinel: master demoted */
-        }
-        if (!k->redo && !k->single)
-            tally(w, k, r);
-        freeReplyObject(r);
-    }
-}
-
-/* Renew one by one the holds of chunks whose slot is migrating: each
- * call follows its own key's ASK redirect (with ASKING). */
-static void renew_singly(dl_client *c)
-{
-    dl_watchdog *w = c->wd;
-    char err[DL_ERRLEN];
-    for (size_t i = 0; i < w->nchunks; i++) {
-        dl_chunk *k = &w->chunks[i];
-        if (!k->single)
-            continue;
-        k->single = 0;
-        for (size_t j = 0; j < k->m; j++) {
-            dl_chunk one = { k->node, k->first + (uint32_t)j, 1, 0, 0 };
-            int argc = chunk_args(c, &one);
-            const dl_hold *h = w->batch[ENTRY(w->order[one.first])];
-            redisReply *r = NULL;
-            if (dl_topology_eval(&c->topo, &c->scripts, 1, h->key, h->keylen,
-                                 DL_S_RENEW, 1, argc, w->argv, w->lens, &r,
-                                 err, sizeof err) != DL_OK)
-                r = NULL;
-            tally(w, &one, r);
-            if (r)
-                freeReplyObject(r);
-        }
-    }
-}
-
-/* Steps 3 and 4, without the mutex. Fills w->votes. Returns the number
- * of script calls made.
- *
- * Every reply is read from the connection its request went to, in the
- * order sent, so each hold is counted on its own answer. A server that
- * lost the scripts (SCRIPT FLUSH; a restart or a new Cluster node is met
- * by loading them on every new connection) answers NOSCRIPT: once all of
- * that node's replies are in, the scripts are loaded again and those
- * chunks sent in a second round. */
-static size_t renew(dl_client *c, dl_hold *orphans, size_t nnodes)
-{
-    dl_watchdog *w = c->wd;
-    dl_topology *t = &c->topo;
-    char err[DL_ERRLEN];
-    size_t ndrop[DL_MAX_NODES] = { 0 };
-    int sent[DL_MAX_NODES], moved[DL_MAX_NODES] = { 0 };
-    int retarget[DL_MAX_NODES] = { 0 }, noscript[DL_MAX_NODES] = { 0 };
     /* An orphan's pending request is ended before its holds are dropped
      * (rare: one call each, before anything is queued). */
     for (dl_hold *h = orphans; h; h = h->onext)
         dl_client_pending_end(c, 1, h);
-    if (w->norder > 1)                      /* none: order may be NULL */
-        qsort(w->order, w->norder, sizeof *w->order, cmp_u64);
-    if (make_chunks(w) != 0) {
-        w->nchunks = 0;
-        for (size_t i = 0; i < w->nbatch; i++)
-            w->votes[i].err++;
-        return 0;
-    }
-    for (size_t k = 0; k < nnodes; k++)
-        sent[k] = 1;
-    queue_chunks(c, 0, sent);
-    queue_orphans(c, orphans, nnodes, ndrop);
-    flush_nodes(t, sent, nnodes);
-    read_chunks(c, 0, sent, noscript, moved, retarget);
-    int again = 0;
-    for (size_t k = 0; k < nnodes; k++) {
-        for (size_t i = 0; sent[k] && i < ndrop[k]; i++) {
-            redisReply *r;
-            if (dl_conn_read(&t->nodes[k]->wd, &r, err, sizeof err) != DL_OK)
-                break;
-            freeReplyObject(r);
-        }
-        if (noscript[k]) {                  /* nothing pending on it now */
-            sent[k] = sent[k] && dl_scripts_ready(&t->nodes[k]->wd,
-                                                  &c->scripts, 1, err,
-                                                  sizeof err) == DL_OK;
-            again = 1;
-        }
-    }
-    if (again) {
-        queue_chunks(c, 1, sent);
-        flush_nodes(t, sent, nnodes);
-        read_chunks(c, 1, sent, noscript, moved, retarget);
-    }
-    renew_singly(c);
-    for (size_t k = 0; k < nnodes; k++) {
-        if (moved[k])                       /* Cluster: the map moved */
-            (void)dl_topology_refresh(t, k, 1, err, sizeof err);
-        if (retarget[k])                    /* ask the sentinels again */
-            dl_conn_retarget(&t->nodes[k]->wd);
-    }
-    return w->nchunks;
+    return dl_exec_batch(&c->topo, &c->scripts, 1, &c->wd->run);
 }
 
 /* Steps 5: record the results of a pass sent at `sent`, with c->mu held. */
 static void record(dl_client *c, int64_t sent, size_t calls)
 {
     dl_watchdog *w = c->wd;
-    dl_topology *t = &c->topo;
-    size_t q = (size_t)t->quorum;
-    size_t n = t->kind == DL_TOPO_REDLOCK ? t->nnodes : 1;
     int failed = 0;
     for (size_t i = 0; i < w->nbatch; i++) {
         dl_hold *h = w->batch[i];
-        const dl_votes *v = &w->votes[i];
         h->inflight = 0;
         if (h->dead) {
             free(h);
@@ -449,10 +191,16 @@ static void record(dl_client *c, int64_t sent, size_t calls)
         }
         if (h->lost || h->gen != w->gens[i])
             continue;
+        char err[DL_ERRLEN];
+        dl_result res;
+        dl_status st = i < w->run.n
+            ? dl_exec_verdict(&c->topo, DL_RULE_VOTE, "renew",
+                              &w->tallies[i], 1, NULL, &res, err, sizeof err)
+            : DL_ECONN;                     /* not sent */
         int64_t lease = h->lease_ms * 1000;
         int64_t retry = lease / 10 < 1000000 ? lease / 10 : 1000000;
-        if (v->ok >= q) {
-            int64_t drift = dl_redlock_drift_us(c, w->ms[i]);
+        if (st == DL_OK && res.kind == DL_V_YES) {
+            int64_t drift = dl_exec_drift_us(&c->topo, w->ms[i]);
             int64_t end = cap_end(c, h);
             int64_t until = sent + w->ms[i] * 1000 - drift;
             if (w->ms[i] < h->lease_ms) {       /* the last, at max_hold */
@@ -464,8 +212,9 @@ static void record(dl_client *c, int64_t sent, size_t calls)
             h->renew_at_us = sent + lease / 3;
             h->retry_at_us = 0;
             c->stats.renewed++;
-        } else if ((size_t)(v->gone + v->taken) > n - q) {
-            dl_client_lose(c, h, v->taken ? LOST_TAKEN : LOST_GONE);
+        } else if (st == DL_OK) {               /* a quorum has it not */
+            dl_client_lose(c, h, res.kind == DL_V_TAKEN ? LOST_TAKEN
+                                                        : LOST_GONE);
         } else {
             failed = 1;
             h->retry_at_us = dl_now_us() + retry;
@@ -535,13 +284,16 @@ static void *run(void *arg)
             wait_until(c, next);
             continue;
         }
-        size_t nnodes = c->topo.nnodes;
+        if (build_ops(c, orphans) != 0) {   /* out of memory: later */
+            c->reg.orphans = orphans;
+            orphans = NULL;
+        }
         w->next_wake_us = 0;                /* busy: no pokes needed */
         pthread_mutex_unlock(&c->mu);
         if (__atomic_exchange_n(&c->topo.wd_retarget, 0, __ATOMIC_ACQ_REL))
             dl_conn_retarget(&c->topo.nodes[0]->wd);   /* Sentinel news */
         int64_t sent = dl_now_us();
-        size_t calls = renew(c, orphans, nnodes);
+        size_t calls = renew(c, orphans);
         while (orphans) {
             dl_hold *next_o = orphans->onext;
             free(orphans);
@@ -561,12 +313,9 @@ dl_status dl_watchdog_start(dl_client *c, char *err, size_t errlen)
     dl_watchdog *w = c->wd = calloc(1, sizeof *c->wd);
     if (!w)
         return dl_fail(err, errlen, DL_ECONN, "out of memory");
-    size_t n = DL_SCRIPT_HEAD + 4 * DL_RENEW_BATCH;
-    w->argv = malloc(n * sizeof *w->argv);
-    w->lens = malloc(n * sizeof *w->lens);
     w->settle = malloc(DL_SETTLE_MAX * sizeof *w->settle);
     w->snap = malloc(DL_SETTLE_MAX * sizeof *w->snap);
-    if (!w->argv || !w->lens || !w->settle || !w->snap)
+    if (!w->settle || !w->snap)
         return dl_fail(err, errlen, DL_ECONN, "out of memory");
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -611,16 +360,13 @@ void dl_watchdog_stop(dl_client *c)
     w->cv_ready = 0;
     free(w->batch);
     free(w->gens);
-    free(w->votes);
     free(w->ms);
-    free(w->ms_s);
-    free(w->tok_s);
+    free(w->toks);
+    free(w->ops);
+    free(w->tallies);
+    dl_batch_free(&w->run);
     free(w->settle);
     free(w->snap);
-    free(w->order);
-    free(w->chunks);
-    free(w->argv);
-    free(w->lens);
     free(w);
     c->wd = NULL;
 }

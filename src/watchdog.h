@@ -7,31 +7,16 @@
 #ifndef DLOCK_WATCHDOG_H
 #define DLOCK_WATCHDOG_H
 
-#include "conn.h"
+#include "exec.h"
 #include "registry.h"
-#include "topology.h"
 #include <pthread.h>
 
 #pragma GCC visibility push(hidden)
 
-#define DL_RENEW_BATCH 100      /* keys per renewal script call */
 #define DL_SETTLE_MAX 64        /* pending requests ended per pass */
 
 struct dl_client;
 struct dl_pending;
-
-/* Per hold of a pass: how the servers answered its renewal. */
-typedef struct dl_votes {
-    uint16_t ok, gone, taken, err;
-} dl_votes;
-
-/* One renewal script call: node, and entries order[first..first+m). */
-typedef struct dl_chunk {
-    uint32_t node, first, m;
-    int redo;                   /* answered NOSCRIPT: send again */
-    int single;                 /* answered ASK/TRYAGAIN (its slot is
-                                   migrating): renew key by key */
-} dl_chunk;
 
 typedef struct dl_watchdog {
     pthread_t thread;
@@ -42,21 +27,17 @@ typedef struct dl_watchdog {
     int64_t next_wake_us;       /* when the thread looks next; INT64_MAX */
     dl_hold **batch;            /* holds being renewed (inflight) */
     uint64_t *gens;             /* their generations when sent */
-    dl_votes *votes;            /* their answers */
     int64_t *ms;                /* the lease each is renewed for */
-    char (*ms_s)[24];           /* ... as text */
-    char (*tok_s)[24];          /* their tokens as text */
+    int64_t *toks;              /* their tokens when sent */
+    size_t nbatch, capbatch;
+    dl_op *ops;                 /* their renewals, then orphans' drops */
+    dl_tally *tallies;          /* and how the servers answered */
+    size_t capops;
+    dl_batch run;               /* the executor's scratch */
     dl_hold **settle;           /* holds whose pending request this pass
                                    ends (inflight), at most DL_SETTLE_MAX */
-    struct dl_pending *snap;           /* ... and copies of those requests */
+    struct dl_pending *snap;    /* ... and copies of those requests */
     size_t nsettle;
-    uint64_t *order;            /* (node, slot, entry) sort keys */
-    size_t nbatch, capbatch;
-    size_t norder, caporder;
-    dl_chunk *chunks;
-    size_t nchunks, capchunks;
-    const char **argv;          /* reused argument vector */
-    size_t *lens;
 } dl_watchdog;
 
 /* Start the thread for client c. Returns DL_OK or DL_ECONN with err. */

@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: MIT
+ * acquire.c: taking a lock, as resumable steps (client.h).
+ *
+ * A step settles what the last attempt left pending, sends one attempt
+ * (a new request id each time), and records a grant; when the lock is
+ * busy it subscribes to the lock's channel and returns DL_EWAIT with the
+ * fds to watch and the time to come back: the holder's TTL, the caller's
+ * wait, or a release message, whichever comes first. Release messages are
+ * counted per channel (wait.h): a step that finds the count moved since
+ * its attempt retries at once, so no release between an attempt and the
+ * wait is missed. The blocking acquire is these steps with poll() between
+ * them; the scheduler adapters yield to their loop instead.
+ */
+#define _GNU_SOURCE
+#include "client.h"
+#include "exec.h"
+#include "pending.h"
+#include "watchdog.h"
+
+#include <string.h>
+
+/* With c->mu held: record a successful acquire of h, sent at t0, valid
+ * for ms less drift_us. */
+static void record_acquire(dl_client *c, dl_hold *h, const dl_lockref *l,
+                           int64_t tok, int64_t t0, int64_t ms,
+                           int64_t drift_us, int watchdog, int ref,
+                           int *ref_kept)
+{
+    if (h->count <= 0 || h->lost) {         /* a fresh hold */
+        h->lost = NULL;
+        h->count = 0;
+        h->watchdog = watchdog;
+        h->acquired_us = t0;
+        h->owner_num = l->owner_num;
+        if (h->ref != DL_NOREF)
+            dl_registry_push_event(&c->reg, h->ref, NULL);
+        h->ref = ref;
+        *ref_kept = 1;
+    }
+    h->count++;
+    h->token = tok;
+    h->lease_ms = ms;
+    h->gen++;
+    h->deadline_us = t0 + ms * 1000 - drift_us;
+    h->renew_at_us = t0 + ms * 1000 / 3;
+    h->retry_at_us = 0;
+    h->final = watchdog && c->opts.max_hold_ms > 0 &&
+               t0 + ms * 1000 >= h->acquired_us + c->opts.max_hold_ms * 1000;
+    c->stats.acquired++;
+    dl_watchdog_poke(c, h->watchdog ? h->renew_at_us : h->deadline_us);
+}
+
+/* One acquire attempt on the node that owns the lock. */
+
+/* After a fresh acquire with sync_replicas: WAIT for the replicas. */
+static dl_status sync_replicas(dl_client *c, const dl_lockref *l,
+                               char *err, size_t errlen)
+{
+    dl_op op;
+    dl_result res;
+    dl_op_sync(&op, l, c->opts.sync_replicas, c->opts.sync_timeout_ms);
+    dl_status st = dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);
+    if (st != DL_OK || res.x >= c->opts.sync_replicas)
+        return st;
+    return dl_fail(err, errlen, DL_EQUORUM, "quorum: only %lld of %d "
+                   "replicas confirmed the lock within %lld ms",
+                   (long long)res.x, c->opts.sync_replicas,
+                   (long long)c->opts.sync_timeout_ms);
+}
+
+static size_t waiters(dl_client *c, const dl_lockref *l, dl_waiter **ws);
+
+/* Subscribe the waiters ws (see waiters()) to l's channel, where the
+ * release will be announced. Returns how many subscriptions are new: the
+ * caller retries before it waits. */
+static size_t subscribe(dl_client *c, const dl_lockref *l, dl_waiter **ws,
+                        size_t *nws)
+{
+    char err[DL_ERRLEN];
+    size_t fresh = 0;
+    *nws = waiters(c, l, ws);
+    for (size_t i = 0; i < *nws; i++)
+        if (!dl_waiter_subscribed(ws[i], l->chan, l->chanlen) &&
+            dl_waiter_subscribe(ws[i], l->chan, l->chanlen, err, sizeof err)
+                == DL_OK)
+            fresh++;
+    return fresh;
+}
+
+/* The waiters that carry l's release messages: every Redlock master's, or
+ * the lock's node's. Returns how many are in ws. */
+static size_t waiters(dl_client *c, const dl_lockref *l, dl_waiter **ws)
+{
+    dl_topology *t = &c->topo;
+    size_t lo = 0, hi = t->nnodes, n = 0;
+    if (t->kind != DL_TOPO_REDLOCK) {
+        lo = dl_topology_route(t, l->key, l->keylen);
+        hi = lo + 1;
+    }
+    for (size_t i = lo; i < hi; i++)
+        ws[n++] = &t->nodes[i]->sub;
+    return n;
+}
+
+/* With c->mu held: what the next attempt on h sends. A reentry keeps its
+ * hold's mode and lease; a fresh hold takes the call's. */
+static void plan_attempt(dl_client *c, dl_hold *h, const dl_acquire *op,
+                         int64_t now, int64_t *expect, int64_t *token,
+                         int *watchdog, int64_t *ms)
+{
+    const dl_acquire_args *a = &op->args;
+    int64_t left_us = c->opts.max_hold_ms * 1000;   /* 0: no cap */
+    *expect = *token = 0;
+    if (!h->lost && h->count > 0) {
+        *expect = h->count;
+        *token = h->token;
+        *watchdog = h->watchdog;
+        *ms = *watchdog || !a->lease_ms ? h->lease_ms : a->lease_ms;
+        if (left_us > 0) {
+            left_us += h->acquired_us - now;
+            if (left_us < 1000)
+                left_us = 1000;
+        }
+    } else {
+        *watchdog = a->lease_ms == 0;
+        *ms = !*watchdog ? a->lease_ms : a->renew_ms ? a->renew_ms
+                                                     : c->opts.lease_ms;
+    }
+    if (*watchdog && left_us > 0 && *ms * 1000 > left_us)
+        *ms = left_us / 1000;               /* never past max_hold */
+}
+
+/* Come back at until_us, or earlier when one of fds is readable. */
+static dl_status wait_for(dl_acquire *op, const int *fds, size_t nfds,
+                          int64_t until_us)
+{
+    op->nfds = nfds;
+    if (nfds)
+        memcpy(op->fds, fds, nfds * sizeof *fds);
+    op->wake_us = until_us < op->until_us ? until_us : op->until_us;
+    return DL_EWAIT;
+}
+
+dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
+                                 dl_acquire *op, char *err, size_t errlen)
+{
+    dl_acquire_args *args = &op->args;
+    int unref = DL_NOREF;
+    dl_waiter *ws[DL_MAX_NODES];
+    size_t nws = waiters(c, l, ws), nlive;
+    int woke = 0;
+    dl_status st;
+    if (!op->started) {
+        int64_t now = dl_now_us();
+        op->started = 1;
+        op->until_us = args->wait_us < 0 ? INT64_MAX : now + args->wait_us;
+        args->ref_kept = 0;
+        args->busy_ms = -1;
+    } else if (op->nfds || op->wake_us) {   /* back from a wait: why? */
+        uint64_t seen = dl_waiter_count(ws, nws, l->chan, l->chanlen, &nlive);
+        int64_t now = dl_now_us();
+        if (seen == op->seen && now < op->wake_us && nlive == op->nfds)
+            return DL_EWAIT;                /* early: wait on */
+        woke = seen != op->seen;
+    }
+    op->nfds = 0;
+    op->wake_us = 0;
+
+    pthread_mutex_lock(&c->mu);
+    if (woke)
+        c->stats.wakeups++;
+    dl_hold *h;
+    for (;;) {
+        h = dl_client_ready_hold(c, l, 1, &st, err, errlen); /* last try ended */
+        if (!h)
+            break;
+        int64_t expect, token, ms;
+        int watchdog;
+        plan_attempt(c, h, op, dl_now_us(), &expect, &token, &watchdog, &ms);
+        dl_client_begin_request(c, h, DL_PEND_VOID, ms, dl_now_us() +
+                                ms * 1000 + c->topo.command_timeout_us);
+        dl_op try;
+        dl_op_acquire(&try, l, h->pend_seq, ms, expect, token);
+        pthread_mutex_unlock(&c->mu);
+
+        /* Releases counted from here on wake this acquire. */
+        op->seen = dl_waiter_count(ws, nws, l->chan, l->chanlen, &nlive);
+        dl_result a;
+        st = dl_exec(&c->topo, &c->scripts, &try, &a, err, errlen);
+        int64_t t0 = a.t0;
+        int granted = st == DL_OK && a.kind == DL_V_YES;
+        if (granted && c->opts.sync_replicas > 0 && expect == 0)
+            st = sync_replicas(c, l, err, errlen);  /* shortfall: undone */
+
+        pthread_mutex_lock(&c->mu);
+        int64_t now = dl_now_us();
+        if (st == DL_EAGAIN && args->wait_us != 0 && now < op->until_us) {
+            h->pend = DL_PEND_NONE;         /* it did not run: try again */
+            h->pend_lua = 0;
+            st = wait_for(op, NULL, 0, now + 50000);
+            break;
+        }
+        if (st != DL_OK) {                  /* it may have run: cancel it */
+            char e2[DL_ERRLEN];
+            if (granted)                    /* take it back now */
+                (void)dl_client_settle(c, h, e2, sizeof e2);
+            if (h->pend != DL_PEND_NONE) {
+                dl_client_hand_over(h);
+                dl_watchdog_poke(c, 0);
+            }
+            break;
+        }
+        if (granted) {
+            h->pend = DL_PEND_NONE;
+            h->pend_lua = 0;
+            record_acquire(c, h, l, a.y, t0, ms,
+                           dl_exec_drift_us(&c->topo, ms), watchdog,
+                           args->ref, &args->ref_kept);
+            break;
+        }
+        h->pend_lua = 0;                    /* Redlock: the watchdog or */
+        if (!a.maybe)                       /* the next try undoes it */
+            h->pend = DL_PEND_NONE;
+        if (a.kind != DL_V_BUSY) {          /* a reentry found it gone */
+            dl_client_lose(c, h, LOST_GONE);
+            st = dl_fail(err, errlen, DL_ELOST, "%s", h->lost);
+            break;
+        }
+        /* Busy: a.busy_ms is the holder's remaining TTL. */
+        if (args->wait_us == 0 || now >= op->until_us) {
+            c->stats.timeouts++;
+            if (a.busy_ms >= 0) {           /* as of this last attempt */
+                args->busy_ms = a.busy_ms - (now - t0) / 1000;
+                if (args->busy_ms < 0)
+                    args->busy_ms = 0;
+            }
+            st = dl_fail(err, errlen, DL_ETIMEOUT, "timeout");
+            if (h->pend != DL_PEND_NONE) {
+                dl_client_hand_over(h);
+                dl_watchdog_poke(c, 0);
+            }
+            break;
+        }
+        if (!op->waited) {
+            op->waited = 1;
+            c->stats.waits++;
+        }
+        if (a.split) {                      /* Redlock split vote */
+            st = wait_for(op, NULL, 0, now + 1000 +
+                          (int64_t)(dl_random_u32() % 10000));
+            break;
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (subscribe(c, l, ws, &nws) > 0) {
+            pthread_mutex_lock(&c->mu);
+            continue;               /* subscribed: retry before waiting */
+        }
+        uint64_t seen = dl_waiter_count(ws, nws, l->chan, l->chanlen, &nlive);
+        pthread_mutex_lock(&c->mu);
+        if (seen != op->seen) {             /* released meanwhile */
+            c->stats.wakeups++;
+            continue;
+        }
+        int fds[DL_MAX_NODES];
+        size_t nfds = dl_waiter_fds(ws, nws, l->chan, l->chanlen, fds);
+        int64_t bound = a.busy_ms > 0 ? a.busy_ms * 1000 + 1000 : 100000;
+        if (nfds == 0 && bound > 100000)    /* no subscriber: nap */
+            bound = 100000;
+        st = wait_for(op, fds, nfds, now + bound);
+        break;
+    }
+    if (h) {
+        dl_client_tidy(c, h, &unref);
+        if (unref != DL_NOREF)
+            dl_registry_push_event(&c->reg, unref, NULL);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
+dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
+                            dl_acquire_args *args, char *err, size_t errlen)
+{
+    dl_acquire op;
+    memset(&op, 0, sizeof op);
+    op.args = *args;
+    dl_status st;
+    while ((st = dl_client_acquire_step(c, l, &op, err, errlen)) == DL_EWAIT)
+        dl_wait_fds(op.fds, op.nfds, op.wake_us);
+    *args = op.args;
+    return st;
+}

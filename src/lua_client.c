@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: MIT
+ * lua_client.c: the Client class of the binding.
+ *
+ * A client userdata holds a pointer to its dl_client (NULL once closed)
+ * and user values: on_lost, a table of references to lock objects whose
+ * holds the registry keeps (so on_lost can be handed the lock), a
+ * weak-keyed table coroutine -> owner userdata, whose __gc tells the core
+ * that a coroutine was collected, and the scheduler.
+ */
+#define _GNU_SOURCE
+#include "lua_dlock.h"
+
+#include <string.h>
+
+typedef struct lua_owner {
+    lua_client *lc;             /* pinned by the owner's user value */
+    uint64_t num;
+} lua_owner;
+
+/* The open client at idx, without running pending callbacks. */
+static lua_client *check_open(lua_State *L, int idx, const char *fname)
+{
+    lua_client *lc = dlua_self(L, idx, CLIENT_MT, fname);
+    if (!lc->c)
+        dlua_error(L, "calling '%s' on bad self (client is closed)", fname);
+    if (!dl_client_same_process(lc->c))
+        dlua_error(L, "calling '%s' on bad self (client was opened by "
+                   "another process: create a new one after fork)", fname);
+    return lc;
+}
+
+lua_client *dlua_client(lua_State *L, int idx, const char *fname)
+{
+    lua_client *lc = check_open(L, idx, fname);
+    if (__atomic_load_n(&lc->c->pending, __ATOMIC_ACQUIRE) &&
+        !lc->dispatching) {
+        dlua_dispatch(L, idx);
+        check_open(L, idx, fname);      /* a callback may have closed it */
+    }
+    return lc;
+}
+
+
+/* ---- owners ----------------------------------------------------------- */
+
+static int owner__gc(lua_State *L)
+{
+    lua_owner *o = lua_touserdata(L, 1);
+    if (o->lc && o->lc->c && dl_client_same_process(o->lc->c))
+        dl_client_owner_gone(o->lc->c, o->num);
+    o->lc = NULL;
+    return 0;
+}
+
+uint64_t dlua_owner(lua_State *L, int ci)
+{
+    ci = lua_absindex(L, ci);
+    lua_client *lc = lua_touserdata(L, ci);
+    lua_getiuservalue(L, ci, UV_OWNERS);        /* owners */
+    lua_pushthread(L);                          /* owners, co */
+    lua_pushvalue(L, -1);                       /* owners, co, co */
+    if (lua_rawget(L, -3) == LUA_TUSERDATA) {   /* owners, co, o */
+        uint64_t num = ((lua_owner *)lua_touserdata(L, -1))->num;
+        lua_pop(L, 3);
+        return num;
+    }
+    lua_pop(L, 1);                              /* owners, co */
+    lua_owner *o = lua_newuserdatauv(L, sizeof *o, 1);
+    o->lc = lc;
+    o->num = ++lc->c->next_owner;               /* never reused */
+    luaL_setmetatable(L, OWNER_MT);
+    lua_pushvalue(L, ci);
+    lua_setiuservalue(L, -2, 1);                /* o pins the client */
+    lua_rawset(L, -3);                          /* owners */
+    lua_pop(L, 1);
+    return lc->c->next_owner;
+}
+
+/* ---- lost-lock notices ---------------------------------------------- */
+
+/* Call on_lost for n notices. The refs table and on_lost are at refs and
+ * fn. Every lock object is taken out of refs before the first callback
+ * runs, so a callback may close the client (which drops refs) or call
+ * into the library without losing the rest of the batch. Returns how many
+ * callbacks ran. */
+static int deliver(lua_State *L, int refs, int fn, const dl_event *ev,
+                   size_t n)
+{
+    int ran = 0;
+    luaL_checkstack(L, (int)n + 4, "dlock: on_lost notices");
+    int base = lua_gettop(L);
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, refs, ev[i].ref);                /* ..., lock */
+        luaL_unref(L, refs, ev[i].ref);
+    }
+    for (size_t i = 0; i < n; i++) {
+        int lock = base + 1 + (int)i;
+        if (!ev[i].reason || lua_isnil(L, lock) || !lua_isfunction(L, fn))
+            continue;
+        lua_pushvalue(L, fn);
+        lua_pushvalue(L, lock);
+        lua_pushstring(L, ev[i].reason);
+        ran++;
+        if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+            lua_warning(L, "dlock: on_lost raised: ", 1);
+            lua_warning(L, lua_isstring(L, -1) ? lua_tostring(L, -1)
+                                               : "(not a string)", 0);
+            lua_pop(L, 1);
+        }
+    }
+    lua_settop(L, base);
+    return ran;
+}
+
+/* Deliver every queued notice of the client at ci; the client may be
+ * closed by a callback meanwhile (close then delivers what is left). */
+static int drain(lua_State *L, int ci)
+{
+    lua_client *lc = lua_touserdata(L, ci);
+    dl_event ev[16];
+    size_t n;
+    int ran = 0;
+    lua_getiuservalue(L, ci, UV_REFS);
+    lua_getiuservalue(L, ci, UV_ONLOST);
+    int refs = lua_gettop(L) - 1;
+    while (lc->c && (n = dl_client_take_events(lc->c, ev, 16)) > 0)
+        ran += deliver(L, refs, refs + 1, ev, n);
+    lua_pop(L, 2);
+    return ran;
+}
+
+int dlua_dispatch(lua_State *L, int ci)
+{
+    ci = lua_absindex(L, ci);
+    lua_client *lc = lua_touserdata(L, ci);
+    if (!lc->c || lc->dispatching)
+        return 0;
+    lc->dispatching = 1;
+    int ran = drain(L, ci);
+    lc->dispatching = 0;
+    return ran;
+}
+
+/* ---- Client methods ----------------------------------------------- */
+
+/* Close: the notices still queued are delivered first (a callback that
+ * closes the client, or a close at exit, loses none of them). */
+static int client_close(lua_State *L)
+{
+    lua_client *lc = dlua_self(L, 1, CLIENT_MT, "close");
+    dl_client *c = lc->c;
+    if (!c)
+        return 0;
+    int same = dl_client_same_process(c);
+    lc->c = NULL;                       /* every call from here on raises */
+    lua_getiuservalue(L, 1, UV_REFS);
+    lua_getiuservalue(L, 1, UV_ONLOST);
+    dl_event ev[16];
+    size_t n;
+    while (same && (n = dl_client_take_events(c, ev, 16)) > 0)
+        deliver(L, 2, 3, ev, n);
+    lua_settop(L, 1);
+    dl_client_close(c);
+    lua_pushnil(L);
+    lua_setiuservalue(L, 1, UV_REFS);
+    return 0;
+}
+
+static int client_ping(lua_State *L)
+{
+    lua_client *lc = dlua_client(L, 1, "ping");
+    char err[DL_ERRLEN];
+    dl_status st = dl_client_ping(lc->c, err, sizeof err);
+    if (st != DL_OK)
+        return dlua_fail(L, st, err);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int client_poll(lua_State *L)
+{
+    check_open(L, 1, "poll");
+    lua_pushinteger(L, dlua_dispatch(L, 1));
+    return 1;
+}
+
+static void set_count(lua_State *L, const char *k, uint64_t v)
+{
+    lua_pushinteger(L, (lua_Integer)v);
+    lua_setfield(L, -2, k);
+}
+
+static int client_stats(lua_State *L)
+{
+    lua_client *lc = dlua_client(L, 1, "stats");
+    dl_stats s;
+    size_t held;
+    dl_client_stats(lc->c, &s, &held);
+    lua_createtable(L, 0, 12);
+    set_count(L, "acquired", s.acquired);
+    set_count(L, "released", s.released);
+    set_count(L, "renewed", s.renewed);
+    set_count(L, "lost", s.lost);
+    set_count(L, "waits", s.waits);
+    set_count(L, "timeouts", s.timeouts);
+    set_count(L, "held", held);
+    set_count(L, "renew_batches", s.renew_batches);
+    set_count(L, "renew_errors", s.renew_errors);
+    set_count(L, "wakeups", s.wakeups);
+    set_count(L, "unconfirmed", s.unconfirmed);
+    lua_pushboolean(L, dl_client_evictable(lc->c));
+    lua_setfield(L, -2, "evictable");
+    return 1;
+}
+
+static int client__index(lua_State *L)
+{
+    lua_client *lc = luaL_checkudata(L, 1, CLIENT_MT);
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL)
+        return 1;
+    if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "id") == 0
+        && lc->c) {
+        lua_pushstring(L, lc->c->id);
+        return 1;
+    }
+    return 1;
+}
+
+static int client__tostring(lua_State *L)
+{
+    lua_client *lc = luaL_checkudata(L, 1, CLIENT_MT);
+    if (lc->c)
+        lua_pushfstring(L, "dlock.Client: %s", lc->c->id);
+    else
+        lua_pushliteral(L, "dlock.Client: closed");
+    return 1;
+}
+
+void dlua_client_open(lua_State *L)
+{
+    static const luaL_Reg client_meta[] = {
+        { "__gc", client_close },
+        { "__close", client_close },
+        { "__tostring", client__tostring },
+        { NULL, NULL }
+    };
+    static const luaL_Reg client_methods[] = {
+        { "lock", dlua_lock_new },
+        { "ping", client_ping },
+        { "poll", client_poll },
+        { "stats", client_stats },
+        { "close", client_close },
+        { NULL, NULL }
+    };
+    static const luaL_Reg owner_meta[] = {
+        { "__gc", owner__gc },
+        { NULL, NULL }
+    };
+    dlua_new_class(L, OWNER_MT, owner_meta, NULL);
+    dlua_new_class(L, CLIENT_MT, client_meta, client_methods);
+    luaL_getmetatable(L, CLIENT_MT);            /* cmt */
+    lua_getfield(L, -1, "methods");             /* cmt, methods */
+    lua_pushcclosure(L, client__index, 1);      /* cmt, index */
+    lua_setfield(L, -2, "__index");
+    lua_getfield(L, -1, "methods");             /* cmt, methods */
+    lua_remove(L, -2);                          /* methods */
+}

@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: MIT
+ * lua_connect.c: dlock.connect: its options, checked and turned into a
+ * client (client.h), each misuse raised with the option's name.
+ */
+#define _GNU_SOURCE
+#include "lua_dlock.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- connect -------------------------------------------------------- */
+
+static const char *const CONNECT_KEYS[] = {
+    "url", "servers", "sentinels", "master", "cluster", "prefix", "lease",
+    "connect_timeout", "command_timeout", "username", "password", "db",
+    "on_lost", "max_hold", "sync_replicas", "sync_timeout", "scheduler",
+    NULL
+};
+
+static const char *opt_string(lua_State *L, int t, const char *name,
+                              size_t *len)
+{
+    int ty = lua_getfield(L, t, name);
+    const char *s = NULL;
+    if (ty == LUA_TSTRING)
+        s = lua_tolstring(L, -1, len);
+    else if (ty != LUA_TNIL)
+        dlua_opt_error(L, "dlock.connect", name, lua_pushfstring(L,
+                       "string expected, got %s", luaL_typename(L, -1)));
+    lua_pop(L, 1);                      /* the string stays in opts */
+    return s;
+}
+
+static int opt_present(lua_State *L, int t, const char *name)
+{
+    int present = lua_getfield(L, t, name) != LUA_TNIL;
+    lua_pop(L, 1);
+    return present;
+}
+
+static char *dup_str(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+/* Everything that can raise, before anything is allocated: fills o with
+ * borrowed strings and numbers. */
+typedef struct conn_args {
+    const char *url, *prefix, *username, *password, *master;
+    size_t urllen, prefixlen;
+    int64_t lease_ms, max_hold_ms, connect_us, command_us, sync_ms;
+    int db;                             /* -1: from the URL */
+    int sync_replicas;
+    dl_topo_kind topo;
+    const char *list;                   /* option naming the URL list */
+    size_t nlist;
+} conn_args;
+
+/* opts[name] is a non-empty array of URL strings; returns its length. */
+static size_t url_list(lua_State *L, const char *name)
+{
+    lua_getfield(L, 1, name);
+    if (!lua_istable(L, -1))
+        dlua_opt_error(L, "dlock.connect", name, "array of URL strings expected");
+    size_t n = (size_t)lua_rawlen(L, -1);
+    if (n == 0 || n > DL_MAX_NODES)
+        dlua_opt_error(L, "dlock.connect", name, lua_pushfstring(L,
+                       "between 1 and %d URLs expected", DL_MAX_NODES));
+    for (size_t i = 1; i <= n; i++) {
+        if (lua_rawgeti(L, -1, (lua_Integer)i) != LUA_TSTRING)
+            dlua_opt_error(L, "dlock.connect", name, "array of URL strings "
+                           "expected");
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return n;
+}
+
+static void read_args(lua_State *L, conn_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->url = "redis://127.0.0.1:6379/0";
+    a->urllen = strlen(a->url);
+    a->prefix = "dlock:";
+    a->prefixlen = 6;
+    a->lease_ms = 30000;
+    a->connect_us = a->command_us = 1000000;
+    a->db = -1;
+    a->topo = DL_TOPO_SINGLE;
+    a->sync_ms = 1000;
+    if (lua_type(L, 1) == LUA_TSTRING) {
+        a->url = lua_tolstring(L, 1, &a->urllen);
+        return;
+    }
+    if (lua_isnoneornil(L, 1))          /* every default */
+        return;
+    if (!lua_istable(L, 1))
+        dlua_arg_error(L, 1, "dlock.connect", lua_pushfstring(L, "URL string "
+                       "or options table expected, got %s",
+                       luaL_typename(L, 1)));
+    dlua_check_keys(L, 1, "dlock.connect", CONNECT_KEYS);
+    static const char *const topo[] = { "url", "servers", "sentinels",
+                                        "cluster", NULL };
+    int ntopo = 0;
+    for (int i = 0; topo[i]; i++)
+        ntopo += opt_present(L, 1, topo[i]);
+    if (ntopo > 1)
+        dlua_arg_error(L, 1, "dlock.connect", "give only one of 'url', "
+                       "'servers', 'sentinels' and 'cluster'");
+    static const dl_topo_kind kinds[] = { DL_TOPO_SINGLE, DL_TOPO_REDLOCK,
+                                          DL_TOPO_SENTINEL, DL_TOPO_CLUSTER };
+    for (int i = 1; topo[i]; i++)
+        if (opt_present(L, 1, topo[i])) {
+            a->topo = kinds[i];
+            a->list = topo[i];
+            a->nlist = url_list(L, topo[i]);
+        }
+    size_t n0;
+    a->master = opt_string(L, 1, "master", &n0);
+    if (a->master && a->topo != DL_TOPO_SENTINEL)
+        dlua_opt_error(L, "dlock.connect", "master", "only with 'sentinels'");
+    if (!a->master && a->topo == DL_TOPO_SENTINEL)
+        dlua_opt_error(L, "dlock.connect", "master", "the master's name is "
+                       "needed with 'sentinels'");
+    if (lua_getfield(L, 1, "sync_replicas") != LUA_TNIL) {
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0 ||
+            lua_tointeger(L, -1) > 1000)
+            dlua_opt_error(L, "dlock.connect", "sync_replicas", "a number of "
+                           "replicas (integer >= 0) expected");
+        a->sync_replicas = (int)lua_tointeger(L, -1);
+        if (a->sync_replicas && a->topo == DL_TOPO_REDLOCK)
+            dlua_opt_error(L, "dlock.connect", "sync_replicas", "Redlock masters "
+                           "have no replicas to wait for");
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, 1, "sync_timeout") != LUA_TNIL)
+        a->sync_ms = dlua_lease_ms(L, -1, "dlock.connect", "sync_timeout");
+    lua_pop(L, 1);
+    const char *s;
+    size_t n;
+    if ((s = opt_string(L, 1, "url", &n))) {
+        a->url = s;
+        a->urllen = n;
+    }
+    if ((s = opt_string(L, 1, "prefix", &n))) {
+        a->prefix = s;
+        a->prefixlen = n;
+    }
+    a->username = opt_string(L, 1, "username", &n);
+    a->password = opt_string(L, 1, "password", &n);
+    if (lua_getfield(L, 1, "db") != LUA_TNIL) {
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0 ||
+            lua_tointeger(L, -1) > 1000000)
+            dlua_opt_error(L, "dlock.connect", "db", "non-negative integer "
+                           "expected");
+        a->db = (int)lua_tointeger(L, -1);
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, 1, "lease") != LUA_TNIL)
+        a->lease_ms = dlua_lease_ms(L, -1, "dlock.connect", "lease");
+    lua_pop(L, 1);
+    if (lua_getfield(L, 1, "max_hold") != LUA_TNIL)
+        a->max_hold_ms = dlua_lease_ms(L, -1, "dlock.connect", "max_hold");
+    lua_pop(L, 1);
+    if (lua_getfield(L, 1, "connect_timeout") != LUA_TNIL)
+        a->connect_us = dlua_seconds_us(L, -1, "dlock.connect", "connect_timeout");
+    lua_pop(L, 1);
+    if (lua_getfield(L, 1, "command_timeout") != LUA_TNIL)
+        a->command_us = dlua_seconds_us(L, -1, "dlock.connect", "command_timeout");
+    lua_pop(L, 1);
+    int ty = lua_getfield(L, 1, "on_lost");
+    if (ty != LUA_TNIL && ty != LUA_TFUNCTION)
+        dlua_opt_error(L, "dlock.connect", "on_lost", "function expected");
+    lua_pop(L, 1);
+    /* dlock.lua turns "cqueues", "luv" or a table into its wait function */
+    ty = lua_getfield(L, 1, "scheduler");
+    if (ty != LUA_TNIL && ty != LUA_TFUNCTION)
+        dlua_opt_error(L, "dlock.connect", "scheduler", "\"cqueues\", "
+                       "\"luv\" or a table with a wait function expected");
+    lua_pop(L, 1);
+}
+
+/* Apply the top-level username/password/db over ep. Returns -1 when out
+ * of memory. */
+static int apply_auth(dl_endpoint *ep, const conn_args *a)
+{
+    if (a->username) {
+        free(ep->username);
+        if (!(ep->username = dup_str(a->username)))
+            return -1;
+    }
+    if (a->password) {
+        free(ep->password);
+        if (!(ep->password = dup_str(a->password)))
+            return -1;
+    }
+    if (a->db >= 0)
+        ep->db = a->db;
+    return 0;
+}
+
+/* Parse the URLs of the connection into *eps (neps of them). Returns 0,
+ * or -1 with err and nothing allocated. Does not raise. */
+static int parse_urls(lua_State *L, const conn_args *a, dl_endpoint **eps,
+                      size_t *neps, char *err, size_t errlen)
+{
+    size_t n = a->list ? a->nlist : 1;
+    dl_endpoint *v = calloc(n, sizeof *v);
+    if (!v) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (a->list)
+        lua_getfield(L, 1, a->list);            /* list */
+    for (size_t i = 0; i < n; i++) {
+        size_t len = a->urllen;
+        const char *url = a->url;
+        if (a->list) {
+            lua_rawgeti(L, -1, (lua_Integer)i + 1);
+            url = lua_tolstring(L, -1, &len);
+            lua_pop(L, 1);                      /* still in the list */
+        }
+        char e[DL_ERRLEN];
+        int bad = dl_endpoint_parse(&v[i], url, len, e, sizeof e) != 0;
+        if (bad)
+            snprintf(err, errlen, "%s", e);
+        else if (a->topo != DL_TOPO_SENTINEL && apply_auth(&v[i], a) != 0) {
+            snprintf(err, errlen, "out of memory");
+            bad = 1;
+        }
+        if (bad) {
+            for (size_t k = 0; k <= i; k++)
+                dl_endpoint_free(&v[k]);
+            free(v);
+            if (a->list)
+                lua_pop(L, 1);
+            return -1;
+        }
+    }
+    if (a->list)
+        lua_pop(L, 1);
+    *eps = v;
+    *neps = n;
+    return 0;
+}
+
+int dlua_connect(lua_State *L)
+{
+    conn_args a;
+    char err[DL_ERRLEN];
+    read_args(L, &a);
+    dl_client_opts o;
+    memset(&o, 0, sizeof o);
+    if (parse_urls(L, &a, &o.eps, &o.neps, err, sizeof err) != 0)
+        return dlua_opt_error(L, "dlock.connect", a.list ? a.list :
+                              lua_istable(L, 1) ? "url" : "#1",
+                              lua_pushfstring(L, "bad URL%s: %s",
+                                              a.list ? " in the list" : "",
+                                              err));
+
+    /* From here on nothing raises until the client is anchored. */
+    lua_client *lc = lua_newuserdatauv(L, sizeof *lc, UV_COUNT);
+    lc->c = NULL;
+    lc->dispatching = 0;
+    luaL_setmetatable(L, CLIENT_MT);
+    o.topo = a.topo;
+    int oom = 0;
+    if (a.topo == DL_TOPO_SENTINEL) {           /* the master's auth */
+        o.tmpl.port = 6379;
+        oom = apply_auth(&o.tmpl, &a) != 0 || !(o.master = dup_str(a.master));
+    } else {
+        oom = dl_endpoint_copy(&o.tmpl, &o.eps[0]) != 0;
+    }
+    o.prefix = malloc(a.prefixlen + 1);
+    if (o.prefix) {
+        memcpy(o.prefix, a.prefix, a.prefixlen);
+        o.prefix[a.prefixlen] = '\0';
+    }
+    o.prefixlen = a.prefixlen;
+    o.lease_ms = a.lease_ms;
+    o.max_hold_ms = a.max_hold_ms;
+    o.connect_timeout_us = a.connect_us;
+    o.command_timeout_us = a.command_us;
+    o.sync_replicas = a.sync_replicas;
+    o.sync_timeout_ms = a.sync_ms;
+    if (oom || !o.prefix) {
+        dl_client_opts_free(&o);
+        return dlua_fail(L, DL_ECONN, "out of memory");
+    }
+    dl_client *c;
+    dl_status st = dl_client_open(&c, &o, err, sizeof err);
+    if (st != DL_OK)
+        return dlua_fail(L, st, err);
+    lc->c = c;
+    if (lua_istable(L, 1)) {
+        lua_getfield(L, 1, "on_lost");
+        lua_setiuservalue(L, -2, UV_ONLOST);
+        lua_getfield(L, 1, "scheduler");
+        lua_setiuservalue(L, -2, UV_SCHED);
+    }
+    lua_newtable(L);
+    lua_setiuservalue(L, -2, UV_REFS);
+    lua_newtable(L);                    /* owners, weak keys */
+    lua_newtable(L);
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_setiuservalue(L, -2, UV_OWNERS);
+    return 1;
+}
+

@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: MIT
+ * op.c: each lock operation's script, arguments and reply, as data.
+ */
+#define _GNU_SOURCE
+#include "op.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void init(dl_op *op, const char *name, int id, int nkeys,
+                 const char *key, size_t keylen, dl_decode_fn decode)
+{
+    memset(op, 0, sizeof *op);
+    op->name = name;
+    op->id = id;
+    op->nkeys = nkeys;
+    op->argc = id == DL_OP_COMMAND ? 0 : DL_SCRIPT_HEAD;
+    op->key = key;
+    op->keylen = keylen;
+    op->decode = decode;
+}
+
+static void add(dl_op *op, const char *s, size_t n)
+{
+    op->argv[op->argc] = s;
+    op->lens[op->argc++] = n;
+}
+
+static void add_s(dl_op *op, const char *s)
+{
+    add(op, s, strlen(s));
+}
+
+/* A number as text, kept in op (at most four per op). */
+static void add_i(dl_op *op, int64_t v)
+{
+    char *b = op->num[op->nnum++];
+    snprintf(b, sizeof op->num[0], "%lld", (long long)v);
+    add_s(op, b);
+}
+
+/* ---- replies -------------------------------------------------------- */
+
+static int is_int(const redisReply *r)
+{
+    return r && r->type == REDIS_REPLY_INTEGER;
+}
+
+/* {1, count, token} | {0, pttl} | {-1} lost | {-2} refused: try again */
+static void acquire_vote(const redisReply *r, dl_vote *v)
+{
+    int64_t code;
+    v->kind = DL_V_BAD;
+    if (dl_reply_int(r, 0, &code))
+        return;
+    if (code == 1 && !dl_reply_int(r, 1, &v->x) && !dl_reply_int(r, 2, &v->y))
+        v->kind = DL_V_YES;
+    else if (code == 0 && !dl_reply_int(r, 1, &v->x))
+        v->kind = DL_V_BUSY;
+    else if (code == -1)
+        v->kind = DL_V_NO;
+    else if (code == -2)
+        v->kind = DL_V_BUSY;            /* x 0: at once */
+}
+
+/* {1, remaining} | {-1} lost */
+static void release_vote(const redisReply *r, dl_vote *v)
+{
+    int64_t code;
+    v->kind = DL_V_BAD;
+    if (dl_reply_int(r, 0, &code))
+        return;
+    if (code == 1 && !dl_reply_int(r, 1, &v->x))
+        v->kind = DL_V_YES;
+    else if (code == -1)
+        v->kind = DL_V_NO;
+}
+
+/* Any integer: done. */
+static void done_vote(const redisReply *r, dl_vote *v)
+{
+    v->kind = is_int(r) ? DL_V_YES : DL_V_BAD;
+    v->x = is_int(r) ? r->integer : 0;
+}
+
+/* 1 | 0 */
+static void bool_vote(const redisReply *r, dl_vote *v)
+{
+    v->kind = !is_int(r) ? DL_V_BAD : r->integer == 1 ? DL_V_YES : DL_V_NO;
+}
+
+/* The TTL while held (-1: none), -2 when free */
+static void ttl_vote(const redisReply *r, dl_vote *v)
+{
+    v->kind = !is_int(r) ? DL_V_BAD : r->integer == -2 ? DL_V_NO : DL_V_YES;
+    v->x = is_int(r) && r->integer >= 0 ? r->integer : INT64_MAX;
+}
+
+static void reply_vote(const redisReply *r, dl_vote *v)
+{
+    v->kind = r && r->type != REDIS_REPLY_ERROR ? DL_V_YES : DL_V_BAD;
+}
+
+/* 1 renewed | 0 gone | -1 another owner's tenancy */
+static void renew_vote(const redisReply *r, dl_vote *v)
+{
+    v->kind = !is_int(r) ? DL_V_BAD
+              : r->integer == 1 ? DL_V_YES
+              : r->integer == 0 ? DL_V_NO
+              : r->integer == -1 ? DL_V_TAKEN : DL_V_BAD;
+}
+
+/* ---- operations ----------------------------------------------------- */
+
+/* ARGV owner requester seq: who asks, and which request this is. */
+static void add_request(dl_op *op, const dl_lockref *l, uint64_t seq)
+{
+    add(op, l->owner, l->ownerlen);
+    add(op, l->req, l->reqlen);
+    add_i(op, (int64_t)seq);
+}
+
+/* ARGV keep_ms chan pub: how long a freed lock keeps its record, and
+ * where its release is announced. */
+static void add_freeing(dl_op *op, const dl_lockref *l, int64_t keep_ms,
+                        const char *pub)
+{
+    add_i(op, keep_ms);
+    add(op, l->chan, l->chanlen);
+    add_s(op, pub);
+}
+
+void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
+                   int64_t expect, int64_t token)
+{
+    init(op, "acquire", DL_S_ACQUIRE, 2, l->key, l->keylen, acquire_vote);
+    add(op, l->key, l->keylen);
+    add(op, l->fence, l->fencelen);
+    add_request(op, l, seq);
+    add_i(op, ms);
+    add_i(op, expect);
+    add_i(op, token);
+    /* A fresh hold competes (a shortfall: busy); a reentry must be
+     * confirmed (a shortfall: not known). */
+    op->rule = expect ? DL_RULE_VOTE : DL_RULE_CONTEND;
+    op->lease_ms = ms;
+    op->lock = l;
+}
+
+int dl_op_one_key(const dl_op *op, dl_op *alt)
+{
+    if (op->id != DL_S_ACQUIRE)
+        return 0;
+    init(alt, op->name, DL_S_ACQUIRE1, 1, op->key, op->keylen, op->decode);
+    add(alt, op->argv[DL_SCRIPT_HEAD], op->lens[DL_SCRIPT_HEAD]);
+    for (int i = DL_SCRIPT_HEAD + 2; i < op->argc; i++)
+        add(alt, op->argv[i], op->lens[i]);   /* op's numbers outlive alt */
+    alt->rule = op->rule;
+    alt->wd = op->wd;
+    alt->lease_ms = op->lease_ms;
+    alt->lock = op->lock;
+    return 1;
+}
+
+int dl_op_unify(const dl_op *op, int64_t token, dl_op *fence)
+{
+    const dl_lockref *l = op->lock;
+    if (op->id != DL_S_ACQUIRE && op->id != DL_S_ACQUIRE1)
+        return 0;
+    init(fence, "fence", DL_S_FENCE, 2, l->key, l->keylen, done_vote);
+    add(fence, l->fence, l->fencelen);
+    add(fence, l->key, l->keylen);
+    add_i(fence, token);
+    add(fence, l->owner, l->ownerlen);
+    fence->wd = op->wd;
+    return 1;
+}
+
+void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
+                   int64_t token, int64_t keep_ms, const char *pub)
+{
+    init(op, "release", DL_S_RELEASE, 1, l->key, l->keylen, release_vote);
+    add(op, l->key, l->keylen);
+    add_request(op, l, seq);
+    add_i(op, token);
+    add_freeing(op, l, keep_ms, pub);
+}
+
+void dl_op_void(dl_op *op, const dl_lockref *l, uint64_t seq,
+                int64_t keep_ms, const char *pub)
+{
+    init(op, "cancel", DL_S_VOID, 1, l->key, l->keylen, done_vote);
+    add(op, l->key, l->keylen);
+    add_request(op, l, seq);
+    add_freeing(op, l, keep_ms, pub);
+}
+
+/* KEYS lock; ARGV owner lease_ms token: extend and renew alike. */
+static void lease_op(dl_op *op, const char *name, int id, dl_decode_fn d,
+                     const dl_lockref *l, int64_t ms, int64_t token)
+{
+    init(op, name, id, 1, l->key, l->keylen, d);
+    add(op, l->key, l->keylen);
+    add(op, l->owner, l->ownerlen);
+    add_i(op, ms);
+    add_i(op, token);
+}
+
+void dl_op_extend(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token)
+{
+    lease_op(op, "extend", DL_S_EXTEND, bool_vote, l, ms, token);
+}
+
+void dl_op_ttl(dl_op *op, const dl_lockref *l)
+{
+    init(op, "ttl", DL_S_TTL, 1, l->key, l->keylen, ttl_vote);
+    add(op, l->key, l->keylen);
+    op->rule = DL_RULE_READ;
+}
+
+void dl_op_force(dl_op *op, const dl_lockref *l, const char *req,
+                 uint64_t seq, int64_t keep_ms, const char *pub)
+{
+    init(op, "force_release", DL_S_FORCE, 1, l->key, l->keylen, bool_vote);
+    add(op, l->key, l->keylen);
+    add_s(op, req);
+    add_i(op, (int64_t)seq);
+    add_freeing(op, l, keep_ms, pub);
+    op->rule = DL_RULE_READ;
+}
+
+void dl_op_drop(dl_op *op, const dl_lockref *l, int64_t count,
+                int64_t token, int64_t keep_ms, const char *pub)
+{
+    init(op, "drop", DL_S_DROP, 1, l->key, l->keylen, done_vote);
+    add(op, l->key, l->keylen);
+    add(op, l->owner, l->ownerlen);
+    add_i(op, count);
+    add_i(op, token);
+    add_freeing(op, l, keep_ms, pub);
+    op->rule = DL_RULE_READ;
+}
+
+void dl_op_ping(dl_op *op)
+{
+    init(op, "ping", DL_OP_COMMAND, 0, "", 0, reply_vote);
+    add_s(op, "PING");
+    op->rule = DL_RULE_READ;
+}
+
+void dl_op_sync(dl_op *op, const dl_lockref *l, int n, int64_t ms)
+{
+    init(op, "wait", DL_OP_COMMAND, 0, l->key, l->keylen, done_vote);
+    add_s(op, "WAIT");
+    add_i(op, n);
+    add_i(op, ms);
+    op->block_us = ms * 1000;
+}
+
+void dl_op_renew(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token)
+{
+    lease_op(op, "renew", DL_S_RENEW, renew_vote, l, ms, token);
+    op->batch = DL_OP_BATCH;
+}

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT
+ * op.h: the lock operations as data. An operation is one script (or one
+ * plain command) with its keys and arguments, the key that routes it, how
+ * one server's reply decodes into a vote, and how the votes of several
+ * servers add up (exec.h runs it). The builders here are the one place
+ * that knows each script's argument layout; script.h has the scripts.
+ */
+#ifndef DLOCK_OP_H
+#define DLOCK_OP_H
+
+#include "script.h"
+
+#pragma GCC visibility push(hidden)
+
+/* The identity of one lock as one owner sees it. The requester names
+ * the client acting for this owner: the owner itself for a coroutine
+ * owner (it embeds the client id), "<client id>|<owner>" for an explicit
+ * one, which other clients may share. */
+typedef struct dl_lockref {
+    const char *key, *fence, *chan, *owner, *req;
+    size_t keylen, fencelen, chanlen, ownerlen, reqlen;
+    uint64_t owner_num;         /* coroutine owner number; 0: explicit */
+} dl_lockref;
+
+/* What one server answered. */
+enum {
+    DL_V_NONE,                  /* no reply (it may have run, or may yet) */
+    DL_V_YES,                   /* granted, done, present */
+    DL_V_BUSY,                  /* another owner holds it: x its TTL */
+    DL_V_NO,                    /* the hold (or key) is not there */
+    DL_V_TAKEN,                 /* another owner's tenancy is there */
+    DL_V_BAD                    /* an error or an unexpected reply */
+};
+
+typedef struct dl_vote {
+    int kind;
+    int64_t x, y;               /* acquire: count, token; release: count
+                                   left; ttl: the TTL (INT64_MAX: none) */
+} dl_vote;
+
+typedef void (*dl_decode_fn)(const redisReply *r, dl_vote *v);
+
+/* How a quorum's shortfall reads (Redlock; one server always decides):
+ * VOTE: an error (the outcome is not known); CONTEND: busy, try again;
+ * READ: absent. */
+enum { DL_RULE_VOTE, DL_RULE_CONTEND, DL_RULE_READ };
+
+#define DL_OP_COMMAND (-1)      /* id of a plain command */
+#define DL_OP_BATCH 100         /* keys per call of a batchable script */
+#define DL_OP_ARGS (DL_SCRIPT_HEAD + 8)
+
+/* One operation. Builders fill it in place: argv may point into num, so
+ * an op is never copied. */
+typedef struct dl_op {
+    const char *name;           /* for errors: "acquire", ... */
+    int id;                     /* script id, or DL_OP_COMMAND */
+    int nkeys, argc;            /* argc counts the DL_SCRIPT_HEAD slots */
+    const char *argv[DL_OP_ARGS];
+    size_t lens[DL_OP_ARGS];
+    char num[4][24];
+    int nnum;
+    const char *key;            /* routes it on Cluster */
+    size_t keylen;
+    dl_decode_fn decode;
+    int rule;
+    int wd;                     /* on the watchdog's connections */
+    int64_t lease_ms;           /* a grant, valid for lease - elapsed -
+                                   drift (Redlock) */
+    int64_t block_us;           /* the server may wait this long first */
+    const dl_lockref *lock;     /* acquire: for its one-key form and the
+                                   fencing write-back */
+    int batch;                  /* > 1: calls may carry this many ops of
+                                   this script (one key each), and decode
+                                   reads one element of the reply */
+} dl_op;
+
+/* Take l (a fresh hold when expect is 0, else join the hold of count
+ * expect and token) for ms, as request seq. */
+void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
+                   int64_t expect, int64_t token);
+/* The form of op for a slot mid-migration (its keys split between two
+ * nodes): 1 when op has one (acquire, without the counter key). */
+int dl_op_one_key(const dl_op *op, dl_op *alt);
+/* Raise the fencing counter (and l's token, where l's owner holds it)
+ * to token: 1 when op's grants carry tokens that must agree. */
+int dl_op_unify(const dl_op *op, int64_t token, dl_op *fence);
+
+/* Release one hold of l with token; a freed lock keeps its record keep_ms
+ * and announces it with pub ("publish" or "spublish"). */
+void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
+                   int64_t token, int64_t keep_ms, const char *pub);
+/* Cancel acquire seq of l: undo it if it ran, refuse it if it comes. */
+void dl_op_void(dl_op *op, const dl_lockref *l, uint64_t seq,
+                int64_t keep_ms, const char *pub);
+void dl_op_extend(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token);
+void dl_op_ttl(dl_op *op, const dl_lockref *l);
+/* Free l whoever holds it, as request seq of requester req. */
+void dl_op_force(dl_op *op, const dl_lockref *l, const char *req,
+                 uint64_t seq, int64_t keep_ms, const char *pub);
+/* Take count holds of l's owner out, if its tenancy is token's (0: any). */
+void dl_op_drop(dl_op *op, const dl_lockref *l, int64_t count,
+                int64_t token, int64_t keep_ms, const char *pub);
+void dl_op_ping(dl_op *op);
+/* WAIT for n replicas, at most ms, on l's node. */
+void dl_op_sync(dl_op *op, const dl_lockref *l, int n, int64_t ms);
+
+/* Set l's TTL to ms if its tenancy is still token's (batchable). */
+void dl_op_renew(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token);
+
+#pragma GCC visibility pop
+#endif

@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT
+ * release.c: what a holder does to its hold: release one count of it, or
+ * extend its lease.
+ */
+#define _GNU_SOURCE
+#include "client.h"
+#include "exec.h"
+#include "pending.h"
+#include "watchdog.h"
+
+#include <stdio.h>
+#include <string.h>
+
+dl_status dl_client_release(dl_client *c, const dl_lockref *l,
+                            int64_t *remaining, int *unref,
+                            char *err, size_t errlen)
+{
+    dl_status st;
+    *unref = DL_NOREF;
+    *remaining = 0;
+    pthread_mutex_lock(&c->mu);
+    dl_hold *h = dl_client_ready_hold(c, l, 0, &st, err, errlen);
+    if (!h || h->count <= 0) {
+        if (h)
+            dl_client_tidy(c, h, unref);
+        pthread_mutex_unlock(&c->mu);
+        return st != DL_OK ? st : dl_fail(err, errlen, DL_ENOTHELD,
+                                          "not held");
+    }
+    if (h->lost) {                          /* each release reports it */
+        const char *why = h->lost;
+        h->count--;
+        dl_client_tidy(c, h, unref);
+        pthread_mutex_unlock(&c->mu);
+        return dl_fail(err, errlen, DL_ELOST, "%s", why);
+    }
+    /* From here the hold is one fewer, whatever Redis answers: a hold
+     * whose count reaches 0 is never renewed again. */
+    dl_client_begin_request(c, h, DL_PEND_RELEASE, h->lease_ms, h->deadline_us);
+    h->count--;
+    h->gen++;
+    dl_pending p;
+    dl_client_pending_copy(h, &p);
+    pthread_mutex_unlock(&c->mu);
+
+    int done;
+    int64_t code, left;
+    st = dl_client_pending_io(c, 0, &p, &done, &code, &left, err, errlen);
+
+    pthread_mutex_lock(&c->mu);
+    h->pend_lua = 0;
+    if (done) {
+        dl_client_pending_done(c, h, p.seq, code);
+        h->finished = 0;
+        if (code == 1)
+            *remaining = c->topo.kind == DL_TOPO_REDLOCK ? h->count : left;
+        else
+            st = dl_fail(err, errlen, DL_ELOST, "%s", h->lost ? h->lost
+                                                              : LOST_GONE);
+    } else {
+        dl_client_hand_over(h);
+        dl_watchdog_poke(c, 0);
+        size_t n = strlen(err);
+        snprintf(err + n, errlen - n, "; the release is being completed "
+                 "in the background");
+    }
+    dl_client_tidy(c, h, unref);
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
+/* The lock's token as this owner holds it: 0 when not held. */
+static int64_t held_token(dl_client *c, const dl_lockref *l,
+                          const char **lost)
+{
+    pthread_mutex_lock(&c->mu);
+    dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
+                                  l->ownerlen);
+    int64_t tok = h && h->count > 0 ? h->token : 0;
+    *lost = h && h->count > 0 ? h->lost : NULL;
+    pthread_mutex_unlock(&c->mu);
+    return tok;
+}
+
+dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
+                           int64_t lease_ms, char *err, size_t errlen)
+{
+    const char *lost;
+    int64_t tok = held_token(c, l, &lost);
+    if (!tok)
+        return dl_fail(err, errlen, DL_ENOTHELD, "not held");
+    if (lost)
+        return dl_fail(err, errlen, DL_ELOST, "%s", lost);
+
+    dl_op op;
+    dl_result res;
+    dl_op_extend(&op, l, lease_ms, tok);
+    dl_status st = dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);
+    if (st != DL_OK)
+        return st;
+    int ok = res.kind == DL_V_YES;
+    int64_t t0 = res.t0;
+
+    pthread_mutex_lock(&c->mu);
+    dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
+                                  l->ownerlen);
+    if (!h || h->count <= 0) {
+        st = dl_fail(err, errlen, DL_ENOTHELD, "not held");
+    } else if (ok) {
+        h->deadline_us = t0 + lease_ms * 1000 -
+                         dl_exec_drift_us(&c->topo, lease_ms);
+        if (!h->watchdog)
+            h->lease_ms = lease_ms;
+        h->renew_at_us = t0 + lease_ms * 1000 / 3;
+        dl_watchdog_poke(c, h->watchdog ? h->renew_at_us : h->deadline_us);
+    } else {
+        dl_client_lose(c, h, LOST_GONE);
+        st = dl_fail(err, errlen, DL_ELOST, "%s", h->lost);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
