@@ -23,6 +23,10 @@ command -v unzip >/dev/null 2>&1 || missing="$missing unzip"
 command -v haproxy >/dev/null 2>&1 || missing="$missing haproxy"
 command -v curl >/dev/null 2>&1 || missing="$missing curl"
 pkg-config --exists lua5.3 2>/dev/null || missing="$missing liblua5.3-dev"
+# spec/lighttpd_spec.lua: a host that cannot yield (mod_magnet, Lua 5.4)
+command -v lighttpd >/dev/null 2>&1 || missing="$missing lighttpd"
+[ -f /usr/lib/lighttpd/mod_magnet.so ] || missing="$missing lighttpd-modules-lua"
+pkg-config --exists lua5.4 2>/dev/null || missing="$missing liblua5.4-dev"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "dlock: installing$missing" >&2
