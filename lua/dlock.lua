@@ -202,6 +202,162 @@ function Lock:acquire(opts)
   end
 end
 
+-- ---- multi-lock --------------------------------------------------------
+--
+-- client:multi_lock{ "a", "b", ... } is one lock over all the names: its
+-- acquire takes the names' locks one by one in one global order (sorted
+-- bytes), so two multi-locks over overlapping names, given in any order,
+-- never wait for each other in a cycle; if one name cannot be had, the
+-- names already taken are released (all or none). Each name is a lock of
+-- its own (its own node on Cluster, its own token, its own watchdog
+-- renewal and on_lost, which receives that name's lock), so this adds no
+-- wait loop and no script: waits yield under a scheduler like any lock's.
+
+local MultiLock = {}
+MultiLock.__index = MultiLock
+
+local now = core.now
+
+function Client:multi_lock(names, opts)
+  if type(names) ~= "table" then
+    error(("bad argument #1 to 'multi_lock' (table of lock names expected, got %s)")
+          :format(type(names)), 2)
+  end
+  local seen, sorted = {}, {}
+  for i, n in ipairs(names) do
+    if type(n) ~= "string" or n == "" then
+      error(("bad argument #1 to 'multi_lock' (name #%d: a non-empty string expected, got %s)")
+            :format(i, type(n) == "string" and "an empty string" or type(n)), 2)
+    end
+    if not seen[n] then seen[n] = true; sorted[#sorted + 1] = n end
+  end
+  if #sorted == 0 then
+    error("bad argument #1 to 'multi_lock' (at least one lock name expected)", 2)
+  end
+  table.sort(sorted)
+  local locks = {}
+  for i, n in ipairs(sorted) do locks[i] = self:lock(n, opts) end
+  return setmetatable({ names = sorted, name = table.concat(sorted, ","),
+                        locks = locks, wait = opts and opts.wait }, MultiLock)
+end
+
+-- Release, in reverse order, locks[i..1] (those taken).
+local function undo(self, i)
+  for j = i, 1, -1 do self.locks[j]:release() end
+end
+
+--- multi:acquire([opts]) -> multi | nil, err [, ttl]: every name, or none.
+function MultiLock:acquire(opts)
+  local wait = opts and opts.wait
+  if wait == nil then wait = self.wait end
+  local deadline = type(wait) == "number" and wait < math.huge and now() + wait
+  for i, lock in ipairs(self.locks) do
+    local o = opts
+    if deadline then
+      o = {}
+      for k, v in pairs(opts or {}) do o[k] = v end
+      o.wait = math.max(0, deadline - now())
+    end
+    local ok, err, ttl = lock:acquire(o)
+    if not ok then
+      undo(self, i - 1)
+      return nil, err, ttl
+    end
+  end
+  return self
+end
+
+function MultiLock:try_acquire(opts)
+  local o = {}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  o.wait = 0
+  return self:acquire(o)
+end
+
+--- multi:release() -> true, remaining | nil, err: one hold of every name.
+--- Every name is released even when one reports an error; the first
+--- "lost" (else "not held") is returned.
+function MultiLock:release()
+  local first, remaining = nil, nil
+  for i = #self.locks, 1, -1 do
+    local ok, r = self.locks[i]:release()
+    if ok then
+      remaining = remaining and math.min(remaining, r) or r
+    elseif not first or (r:find("^lost") and not first:find("^lost")) then
+      first = r
+    end
+  end
+  if first then return nil, first end
+  return true, remaining
+end
+
+function MultiLock:held()
+  for _, lock in ipairs(self.locks) do
+    if not lock:held() then return false end
+  end
+  return true
+end
+
+function MultiLock:count()
+  local n
+  for _, lock in ipairs(self.locks) do
+    local c = lock:count()
+    n = n and math.min(n, c) or c
+  end
+  return n
+end
+
+--- multi:tokens() -> { name = token, ... } while held, else nil.
+function MultiLock:tokens()
+  if not self:held() then return nil end
+  local t = {}
+  for i, lock in ipairs(self.locks) do t[self.names[i]] = lock:token() end
+  return t
+end
+
+--- multi:token(): one token would fence nothing here; tokens() has them.
+function MultiLock:token()
+  error("a multi-lock has one fencing token per name: use tokens()", 2)
+end
+
+--- multi:ttl() -> the shortest remaining lease among the names, or nil
+--- when one of them is absent (or nil, err).
+function MultiLock:ttl()
+  local least
+  for _, lock in ipairs(self.locks) do
+    local t, err = lock:ttl()
+    if not t then return nil, err end
+    least = least and math.min(least, t) or t
+  end
+  return least
+end
+
+--- multi:extend(seconds) -> true | nil, err (every name is tried).
+function MultiLock:extend(seconds)
+  local first
+  for _, lock in ipairs(self.locks) do
+    local ok, err = lock:extend(seconds)
+    if not ok and not first then first = err end
+  end
+  if first then return nil, first end
+  return true
+end
+
+--- multi:force_release() -> whether any of the names was held.
+function MultiLock:force_release()
+  local any = false
+  for _, lock in ipairs(self.locks) do
+    local existed, err = lock:force_release()
+    if existed == nil then return nil, err end
+    any = any or existed
+  end
+  return any
+end
+
+MultiLock.with = Lock.with
+MultiLock.__close = function(self) self:release() end
+MultiLock.__tostring = function(self) return "dlock.MultiLock: " .. self.name end
+
 return {
   _VERSION = core._VERSION,
   connect = connect,

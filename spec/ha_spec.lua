@@ -75,6 +75,20 @@ describe("Redlock (servers)", function()
     lifecycle(opts)
   end)
 
+  it("takes a multi-lock on a quorum, one token per name", function()
+    local c = assert(dlock.connect(opts))
+    local other = assert(dlock.connect(opts))
+    local base = helper.unique_name("ml")
+    local m = c:multi_lock{ base .. "b", base .. "a" }
+    assert(m:acquire{ wait = 2 })
+    local toks = m:tokens()
+    assert.is_true(toks[base .. "a"] > 0 and toks[base .. "b"] > 0)
+    assert.is_nil((other:multi_lock{ base .. "a" }:try_acquire()))
+    assert(m:release())
+    assert(other:multi_lock{ base .. "a", base .. "b" }:acquire{ wait = 2 })
+    c:close(); other:close()
+  end)
+
   it("holds the lock on a majority, and the watchdog keeps it", function()
     local c = assert(dlock.connect(opts))
     local name = helper.unique_name()
@@ -266,6 +280,36 @@ describe("Cluster (cluster)", function()
 
   it("gives mutual exclusion across processes", function()
     mutual_exclusion({ cluster = topo.urls })
+  end)
+
+  it("takes a multi-lock over names on different nodes, all or none", function()
+    local c = assert(dlock.connect(opts))
+    local other = assert(dlock.connect(opts))
+    local base, picked, owners = helper.unique_name("ml"), {}, {}
+    for i = 1, 200 do                           -- one name per node
+      local name = base .. i
+      local owner = topo.owner(topology.keyslot(topo, "dlock:{" .. name .. "}"))
+      if not owners[owner] then owners[owner] = name; picked[#picked + 1] = name end
+      if #picked == 3 then break end
+    end
+    assert.equals(3, #picked)
+    local m = c:multi_lock(picked)
+    assert(m:acquire{ wait = 2 })
+    for owner, name in pairs(owners) do
+      assert.equals("1", topo.nodes[owner].cli("exists", "dlock:{" .. name .. "}"))
+      assert.is_true(m:tokens()[name] > 0)
+    end
+    assert(m:release())
+    local busy = other:lock(picked[3])           -- one node's name busy:
+    assert(busy:acquire())
+    assert.is_nil((m:try_acquire()))             -- none taken
+    for _, name in ipairs({ picked[1], picked[2] }) do
+      assert.is_false(c:lock(name):held())
+      assert.is_nil(topo.nodes[topo.owner(topology.keyslot(topo, "dlock:{" .. name .. "}"))]
+        .cli("hget", "dlock:{" .. name .. "}", "n"):match("^[1-9]"))
+    end
+    assert(busy:release())
+    c:close(); other:close()
   end)
 
   it("follows a slot that moves while a lock is held", function()

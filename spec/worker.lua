@@ -36,6 +36,24 @@ if mode == "counter" then
   client:close()
   say("done", idx)
 
+elseif mode == "multi" then
+  -- multi URL NAMES ITERATIONS COUNTER_PREFIX IDX: a multi-lock over the
+  -- comma-separated NAMES, given in reverse order by every other process;
+  -- under it, bump one counter file per name.
+  local url, iters, prefix, idx = arg[2], tonumber(arg[4]), arg[5], tonumber(arg[6])
+  if url:sub(1, 1) == "{" then url = assert(load("return " .. url))() end
+  local names = {}
+  for n in arg[3]:gmatch("[^,]+") do table.insert(names, idx % 2 == 0 and 1 or #names + 1, n) end
+  local client = assert(dlock.connect(url))
+  local lock = client:multi_lock(names)
+  for _ = 1, iters do
+    assert(lock:acquire{ wait = 60 })
+    for _, n in ipairs(names) do bump(prefix .. n:gsub("%W", "_")) end
+    assert(lock:release())
+  end
+  client:close()
+  say("done", idx)
+
 elseif mode == "hold" then
   -- hold URL|OPTS NAME SECONDS: hold for SECONDS then release
   local target = arg[2]
