@@ -22,6 +22,8 @@
 --            cqueues and under luv (bench/sched.lua), each holding it for
 --            1 ms of work that yields to the loop, then stepping back 1 ms:
 --            critical sections/s, handoff p50/p99, Jain's index.
+--   M5       the other primitives beside the default lock: a multi-lock over
+--            2 names, N = 4 processes, 1 ms step-back, as M2 measures it.
 -- M1 and M2 run beside bench/plainlock.lua (a hand-written SET NX lock over
 -- LuaSocket) when LuaSocket is installed. Every figure is the median of REPS
 -- runs. `--quick` (make bench BENCH_ARGS=--quick) finishes in under a minute.
@@ -224,14 +226,14 @@ local function jain(xs)
 end
 
 -- One contended run; returns its figures.
-local function m2_run(impl, n, stepback, id)
+local function m2_run(impl, n, stepback, id, name)
   local base = ("%s/m2-%s"):format(TMP, id)
   local counter, go = base .. ".counter", base .. ".go"
   writef(counter, ("%012d"):format(0))
   local cmds = {}
   for i = 1, n do
     cmds[i] = ("%s %s m2 %s %s %s %s %s %s %s %g"):format(q(LUA), q(DIR .. "/worker.lua"),
-      impl, URL, q("m2:" .. id), q(counter), q(base .. "." .. i .. ".log"),
+      impl, URL, q(name or ("m2:" .. id)), q(counter), q(base .. "." .. i .. ".log"),
       q(base .. "." .. i .. ".ready"), q(go), stepback)
   end
   local before = cmdstats()
@@ -289,6 +291,15 @@ for rep = 1, CFG.reps do
       end
     end
   end
+end
+
+-- ---- M5: the other primitives, beside the default lock ---------------------
+
+local M5 = { multi = {} }                     -- M5[kind] = { runs }
+for rep = 1, CFG.reps do
+  log("M5 multi-lock, run %d/%d", rep, CFG.reps)
+  local id = ("multi-%d"):format(rep)
+  M5.multi[rep] = m2_run("dlock", 4, STEPBACK, id, ("m5:%s:b,m5:%s:a"):format(id, id))
 end
 
 -- ---- M3 --------------------------------------------------------------------
@@ -424,6 +435,19 @@ for _, kind in ipairs({ "cqueues", "luv" }) do
   else
     row(label, ("skipped (no %s)"):format(kind))
   end
+end
+
+do
+  local runs = M5.multi
+  local label = "M5 multi-lock, 2 names, N=4, 1 ms step-back"
+  local lost, over = 0, 0
+  for _, r in ipairs(runs) do lost, over = lost + r.lost, over + r.overlaps end
+  row(label .. ": critical sections/s", f0(med(runs, "cps")))
+  row(label .. ": Redis lock commands per critical section", f2(med(runs, "cmds")))
+  row(label .. ": handoff p50 / p99 (ms)", ("%.3f / %.3f"):format(med(runs, "h50"), med(runs, "h99")))
+  row(label .. ": Jain fairness", f2(med(runs, "jain")))
+  row(label .. ": lost updates (overlapping holds), all runs", ("%d (%d)"):format(lost, over), nil,
+      ("0: %s"):format(verdict(lost == 0 and over == 0)))
 end
 
 local n3 = CFG.m3_locks

@@ -85,7 +85,9 @@ elseif mode == "m2" then
   local url, name, counter, log = arg[3], arg[4], arg[5], arg[6]
   local ready, go, stepback = arg[7], arg[8], tonumber(arg[9])
   local client = assert(impl(arg[2]).connect(url))
-  local lock = client:lock(name)
+  local names = {}                               -- "a,b": a multi-lock (M5)
+  for n in name:gmatch("[^,]+") do names[#names + 1] = n end
+  local lock = #names > 1 and client:multi_lock(names) or client:lock(name)
   write(ready, "1")
   local s = assert(wait_file(go, 20, 0.002), "no go file")
   local start, stop = s:match("(%S+) (%S+)")
