@@ -97,7 +97,7 @@ describe("the C core's layout", function()
     end
     -- each script id named by one builder, in op.c alone
     local ids = read(DIR .. "/src/script.h"):match("typedef enum {(.-)} dl_script_id")
-    for id in ids:gmatch("(DL_S_[%u%d]+)") do
+    for id in ids:gmatch("(DL_S_[%u%d_]+)") do
       if id ~= "DL_S_COUNT" then
         for _, name in ipairs(sources()) do
           if name:match("%.c$") and name ~= "op.c" and name ~= "script.c" then

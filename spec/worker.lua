@@ -54,6 +54,26 @@ elseif mode == "multi" then
   client:close()
   say("done", idx)
 
+elseif mode == "rw_read_hold" then
+  -- rw_read_hold URL NAME LEASE: hold the read lock, renewed by the
+  -- watchdog with LEASE, until killed
+  local client = assert(dlock.connect{ url = arg[2], lease = tonumber(arg[4]) })
+  local rw = client:rwlock(arg[3])
+  assert(rw.read:acquire())
+  say("held", rw.read:token())
+  while true do dlock.sleep(1) end
+
+elseif mode == "rw_write" then
+  -- rw_write URL NAME WAIT: wait for the write lock, hold it 0.2 s
+  local client = assert(dlock.connect(arg[2]))
+  local rw = client:rwlock(arg[3])
+  say("waiting")
+  local t0 = dlock.now()
+  local ok, err = rw.write:acquire{ wait = tonumber(arg[4]) }
+  say(ok and "got" or err, dlock.now() - t0)
+  if ok then dlock.sleep(0.2); say("release", rw.write:release()) end
+  client:close()
+
 elseif mode == "hold" then
   -- hold URL|OPTS NAME SECONDS: hold for SECONDS then release
   local target = arg[2]

@@ -180,7 +180,8 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
         dl_client_begin_request(c, h, DL_PEND_VOID, ms, dl_now_us() +
                                 ms * 1000 + c->topo.command_timeout_us);
         dl_op try;
-        dl_op_acquire(&try, l, h->pend_seq, ms, expect, token);
+        dl_op_acquire(&try, l, h->pend_seq, ms, expect, token,
+                      args->wait_us != 0 && dl_now_us() < op->until_us);
         pthread_mutex_unlock(&c->mu);
 
         /* Releases counted from here on wake this acquire. */

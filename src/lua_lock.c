@@ -21,9 +21,10 @@ typedef struct lua_lock {
     int64_t renew_ms;           /* default watchdog lease; 0 the client's */
     const char *name, *key, *fence, *chan, *owner;
     size_t namelen, keylen, fencelen, chanlen, ownerlen; /* 0: coroutine */
+    int kind;                   /* DL_KIND_*: a lock, or a read-write half */
 } lua_lock;
 
-#define OWNER_MAX (DL_ID_HEX + 24)
+#define OWNER_MAX (DL_ID_HEX + 27)
 
 static lua_lock *check_lock(lua_State *L, int idx, const char *fname)
 {
@@ -40,21 +41,35 @@ static lua_client *lock_client(lua_State *L, int li, const char *fname)
 
 /* Fill l for the lock at li with the client at ci; buf holds the owner.
  * An explicit owner's requester is pushed (it must stay on the stack
- * while l is used). */
+ * while l is used). A read half's owner and requester are its owner's
+ * with "\0r" after them (the write half's are the owner's own), and
+ * l->writer names that write half's owner (wbuf holds it). */
 static void lockref(lua_State *L, lua_lock *k, int ci, dl_lockref *l,
-                    char *buf)
+                    char *buf, char *wbuf)
 {
     lua_client *lc = lua_touserdata(L, ci);
+    int rd = k->kind == DL_KIND_READ;
     l->key = k->key;     l->keylen = k->keylen;
     l->fence = k->fence; l->fencelen = k->fencelen;
     l->chan = k->chan;   l->chanlen = k->chanlen;
+    l->kind = k->kind;
+    l->writer = NULL;
+    l->writerlen = 0;
     if (k->ownerlen) {
+        l->owner_num = 0;
         l->owner = k->owner;
         l->ownerlen = k->ownerlen;
-        l->owner_num = 0;
+        if (rd) {
+            l->writer = k->owner;
+            l->writerlen = k->ownerlen;
+            lua_pushlstring(L, k->owner, k->ownerlen);
+            lua_pushlstring(L, "\0r", 2);
+            lua_concat(L, 2);
+            l->owner = lua_tolstring(L, -1, &l->ownerlen);
+        }
         lua_pushstring(L, lc->c->id);
         lua_pushliteral(L, "|");
-        lua_pushlstring(L, k->owner, k->ownerlen);
+        lua_pushlstring(L, l->owner, l->ownerlen);
         lua_concat(L, 3);
         l->req = lua_tolstring(L, -1, &l->reqlen);
         return;
@@ -62,6 +77,13 @@ static void lockref(lua_State *L, lua_lock *k, int ci, dl_lockref *l,
     l->owner_num = dlua_owner(L, ci);
     int n = snprintf(buf, OWNER_MAX, "%s:%llu", lc->c->id,
                      (unsigned long long)l->owner_num);
+    if (rd) {
+        memcpy(wbuf, buf, (size_t)n + 1);
+        l->writer = wbuf;
+        l->writerlen = (size_t)n;
+        memcpy(buf + n, "\0r", 3);
+        n += 2;
+    }
     l->owner = l->req = buf;
     l->ownerlen = l->reqlen = (size_t)n;
 }
@@ -126,17 +148,19 @@ static void read_timing(lua_State *L, int t, const char *fname,
     }
 }
 
-int dlua_lock_new(lua_State *L)
+/* Push a new lock of kind for client:fname(name [, opts]) (client at 1,
+ * name at 2, opts at 3). */
+static void new_lock(lua_State *L, const char *fname, int kind)
 {
-    lua_client *lc = dlua_client(L, 1, "lock");
+    lua_client *lc = dlua_client(L, 1, fname);
     size_t namelen, ownerlen = 0;
     if (lua_type(L, 2) != LUA_TSTRING)      /* no number coercion */
-        dlua_arg_error(L, 1, "lock", lua_pushfstring(L, "lock name (a "
+        dlua_arg_error(L, 1, fname, lua_pushfstring(L, "lock name (a "
                        "string) expected, got %s", luaL_typename(L, 2)));
     const char *name = lua_tolstring(L, 2, &namelen);
     const char *owner = NULL;
     if (namelen == 0)
-        dlua_arg_error(L, 1, "lock", "lock name must not be empty");
+        dlua_arg_error(L, 1, fname, "lock name must not be empty");
     dl_acquire_args a = { .wait_us = -1 };
     read_timing(L, 3, "lock", &a);
     if (lua_istable(L, 3)) {
@@ -144,9 +168,9 @@ int dlua_lock_new(lua_State *L)
         if (ty == LUA_TSTRING)
             owner = lua_tolstring(L, -1, &ownerlen);
         else if (ty != LUA_TNIL)
-            dlua_opt_error(L, "lock", "owner", "string expected");
+            dlua_opt_error(L, fname, "owner", "string expected");
         if (owner && ownerlen == 0)
-            dlua_opt_error(L, "lock", "owner", "must not be empty");
+            dlua_opt_error(L, fname, "owner", "must not be empty");
         lua_pop(L, 1);                  /* the string stays in opts */
     }
     const char *pfx = lc->c->opts.prefix;
@@ -183,9 +207,29 @@ int dlua_lock_new(lua_State *L)
     k->keylen = keylen;
     k->chanlen = keylen + 3;
     k->ownerlen = ownerlen;
+    k->kind = kind;
     luaL_setmetatable(L, LOCK_MT);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1);
+}
+
+int dlua_lock_new(lua_State *L)
+{
+    new_lock(L, "lock", DL_KIND_LOCK);
+    return 1;
+}
+
+int dlua_rwlock_new(lua_State *L)
+{
+    lua_settop(L, 3);                   /* client, name, opts or nil */
+    new_lock(L, "rwlock", DL_KIND_READ);
+    new_lock(L, "rwlock", DL_KIND_WRITE);
+    lua_createtable(L, 0, 3);
+    lua_insert(L, -3);                  /* t, read, write */
+    lua_setfield(L, -3, "write");
+    lua_setfield(L, -2, "read");
+    lua_pushvalue(L, 2);
+    lua_setfield(L, -2, "name");
     return 1;
 }
 
@@ -195,7 +239,7 @@ typedef struct lock_call {
     lua_client *lc;
     int ci;                     /* stack index of the client */
     dl_lockref l;
-    char owner[OWNER_MAX];
+    char owner[OWNER_MAX], writer[OWNER_MAX];
 } lock_call;
 
 /* Every method starts here, once its own arguments are read: check the
@@ -207,7 +251,7 @@ static void begin(lua_State *L, const char *fname, lock_call *k)
     lua_settop(L, 1);
     k->lc = lock_client(L, 1, fname);
     k->ci = lua_gettop(L);
-    lockref(L, lk, k->ci, &k->l, k->owner);
+    lockref(L, lk, k->ci, &k->l, k->owner, k->writer);
 }
 
 /* Push what acquire returns for st: the lock (at 1), or nil, err and,
@@ -228,9 +272,32 @@ static int acquired(lua_State *L, dl_status st, const dl_acquire_args *a,
 
 /* Run a blocking acquire (op NULL) or one step of op. The lock object is
  * referenced for the registry, and kept if a fresh hold took it. */
+/* A write half whose owner holds the read half would wait for itself:
+ * raise instead. */
+static void check_upgrade(lua_State *L, lock_call *k)
+{
+    dl_holdinfo w, r;
+    dl_lockref rl = k->l;
+    if (k->l.kind != DL_KIND_WRITE)
+        return;
+    lua_pushlstring(L, k->l.owner, k->l.ownerlen);
+    lua_pushlstring(L, "\0r", 2);
+    lua_concat(L, 2);
+    rl.owner = lua_tolstring(L, -1, &rl.ownerlen);
+    dl_client_hold_info(k->lc->c, &rl, &r);
+    dl_client_hold_info(k->lc->c, &k->l, &w);
+    lua_pop(L, 1);
+    if (r.count > 0 && w.count == 0)
+        dlua_error(L, "calling 'acquire' on a write lock whose owner holds "
+                   "its read lock: it would wait for itself (release the "
+                   "read lock first; a writer may take the read lock, not "
+                   "the other way round)");
+}
+
 static dl_status run(lua_State *L, lock_call *k, dl_acquire_args *a,
                      dl_acquire *op, char *err)
 {
+    check_upgrade(L, k);
     lua_getiuservalue(L, k->ci, UV_REFS);       /* client, refs */
     lua_pushvalue(L, 1);
     a->ref = luaL_ref(L, -2);
@@ -466,16 +533,18 @@ static int lock__tostring(lua_State *L)
     dl_holdinfo hi;
     memset(&hi, 0, sizeof hi);
     if (lc && lc->c && dl_client_same_process(lc->c)) {
-        char ownbuf[OWNER_MAX];
+        char ownbuf[OWNER_MAX], wbuf[OWNER_MAX];
         dl_lockref l;
-        lockref(L, k, lua_gettop(L), &l, ownbuf);
+        lockref(L, k, lua_gettop(L), &l, ownbuf, wbuf);
         dl_client_hold_info(lc->c, &l, &hi);
     }
+    const char *half = k->kind == DL_KIND_READ ? " read"
+                       : k->kind == DL_KIND_WRITE ? " write" : "";
     if (hi.held)
-        lua_pushfstring(L, "dlock.Lock: \"%s\" (held x%d)", k->name,
+        lua_pushfstring(L, "dlock.Lock: \"%s\"%s (held x%d)", k->name, half,
                         (int)hi.count);
     else
-        lua_pushfstring(L, "dlock.Lock: \"%s\" (%s)", k->name,
+        lua_pushfstring(L, "dlock.Lock: \"%s\"%s (%s)", k->name, half,
                         hi.lost ? "lost" : "not held");
     return 1;
 }

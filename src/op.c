@@ -131,15 +131,20 @@ static void add_freeing(dl_op *op, const dl_lockref *l, int64_t keep_ms,
 }
 
 void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
-                   int64_t expect, int64_t token)
+                   int64_t expect, int64_t token, int waits)
 {
-    init(op, "acquire", DL_S_ACQUIRE, 2, l->key, l->keylen, acquire_vote);
+    init(op, "acquire", l->kind ? DL_S_RW_ACQUIRE : DL_S_ACQUIRE, 2, l->key,
+         l->keylen, acquire_vote);
     add(op, l->key, l->keylen);
     add(op, l->fence, l->fencelen);
     add_request(op, l, seq);
     add_i(op, ms);
     add_i(op, expect);
     add_i(op, token);
+    if (l->kind) {                      /* which half, and its writer */
+        add_s(op, l->kind == DL_KIND_READ ? "r" : waits ? "W" : "w");
+        add(op, l->writer ? l->writer : "", l->writer ? l->writerlen : 0);
+    }
     /* A fresh hold competes (a shortfall: busy); a reentry must be
      * confirmed (a shortfall: not known). */
     op->rule = expect ? DL_RULE_VOTE : DL_RULE_CONTEND;
@@ -165,7 +170,8 @@ int dl_op_one_key(const dl_op *op, dl_op *alt)
 int dl_op_unify(const dl_op *op, int64_t token, dl_op *fence)
 {
     const dl_lockref *l = op->lock;
-    if (op->id != DL_S_ACQUIRE && op->id != DL_S_ACQUIRE1)
+    if (op->id != DL_S_ACQUIRE && op->id != DL_S_ACQUIRE1 &&
+        op->id != DL_S_RW_ACQUIRE)
         return 0;
     init(fence, "fence", DL_S_FENCE, 2, l->key, l->keylen, done_vote);
     add(fence, l->fence, l->fencelen);
@@ -206,9 +212,20 @@ static void lease_op(dl_op *op, const char *name, int id, dl_decode_fn d,
     add_i(op, token);
 }
 
+/* A read-write hold's extend is its renewal: one element, 1 or not. */
+static void first_vote(const redisReply *r, dl_vote *v)
+{
+    v->kind = DL_V_BAD;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 1)
+        bool_vote(r->element[0], v);
+}
+
 void dl_op_extend(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token)
 {
-    lease_op(op, "extend", DL_S_EXTEND, bool_vote, l, ms, token);
+    if (l->kind)
+        lease_op(op, "extend", DL_S_RW_RENEW, first_vote, l, ms, token);
+    else
+        lease_op(op, "extend", DL_S_EXTEND, bool_vote, l, ms, token);
 }
 
 void dl_op_ttl(dl_op *op, const dl_lockref *l)
@@ -259,6 +276,7 @@ void dl_op_sync(dl_op *op, const dl_lockref *l, int n, int64_t ms)
 
 void dl_op_renew(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token)
 {
-    lease_op(op, "renew", DL_S_RENEW, renew_vote, l, ms, token);
+    lease_op(op, "renew", l->kind ? DL_S_RW_RENEW : DL_S_RENEW, renew_vote,
+             l, ms, token);
     op->batch = DL_OP_BATCH;
 }

@@ -20,7 +20,13 @@ typedef struct dl_lockref {
     const char *key, *fence, *chan, *owner, *req;
     size_t keylen, fencelen, chanlen, ownerlen, reqlen;
     uint64_t owner_num;         /* coroutine owner number; 0: explicit */
+    int kind;                   /* DL_KIND_* */
+    const char *writer;         /* a reader's: its owner's write-lock owner */
+    size_t writerlen;
 } dl_lockref;
+
+/* What a lock is: an exclusive lock, or one half of a read-write lock. */
+enum { DL_KIND_LOCK, DL_KIND_READ, DL_KIND_WRITE };
 
 /* What one server answered. */
 enum {
@@ -47,7 +53,7 @@ enum { DL_RULE_VOTE, DL_RULE_CONTEND, DL_RULE_READ };
 
 #define DL_OP_COMMAND (-1)      /* id of a plain command */
 #define DL_OP_BATCH 100         /* keys per call of a batchable script */
-#define DL_OP_ARGS (DL_SCRIPT_HEAD + 8)
+#define DL_OP_ARGS (DL_SCRIPT_HEAD + 10)
 
 /* One operation. Builders fill it in place: argv may point into num, so
  * an op is never copied. */
@@ -75,9 +81,10 @@ typedef struct dl_op {
 } dl_op;
 
 /* Take l (a fresh hold when expect is 0, else join the hold of count
- * expect and token) for ms, as request seq. */
+ * expect and token) for ms, as request seq. waits: the caller will wait
+ * if it is busy (a writer then keeps new readers out). */
 void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
-                   int64_t expect, int64_t token);
+                   int64_t expect, int64_t token, int waits);
 /* The form of op for a slot mid-migration (its keys split between two
  * nodes): 1 when op has one (acquire, without the counter key). */
 int dl_op_one_key(const dl_op *op, dl_op *alt);

@@ -126,6 +126,8 @@ dl_hold *dl_client_ready_hold(dl_client *c, const dl_lockref *l, int create,
                         l->reqlen);
     if (!h)
         *st = dl_fail(err, errlen, DL_EREDIS, "out of memory");
+    else
+        h->kind = l->kind;
     return h;
 }
 

@@ -18,6 +18,7 @@ typedef struct dl_hold {
     const char *key, *fence, *chan, *owner, *req; /* inline after it */
     size_t keylen, fencelen, chanlen, ownerlen, reqlen;
     uint64_t owner_num;         /* coroutine owner number; 0: explicit */
+    int kind;                   /* DL_KIND_* (op.h) */
     int64_t count;              /* this client's holds for this owner
                                    (a release already called is not one) */
     int64_t token;              /* fencing token of this hold */

@@ -56,29 +56,51 @@
     "  return n\n" \
     "end\n"
 
-/* The acquire script around MINT, which sets c to a new tenancy's token
- * (above t, the lock's last one). */
-#define ACQUIRE(MINT) \
+/* The start of every acquire: read the lock (f: n, this owner's holds,
+ * its requester's record, t, then FIELDS), answer a resend as the first
+ * run did, and refuse a stale or cancelled request. */
+#define ACQUIRE_HEAD(FIELDS) \
     "local k, of, qf = KEYS[1], 'o' .. ARGV[1], 'q' .. ARGV[2]\n" \
-    "local f = redis.call('hmget', k, 'n', of, qf, 't')\n" \
+    "local f = redis.call('hmget', k, 'n', of, qf, 't'" FIELDS ")\n" \
     "local mine, t = tonumber(f[2] or '0'), tonumber(f[4] or '0')\n" \
     "local last, seq = tonumber((f[3] or '0'):match('^%d+')), tonumber(ARGV[3])\n" \
     "if f[3] == ARGV[3] then\n" \
     "  if mine == 0 then return {-1} end\n" \
     "  return {1, mine, t}\n" \
     "end\n" \
-    "if last >= seq then return {-2} end\n" \
+    "if last >= seq then return {-2} end\n"
+
+/* A reentry (ARGV[5] holds expected) whose hold is gone is lost. */
+#define REENTRY_CHECK \
     "if tonumber(ARGV[5]) > 0 and (mine == 0 or t ~= tonumber(ARGV[6])) then\n" \
     "  return {-1}\n" \
-    "end\n" \
+    "end\n"
+
+/* A new tenancy drops the old request records (bounded hash). */
+#define PRUNE_RECORDS \
+    "  if f[1] and redis.call('hlen', k) > " RECORDS_MAX " then\n" \
+    "    for _, y in ipairs(redis.call('hkeys', k)) do\n" \
+    "      if y:sub(1, 1) == 'q' then redis.call('hdel', k, y) end\n" \
+    "    end\n" \
+    "  end\n"
+
+/* c = a new tenancy's token from the slot's counter (KEYS[2]), above t. */
+#define MINT_COUNTER \
+    "  local c = redis.call('incr', KEYS[2])\n" \
+    "  if c <= t then\n" \
+    "    c = t + 1\n" \
+    "    redis.call('set', KEYS[2], string.format('%d', c))\n" \
+    "  end\n"
+
+/* The acquire script around MINT, which sets c to a new tenancy's token
+ * (above t, the lock's last one). */
+#define ACQUIRE(MINT) \
+    ACQUIRE_HEAD("") \
+    REENTRY_CHECK \
     "local n = tonumber(f[1] or '0')\n" \
     "if mine == 0 and n > 0 then return {0, redis.call('pttl', k)} end\n" \
     "if n <= 0 then\n" \
-    "  if f[1] and redis.call('hlen', k) > " RECORDS_MAX " then\n" \
-    "    for _, x in ipairs(redis.call('hkeys', k)) do\n" \
-    "      if x:sub(1, 1) == 'q' then redis.call('hdel', k, x) end\n" \
-    "    end\n" \
-    "  end\n" \
+    PRUNE_RECORDS \
     MINT \
     "  t, mine = c, 1\n" \
     "  redis.call('hset', k, 'n', 1, of, 1, qf, ARGV[3], 't',\n" \
@@ -92,12 +114,7 @@
 
 static const char *const src[DL_S_COUNT] = {
     /* KEYS lock counter; ARGV owner requester seq lease_ms expected token */
-    [DL_S_ACQUIRE] = ACQUIRE(
-        "  local c = redis.call('incr', KEYS[2])\n"
-        "  if c <= t then\n"
-        "    c = t + 1\n"
-        "    redis.call('set', KEYS[2], string.format('%d', c))\n"
-        "  end\n"),
+    [DL_S_ACQUIRE] = ACQUIRE(MINT_COUNTER),
 
     /* The same with KEYS lock only, for a slot mid-migration (TRYAGAIN:
      * the lock and its counter are on two nodes for now). A new tenancy's
@@ -206,13 +223,103 @@ static const char *const src[DL_S_COUNT] = {
         "  return redis.call('pttl', KEYS[1])\n"
         "end\n"
         "return -2\n",
+
+    /* The read-write lock: the lock hash as above, plus w = the owner of
+     * the write hold (while o<w> > 0), x = until when a waiting writer
+     * keeps new readers out (ms, server time), and e<owner> = until when
+     * a reader's own lease runs (ms). Readers share a tenancy and its
+     * token; a reader whose lease ran out is taken out by the next
+     * acquire (so a dead reader blocks writers for its own lease only),
+     * and a busy writer is told the time to the first reader's end. The
+     * key lives as long as its longest hold (PEXPIRE only raises it).
+     * KEYS lock counter; ARGV owner requester seq lease_ms expected token
+     * kind ("r", "w", or "W": a writer that will wait) writer */
+    [DL_S_RW_ACQUIRE] =
+        ACQUIRE_HEAD(", 'w', 'x'")
+        "local tm = redis.call('time')\n"
+        "local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+        "local n, first = tonumber(f[1] or '0'), nil\n"
+        "if n > 0 then\n"
+        "  local all, h = redis.call('hgetall', k), {}\n"
+        "  for i = 1, #all, 2 do h[all[i]] = all[i + 1] end\n"
+        "  for name, v in pairs(h) do\n"
+        "    if name:sub(1, 1) == 'e' then\n"
+        "      local o = 'o' .. name:sub(2)\n"
+        "      local c = tonumber(h[o] or '0')\n"
+        "      if c == 0 or tonumber(v) <= now then\n"
+        "        redis.call('hdel', k, name, o)\n"
+        "        n = n - c\n"
+        "        if o == of then mine = 0 end\n"
+        "      elseif not first or tonumber(v) < first then first = tonumber(v) end\n"
+        "    end\n"
+        "  end\n"
+        "  if n < 0 then n = 0 end\n"
+        "  redis.call('hset', k, 'n', n)\n"
+        "end\n"
+        REENTRY_CHECK
+        "local writer = f[5] and tonumber(redis.call('hget', k, 'o' .. f[5]) or '0') > 0\n"
+        "local lease, x = tonumber(ARGV[4]), tonumber(f[6] or '0')\n"
+        "local wr = ARGV[7] ~= 'r'\n"
+        "if mine == 0 and wr and n > 0 then\n"
+        "  local p = redis.call('pttl', k)\n"
+        "  if ARGV[7] == 'W' then\n"
+        "    redis.call('hset', k, 'x', now + math.max(p, 0) + 2000)\n"
+        "  end\n"
+        "  if not writer and first then p = math.max(first - now, 1) end\n"
+        "  return {0, p}\n"
+        "end\n"
+        "if mine == 0 and ARGV[7] == 'r' and not (writer and f[5] == ARGV[8]) then\n"
+        "  if writer or (n > 0 and x > now) then return {0, redis.call('pttl', k)} end\n"
+        "  if x > now then return {0, x - now} end\n"
+        "end\n"
+        "if n <= 0 then\n"
+        PRUNE_RECORDS
+        MINT_COUNTER
+        "  t = c\n"
+        "  redis.call('hset', k, 't', string.format('%d', t))\n"
+        "  redis.call('hdel', k, 'w')\n"
+        "end\n"
+        "mine = redis.call('hincrby', k, of, 1)\n"
+        "redis.call('hset', k, 'n', n + 1, qf, ARGV[3])\n"
+        "if wr then\n"
+        "  redis.call('hset', k, 'w', ARGV[1])\n"
+        "  redis.call('hdel', k, 'x')\n"
+        "else\n"
+        "  redis.call('hset', k, 'e' .. ARGV[1], now + lease)\n"
+        "end\n"
+        "if redis.call('pttl', k) < lease then redis.call('pexpire', k, lease) end\n"
+        "return {1, mine, t}\n",
+
+    /* KEYS lock...; ARGV (owner lease_ms token)... of read-write holds: a
+     * reader's own lease is renewed too, unless it already ran out (then
+     * the reader is gone: taken out, answered 0). */
+    [DL_S_RW_RENEW] =
+        "local tm = redis.call('time')\n"
+        "local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+        "local r = {}\n"
+        "for i = 1, #KEYS do\n"
+        "  local k, o = KEYS[i], ARGV[3 * i - 2]\n"
+        "  local lease = tonumber(ARGV[3 * i - 1])\n"
+        "  local f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o)\n"
+        "  if f[1] and f[4] and tonumber(f[4]) <= now then\n"
+        "    redis.call('hdel', k, 'o' .. o, 'e' .. o)\n"
+        "    redis.call('hset', k, 'n', math.max(tonumber(f[3] or '0') - tonumber(f[1]), 0))\n"
+        "    r[i] = 0\n"
+        "  elseif f[1] and f[2] == ARGV[3 * i] then\n"
+        "    if f[4] then redis.call('hset', k, 'e' .. o, now + lease) end\n"
+        "    if redis.call('pttl', k) < lease then redis.call('pexpire', k, lease) end\n"
+        "    r[i] = 1\n"
+        "  elseif tonumber(f[3] or '0') > 0 then r[i] = -1\n"
+        "  else r[i] = 0 end\n"
+        "end\n"
+        "return r\n",
 };
 
 const char *dl_script_source(dl_script_id id, const char **name)
 {
     static const char *const names[DL_S_COUNT] = {
         "acquire", "acquire1", "release", "void", "renew", "extend", "force",
-        "drop", "fence", "ttl"
+        "drop", "fence", "ttl", "rw_acquire", "rw_renew"
     };
     *name = names[id];
     return src[id];

@@ -29,6 +29,10 @@ typedef enum {
     DL_S_DROP,      /* KEYS lock; ARGV owner count token keep_ms chan pub */
     DL_S_FENCE,     /* KEYS counter lock; ARGV token owner: raise to token */
     DL_S_TTL,       /* KEYS lock: PTTL while held, else -2                */
+    DL_S_RW_ACQUIRE,/* KEYS lock counter; ARGV as ACQUIRE, then kind ("r",
+                       "w", "W": a writer that waits) and the owner's
+                       writer (a reader's downgrade) */
+    DL_S_RW_RENEW,  /* as RENEW, for read-write holds (readers' leases)   */
     DL_S_COUNT
 } dl_script_id;
 

@@ -44,6 +44,7 @@ void dl_hold_lockref(const dl_hold *h, dl_lockref *l)
     l->owner = h->owner; l->ownerlen = h->ownerlen;
     l->req = h->req;     l->reqlen = h->reqlen;
     l->owner_num = h->owner_num;
+    l->kind = h->kind;
 }
 
 int dl_client_drop_op(const dl_client *c, const dl_hold *h, dl_lockref *l,

@@ -1,0 +1,139 @@
+-- client:rwlock(name) (issue 12): many readers or one writer, reentrant
+-- per owner, a writer may take the read lock, a reader may not take the
+-- write lock; each reader has its own lease; a waiting writer keeps new
+-- readers out.
+local dlock = require "dlock"
+local helper = require "helper"
+
+describe("rwlock", function()
+  local a, b, c
+  before_each(function()
+    a = assert(helper.client())
+    b = assert(helper.client())
+    c = assert(helper.client())
+  end)
+  after_each(function()
+    a:close(); b:close(); c:close()
+  end)
+
+  it("lets many readers in, or one writer", function()
+    local name = helper.unique_name("rw")
+    local ra, rb, rc = a:rwlock(name), b:rwlock(name), c:rwlock(name)
+    assert.equals(name, ra.name)
+    assert(ra.read:acquire())
+    assert(rb.read:acquire())
+    assert.equals(ra.read:token(), rb.read:token())   -- one read tenancy
+    local ok, err, ttl = rc.write:try_acquire()
+    assert.is_nil(ok)
+    assert.matches("^timeout", err)
+    assert.is_true(ttl > 0)
+    local read_token = ra.read:token()
+    assert(ra.read:release())
+    assert.is_nil((rc.write:try_acquire()))
+    assert(rb.read:release())
+    assert(rc.write:acquire{ wait = 1 })
+    assert.is_true(rc.write:token() > read_token)   -- a new tenancy
+    assert.is_nil((ra.read:try_acquire()))
+    assert.is_nil((rb.write:try_acquire()))
+    assert(rc.write:release())
+    assert(ra.read:try_acquire())
+    assert(ra.read:release())
+  end)
+
+  it("is reentrant; a writer may take the read lock, a reader not the write lock", function()
+    local name = helper.unique_name("rw")
+    local ra, rb = a:rwlock(name), b:rwlock(name)
+    assert(ra.write:acquire())
+    assert(ra.write:acquire())
+    assert.equals(2, ra.write:count())
+    assert(ra.read:acquire())                  -- downgrade
+    assert.equals(ra.write:token(), ra.read:token())
+    assert.is_nil((rb.read:try_acquire()))     -- still a writer's
+    assert.same({ true, 1 }, { ra.write:release() })
+    assert(ra.write:release())
+    assert(rb.read:try_acquire())              -- now readers share it
+    assert.is_nil((c:rwlock(name).write:try_acquire()))
+    local ok, msg = pcall(ra.write.acquire, ra.write)
+    assert.is_false(ok)
+    assert.matches("it would wait for itself", msg)
+    assert.is_false(ra.write:held())
+    assert(ra.read:release())
+    assert(rb.read:release())
+    assert(ra.write:try_acquire())             -- free again
+    assert(ra.write:release())
+  end)
+
+  it("keeps new readers out while a writer waits, so writers are not starved", function()
+    local name = helper.unique_name("rw")
+    local ra, rc = a:rwlock(name), c:rwlock(name)
+    assert(ra.read:acquire())
+    local writer = helper.spawn("rw_write", helper.url(), name, 10)
+    -- once the writer is waiting, a new reader is turned away
+    assert.truthy(helper.wait_for(function()
+      if rc.read:try_acquire() then rc.read:release(); return false end
+      return true
+    end, 10, 0.02), "the waiting writer never kept readers out")
+    assert.matches("waiting", writer.output())
+    assert(ra.read:acquire())                  -- a holder may still re-enter
+    assert(ra.read:release())
+    assert(ra.read:release())                  -- the last reader leaves
+    assert.truthy(helper.wait_for(function() return writer.output():match("got") end, 5))
+    assert.truthy(helper.wait_for(function() return writer.output():match("release") end, 5))
+    assert(rc.read:acquire{ wait = 2 })        -- readers again
+    assert(rc.read:release())
+  end)
+
+  it("gives each reader its own lease: a dead reader blocks writers for its lease only", function()
+    local name = helper.unique_name("rw")
+    local long = assert(dlock.connect{ url = helper.url(), lease = 10 })
+    finally(function() long:close() end)
+    local dead = helper.spawn("rw_read_hold", helper.url(), name, 1)
+    assert(helper.wait_for(function() return dead.output():match("held") end, 10))
+    local live = long:rwlock(name)
+    assert(live.read:acquire())                -- renewed for 10 s at a time
+    assert.is_true(dead.signal("KILL"))
+    dlock.sleep(0.3)
+    assert(live.read:release())
+    -- the key itself lives on for the live reader's 10 s lease; the dead
+    -- reader's own lease (1 s) is what the writer waits for
+    local t0 = dlock.now()
+    local w = c:rwlock(name).write
+    assert(w:acquire{ wait = 6 })
+    assert.is_true(dlock.now() - t0 < 4, ("the writer waited %.1f s"):format(dlock.now() - t0))
+    assert(w:release())
+  end)
+
+  it("has its readers and writers renewed by the watchdog", function()
+    local name = helper.unique_name("rw")
+    local short = assert(dlock.connect{ url = helper.url(), lease = 0.6 })
+    finally(function() short:close() end)
+    local rw = short:rwlock(name)
+    assert(rw.read:acquire())
+    dlock.sleep(1.5)
+    assert.is_true(rw.read:held())
+    assert.is_nil((c:rwlock(name).write:try_acquire()))
+    assert(rw.read:release())
+    assert(rw.write:acquire())
+    dlock.sleep(1.5)
+    assert.is_true(rw.write:held())
+    assert.is_nil((c:rwlock(name).read:try_acquire()))
+    assert.is_true(short:stats().renewed >= 4)
+    assert(rw.write:release())
+  end)
+
+  it("works with with, <close> and extend on each half", function()
+    local rw = a:rwlock(helper.unique_name("rw"))
+    local ok, v = rw.read:with(function() return rw.read:held() end)
+    assert.is_true(ok)
+    assert.is_true(v)
+    assert(rw.write:acquire())
+    assert.is_true(rw.write:extend(20))
+    assert.is_true(rw.write:ttl() > 10)
+    assert(rw.write:release())
+    assert(rw.read:acquire{ expire = 1 })
+    assert.is_true(rw.read:extend(15))
+    assert.is_true(rw.read:ttl() > 10)
+    assert(rw.read:release())
+    assert.same({ nil, "not held" }, { rw.read:release() })
+  end)
+end)
