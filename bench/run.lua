@@ -22,8 +22,9 @@
 --            cqueues and under luv (bench/sched.lua), each holding it for
 --            1 ms of work that yields to the loop, then stepping back 1 ms:
 --            critical sections/s, handoff p50/p99, Jain's index.
---   M5       the other primitives beside the default lock: a multi-lock over
---            2 names, N = 4 processes, 1 ms step-back, as M2 measures it.
+--   M5       the other primitives beside the default lock, N = 4 processes,
+--            1 ms step-back, as M2 measures it: a multi-lock over 2 names,
+--            and the write half of a read-write lock.
 -- M1 and M2 run beside bench/plainlock.lua (a hand-written SET NX lock over
 -- LuaSocket) when LuaSocket is installed. Every figure is the median of REPS
 -- runs. `--quick` (make bench BENCH_ARGS=--quick) finishes in under a minute.
@@ -295,11 +296,13 @@ end
 
 -- ---- M5: the other primitives, beside the default lock ---------------------
 
-local M5 = { multi = {} }                     -- M5[kind] = { runs }
+local M5 = { multi = {}, write = {} }         -- M5[kind] = { runs }
 for rep = 1, CFG.reps do
-  log("M5 multi-lock, run %d/%d", rep, CFG.reps)
+  log("M5 multi-lock and rwlock, run %d/%d", rep, CFG.reps)
   local id = ("multi-%d"):format(rep)
   M5.multi[rep] = m2_run("dlock", 4, STEPBACK, id, ("m5:%s:b,m5:%s:a"):format(id, id))
+  id = ("write-%d"):format(rep)
+  M5.write[rep] = m2_run("dlock", 4, STEPBACK, id, ("rww:m5:%s"):format(id))
 end
 
 -- ---- M3 --------------------------------------------------------------------
@@ -437,9 +440,10 @@ for _, kind in ipairs({ "cqueues", "luv" }) do
   end
 end
 
-do
-  local runs = M5.multi
-  local label = "M5 multi-lock, 2 names, N=4, 1 ms step-back"
+for _, kind in ipairs({ "multi", "write" }) do
+  local runs = M5[kind]
+  local label = kind == "multi" and "M5 multi-lock, 2 names, N=4, 1 ms step-back"
+    or "M5 rwlock write half, N=4, 1 ms step-back"
   local lost, over = 0, 0
   for _, r in ipairs(runs) do lost, over = lost + r.lost, over + r.overlaps end
   row(label .. ": critical sections/s", f0(med(runs, "cps")))

@@ -87,7 +87,10 @@ elseif mode == "m2" then
   local client = assert(impl(arg[2]).connect(url))
   local names = {}                               -- "a,b": a multi-lock (M5)
   for n in name:gmatch("[^,]+") do names[#names + 1] = n end
-  local lock = #names > 1 and client:multi_lock(names) or client:lock(name)
+  local half, rwname = name:match("^rw([rw]):(.*)$")  -- "rwr:x": x's read half
+  local lock = #names > 1 and client:multi_lock(names)
+    or half and client:rwlock(rwname)[half == "r" and "read" or "write"]
+    or client:lock(name)
   write(ready, "1")
   local s = assert(wait_file(go, 20, 0.002), "no go file")
   local start, stop = s:match("(%S+) (%S+)")
