@@ -137,3 +137,31 @@ describe("rwlock", function()
     assert.same({ nil, "not held" }, { rw.read:release() })
   end)
 end)
+
+describe("rwlock under a lost reply", function()
+  local srv
+  lazy_setup(function() srv = helper.start_redis("--enable-debug-command local") end)
+  lazy_teardown(function() srv.stop() end)
+
+  it("undoes a read acquire whose reply never came, and leaves no reader behind", function()
+    local c = assert(dlock.connect{ url = srv.url, command_timeout = 0.2 })
+    local other = assert(dlock.connect(srv.url))
+    finally(function() c:close(); other:close() end)
+    local name = helper.unique_name("rw")
+    local rw = c:rwlock(name)
+    local sleeper = helper.spawn("sh", "redis-cli -p " .. srv.port .. " debug sleep 0.6")
+    dlock.sleep(0.1)
+    local ok, err = rw.read:acquire()          -- sent, reply never read
+    assert.is_nil(ok)
+    assert.matches("^connection", err)
+    assert(helper.wait_for(function() return not sleeper.alive() end, 5))
+    local key = "dlock:{" .. name .. "}"
+    assert(helper.wait_for(function() return srv.cli("exists", key) == "1" end, 2))
+    assert(rw.read:acquire())                  -- cancels the first, then takes it
+    assert.equals(1, rw.read:count())
+    assert.same({ true, 0 }, { rw.read:release() })
+    local w = other:rwlock(name).write         -- no reader is left: at once
+    assert(w:try_acquire())
+    assert(w:release())
+  end)
+end)
