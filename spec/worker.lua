@@ -74,6 +74,45 @@ elseif mode == "rw_write" then
   if ok then dlock.sleep(0.2); say("release", rw.write:release()) end
   client:close()
 
+elseif mode == "sem_hold" then
+  -- sem_hold URL NAME PERMITS LEASE: hold a permit (watchdog lease LEASE)
+  -- until killed
+  local client = assert(dlock.connect{ url = arg[2], lease = tonumber(arg[5]) })
+  local sem = client:semaphore(arg[3], tonumber(arg[4]))
+  say("held", assert(sem:acquire()))
+  while true do dlock.sleep(1) end
+
+elseif mode == "sem_wait" then
+  -- sem_wait URL NAME PERMITS: wait for a permit, hold it 0.3 s
+  local client = assert(dlock.connect(arg[2]))
+  local sem = client:semaphore(arg[3], tonumber(arg[4]))
+  say("waiting")
+  local id = assert(sem:acquire{ wait = 20 })
+  say("got", client:stats().wakeups)
+  dlock.sleep(0.3)
+  say("released", sem:release(id))
+  client:close()
+
+elseif mode == "sem_count" then
+  -- sem_count URL NAME PERMITS ITERATIONS DIR IDX: under a permit, count
+  -- the holders (one file each in DIR); print the most seen
+  local client = assert(dlock.connect(arg[2]))
+  local sem = client:semaphore(arg[3], tonumber(arg[4]))
+  local dir, most = arg[6], 0
+  for i = 1, tonumber(arg[5]) do
+    local id = assert(sem:acquire{ wait = 30 })
+    local mine = dir .. "/" .. arg[7] .. "." .. i
+    assert(io.open(mine, "w")):close()
+    local p = io.popen("ls " .. dir .. " | wc -l")
+    most = math.max(most, tonumber(p:read("a")))
+    p:close()
+    dlock.sleep(0.003)
+    os.remove(mine)
+    assert(sem:release(id))
+  end
+  client:close()
+  say("done", arg[7], most)
+
 elseif mode == "hold" then
   -- hold URL|OPTS NAME SECONDS: hold for SECONDS then release
   local target = arg[2]

@@ -262,6 +262,17 @@ dl_status dl_client_ttl(dl_client *c, const dl_lockref *l, int64_t *ttl_ms,
     return st;
 }
 
+dl_status dl_client_available(dl_client *c, const dl_lockref *l,
+                              int64_t *free_n, char *err, size_t errlen)
+{
+    dl_op op;
+    dl_result res;
+    dl_op_free(&op, l);
+    dl_status st = dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);
+    *free_n = st == DL_OK ? res.x : 0;
+    return st;
+}
+
 dl_status dl_client_force_release(dl_client *c, const dl_lockref *l,
                                   int *existed, char *err, size_t errlen)
 {

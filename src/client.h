@@ -77,6 +77,9 @@ dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
 /* *ttl_ms < 0 when the key is absent. */
 dl_status dl_client_ttl(dl_client *c, const dl_lockref *l, int64_t *ttl_ms,
                         char *err, size_t errlen);
+/* How many of the semaphore l's permits (l->permits) are free now. */
+dl_status dl_client_available(dl_client *c, const dl_lockref *l,
+                              int64_t *free_n, char *err, size_t errlen);
 dl_status dl_client_force_release(dl_client *c, const dl_lockref *l,
                                   int *existed, char *err, size_t errlen);
 dl_status dl_client_ping(dl_client *c, char *err, size_t errlen);

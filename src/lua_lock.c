@@ -21,7 +21,9 @@ typedef struct lua_lock {
     int64_t renew_ms;           /* default watchdog lease; 0 the client's */
     const char *name, *key, *fence, *chan, *owner;
     size_t namelen, keylen, fencelen, chanlen, ownerlen; /* 0: coroutine */
-    int kind;                   /* DL_KIND_*: a lock, or a read-write half */
+    int kind;                   /* DL_KIND_*: a lock, a read-write half,
+                                   or a semaphore's permit */
+    int64_t permits;            /* a permit's: the semaphore's size */
 } lua_lock;
 
 #define OWNER_MAX (DL_ID_HEX + 27)
@@ -53,6 +55,7 @@ static void lockref(lua_State *L, lua_lock *k, int ci, dl_lockref *l,
     l->fence = k->fence; l->fencelen = k->fencelen;
     l->chan = k->chan;   l->chanlen = k->chanlen;
     l->kind = k->kind;
+    l->permits = k->permits;
     l->writer = NULL;
     l->writerlen = 0;
     if (k->ownerlen) {
@@ -178,8 +181,11 @@ static void new_lock(lua_State *L, const char *fname, int kind)
     size_t keylen = pl + namelen + 2;
     char stag[24];                      /* {tag}:fence */
     stag[0] = '{';
+    int sem = kind == DL_KIND_SEM;      /* fence: its queue; chan: ours */
+    size_t idlen = strlen(lc->c->id);
     size_t size = sizeof(lua_lock) + namelen + 1 + keylen + 1 +
-                  pl + sizeof stag + 1 + keylen + 3 + 1 + ownerlen + 1;
+                  pl + sizeof stag + 1 + keylen + 3 + 1 + ownerlen + 1 +
+                  (sem ? keylen + 3 + 1 + idlen + 1 : 0);
     lua_lock *k = lua_newuserdatauv(L, size, 1);
     char *p = (char *)(k + 1), tag[2] = { '{', '}' };
     k->wait_us = a.wait_us;
@@ -191,23 +197,29 @@ static void new_lock(lua_State *L, const char *fname, int kind)
     p = put(p, pfx, pl, tag, 1, name, namelen);
     p[-1] = '}';
     *p++ = '\0';
-    /* The counter on the lock's slot: P{tag}:fence. */
-    size_t taglen = 1 + (size_t)dl_slot_tag(dl_key_slot(k->key, keylen),
-                                            stag + 1, sizeof stag - 8);
-    memcpy(stag + taglen, "}:fence", 7);
-    taglen += 7;
     k->fence = p;
-    p = put(p, pfx, pl, stag, taglen, "", 0);
-    k->fencelen = pl + taglen;
-    k->chan = p;
-    p = put(p, k->key, keylen, ":ch", 3, "", 0);
+    if (sem) {                          /* P{name}:q, its waiters */
+        p = put(p, k->key, keylen, ":q", 2, "", 0);
+        k->fencelen = keylen + 2;
+    } else {                            /* the counter of the lock's slot */
+        size_t taglen = 1 + (size_t)dl_slot_tag(dl_key_slot(k->key, keylen),
+                                                stag + 1, sizeof stag - 8);
+        memcpy(stag + taglen, "}:fence", 7);    /* P{tag}:fence */
+        taglen += 7;
+        p = put(p, pfx, pl, stag, taglen, "", 0);
+        k->fencelen = pl + taglen;
+    }
+    k->chan = p;                        /* P{name}:ch, a permit's + :<id> */
+    p = put(p, k->key, keylen, sem ? ":ch:" : ":ch", sem ? 4 : 3,
+            sem ? lc->c->id : "", sem ? idlen : 0);
     k->owner = p;
     put(p, owner ? owner : "", ownerlen, "", 0, "", 0);
     k->namelen = namelen;
     k->keylen = keylen;
-    k->chanlen = keylen + 3;
+    k->chanlen = keylen + 3 + (sem ? 1 + idlen : 0);
     k->ownerlen = ownerlen;
     k->kind = kind;
+    k->permits = 0;
     luaL_setmetatable(L, LOCK_MT);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1);
@@ -216,6 +228,23 @@ static void new_lock(lua_State *L, const char *fname, int kind)
 int dlua_lock_new(lua_State *L)
 {
     new_lock(L, "lock", DL_KIND_LOCK);
+    return 1;
+}
+
+/* client:_permit(name, id, permits): the lock of one permit of the
+ * semaphore name (owner id), for dlock.lua's Semaphore. */
+int dlua_permit_new(lua_State *L)
+{
+    lua_settop(L, 4);
+    lua_Integer permits = luaL_checkinteger(L, 4);
+    luaL_checkstring(L, 3);
+    lua_createtable(L, 0, 1);           /* { owner = id } as opts */
+    lua_pushvalue(L, 3);
+    lua_setfield(L, -2, "owner");
+    lua_replace(L, 3);
+    lua_settop(L, 3);
+    new_lock(L, "semaphore", DL_KIND_SEM);
+    ((lua_lock *)lua_touserdata(L, -1))->permits = permits;
     return 1;
 }
 
@@ -328,6 +357,20 @@ static int lock_acquire(lua_State *L)
                           .renew_ms = k->renew_ms };
     read_timing(L, 2, "acquire", &a);
     return acquire(L, "acquire", &a);
+}
+
+/* permit:_available() -> how many of its semaphore's permits are free. */
+static int lock_available(lua_State *L)
+{
+    lock_call k;
+    char err[DL_ERRLEN];
+    int64_t n;
+    begin(L, "available", &k);
+    dl_status st = dl_client_available(k.lc->c, &k.l, &n, err, DL_ERRLEN);
+    if (st != DL_OK)
+        return dlua_fail(L, st, err);
+    lua_pushinteger(L, (lua_Integer)n);
+    return 1;
 }
 
 /* lock:_scheduler() -> the client's scheduler wait function, or nil. */
@@ -567,6 +610,7 @@ void dlua_lock_open(lua_State *L)
         { "extend", lock_extend },
         { "force_release", lock_force_release },
         { "_scheduler", lock_scheduler },
+        { "_available", lock_available },
         { "_acquire_step", lock_step_new },
         { "_step", lock_step },
         { NULL, NULL }

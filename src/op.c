@@ -133,15 +133,18 @@ static void add_freeing(dl_op *op, const dl_lockref *l, int64_t keep_ms,
 void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
                    int64_t expect, int64_t token, int waits)
 {
-    init(op, "acquire", l->kind ? DL_S_RW_ACQUIRE : DL_S_ACQUIRE, 2, l->key,
-         l->keylen, acquire_vote);
+    int id = l->kind == DL_KIND_SEM ? DL_S_SEM_ACQUIRE
+             : l->kind ? DL_S_RW_ACQUIRE : DL_S_ACQUIRE;
+    init(op, "acquire", id, 2, l->key, l->keylen, acquire_vote);
     add(op, l->key, l->keylen);
     add(op, l->fence, l->fencelen);
     add_request(op, l, seq);
     add_i(op, ms);
     add_i(op, expect);
     add_i(op, token);
-    if (l->kind) {                      /* which half, and its writer */
+    if (l->kind == DL_KIND_SEM)
+        add_i(op, l->permits);
+    else if (l->kind) {                 /* which half, and its writer */
         add_s(op, l->kind == DL_KIND_READ ? "r" : waits ? "W" : "w");
         add(op, l->writer ? l->writer : "", l->writer ? l->writerlen : 0);
     }
@@ -185,8 +188,12 @@ int dl_op_unify(const dl_op *op, int64_t token, dl_op *fence)
 void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
                    int64_t token, int64_t keep_ms, const char *pub)
 {
-    init(op, "release", DL_S_RELEASE, 1, l->key, l->keylen, release_vote);
+    int sem = l->kind == DL_KIND_SEM;
+    init(op, "release", sem ? DL_S_SEM_RELEASE : DL_S_RELEASE, sem ? 2 : 1,
+         l->key, l->keylen, release_vote);
     add(op, l->key, l->keylen);
+    if (sem)
+        add(op, l->fence, l->fencelen);     /* its queue of waiters */
     add_request(op, l, seq);
     add_i(op, token);
     add_freeing(op, l, keep_ms, pub);
@@ -262,6 +269,14 @@ void dl_op_ping(dl_op *op)
 {
     init(op, "ping", DL_OP_COMMAND, 0, "", 0, reply_vote);
     add_s(op, "PING");
+    op->rule = DL_RULE_READ;
+}
+
+void dl_op_free(dl_op *op, const dl_lockref *l)
+{
+    init(op, "available", DL_S_SEM_FREE, 1, l->key, l->keylen, done_vote);
+    add(op, l->key, l->keylen);
+    add_i(op, l->permits);
     op->rule = DL_RULE_READ;
 }
 

@@ -23,10 +23,13 @@ typedef struct dl_lockref {
     int kind;                   /* DL_KIND_* */
     const char *writer;         /* a reader's: its owner's write-lock owner */
     size_t writerlen;
+    int64_t permits;            /* a permit's: the semaphore's size */
 } dl_lockref;
 
-/* What a lock is: an exclusive lock, or one half of a read-write lock. */
-enum { DL_KIND_LOCK, DL_KIND_READ, DL_KIND_WRITE };
+/* What a hold is of: an exclusive lock, one half of a read-write lock, or
+ * a semaphore (one hold per permit; its fence names the semaphore's queue
+ * of waiters, as a permit has no fencing token). */
+enum { DL_KIND_LOCK, DL_KIND_READ, DL_KIND_WRITE, DL_KIND_SEM };
 
 /* What one server answered. */
 enum {
@@ -108,6 +111,8 @@ void dl_op_force(dl_op *op, const dl_lockref *l, const char *req,
 void dl_op_drop(dl_op *op, const dl_lockref *l, int64_t count,
                 int64_t token, int64_t keep_ms, const char *pub);
 void dl_op_ping(dl_op *op);
+/* How many of a semaphore's permits are free. */
+void dl_op_free(dl_op *op, const dl_lockref *l);
 /* WAIT for n replicas, at most ms, on l's node. */
 void dl_op_sync(dl_op *op, const dl_lockref *l, int n, int64_t ms);
 

@@ -92,6 +92,48 @@
     "    redis.call('set', KEYS[2], string.format('%d', c))\n" \
     "  end\n"
 
+/* now = the server's clock in ms (TIME: never a client's clock). */
+#define NOW \
+    "local tm = redis.call('time')\n" \
+    "local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+
+/* Holders with a lease of their own (e<owner> = its end, ms): take out
+ * those whose lease ran out, and those with no holds left. n = the holds
+ * that remain, first = the earliest lease end among them (or nil). */
+#define PRUNE_LEASES \
+    "local n, first = tonumber(f[1] or '0'), nil\n" \
+    "if n > 0 then\n" \
+    "  local all, h = redis.call('hgetall', k), {}\n" \
+    "  for i = 1, #all, 2 do h[all[i]] = all[i + 1] end\n" \
+    "  for name, v in pairs(h) do\n" \
+    "    if name:sub(1, 1) == 'e' then\n" \
+    "      local o = 'o' .. name:sub(2)\n" \
+    "      local c = tonumber(h[o] or '0')\n" \
+    "      if c == 0 or tonumber(v) <= now then\n" \
+    "        redis.call('hdel', k, name, o)\n" \
+    "        n = n - c\n" \
+    "        if o == of then mine = 0 end\n" \
+    "      elseif not first or tonumber(v) < first then first = tonumber(v) end\n" \
+    "    end\n" \
+    "  end\n" \
+    "  if n < 0 then n = 0 end\n" \
+    "  redis.call('hset', k, 'n', n)\n" \
+    "end\n"
+
+/* The release script; WAKE runs once a hold was taken out. */
+#define RELEASE(WAKE) \
+    TAKE_OUT \
+    "local k, of, qf = KEYS[1], 'o' .. ARGV[1], 'q' .. ARGV[2]\n" \
+    "local f = redis.call('hmget', k, of, qf, 'n', 't')\n" \
+    "local mine = tonumber(f[1] or '0')\n" \
+    "local last = tonumber((f[2] or '0'):match('^%d+'))\n" \
+    "if last >= tonumber(ARGV[3]) then return {1, mine} end\n" \
+    "if mine == 0 or f[4] ~= ARGV[4] then return {-1} end\n" \
+    "redis.call('hset', k, qf, ARGV[3])\n" \
+    "take_out(k, of, mine, 1, tonumber(f[3] or '1'), 5, 6, ARGV[4])\n" \
+    WAKE \
+    "return {1, mine - 1}\n"
+
 /* The acquire script around MINT, which sets c to a new tenancy's token
  * (above t, the lock's last one). */
 #define ACQUIRE(MINT) \
@@ -127,17 +169,7 @@ static const char *const src[DL_S_COUNT] = {
         "  if c <= t then c = t + 1 end\n"),
 
     /* KEYS lock; ARGV owner requester seq token keep_ms chan pub */
-    [DL_S_RELEASE] =
-        TAKE_OUT
-        "local k, of, qf = KEYS[1], 'o' .. ARGV[1], 'q' .. ARGV[2]\n"
-        "local f = redis.call('hmget', k, of, qf, 'n', 't')\n"
-        "local mine = tonumber(f[1] or '0')\n"
-        "local last = tonumber((f[2] or '0'):match('^%d+'))\n"
-        "if last >= tonumber(ARGV[3]) then return {1, mine} end\n"
-        "if mine == 0 or f[4] ~= ARGV[4] then return {-1} end\n"
-        "redis.call('hset', k, qf, ARGV[3])\n"
-        "take_out(k, of, mine, 1, tonumber(f[3] or '1'), 5, 6, ARGV[4])\n"
-        "return {1, mine - 1}\n",
+    [DL_S_RELEASE] = RELEASE(""),
 
     /* KEYS lock; ARGV owner requester seq keep_ms chan pub */
     [DL_S_VOID] =
@@ -236,26 +268,8 @@ static const char *const src[DL_S_COUNT] = {
      * kind ("r", "w", or "W": a writer that will wait) writer */
     [DL_S_RW_ACQUIRE] =
         ACQUIRE_HEAD(", 'w', 'x'")
-        "local tm = redis.call('time')\n"
-        "local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
-        "local n, first = tonumber(f[1] or '0'), nil\n"
-        "if n > 0 then\n"
-        "  local all, h = redis.call('hgetall', k), {}\n"
-        "  for i = 1, #all, 2 do h[all[i]] = all[i + 1] end\n"
-        "  for name, v in pairs(h) do\n"
-        "    if name:sub(1, 1) == 'e' then\n"
-        "      local o = 'o' .. name:sub(2)\n"
-        "      local c = tonumber(h[o] or '0')\n"
-        "      if c == 0 or tonumber(v) <= now then\n"
-        "        redis.call('hdel', k, name, o)\n"
-        "        n = n - c\n"
-        "        if o == of then mine = 0 end\n"
-        "      elseif not first or tonumber(v) < first then first = tonumber(v) end\n"
-        "    end\n"
-        "  end\n"
-        "  if n < 0 then n = 0 end\n"
-        "  redis.call('hset', k, 'n', n)\n"
-        "end\n"
+        NOW
+        PRUNE_LEASES
         REENTRY_CHECK
         "local writer = f[5] and tonumber(redis.call('hget', k, 'o' .. f[5]) or '0') > 0\n"
         "local lease, x = tonumber(ARGV[4]), tonumber(f[6] or '0')\n"
@@ -290,12 +304,64 @@ static const char *const src[DL_S_COUNT] = {
         "if redis.call('pttl', k) < lease then redis.call('pexpire', k, lease) end\n"
         "return {1, mine, t}\n",
 
+    /* The semaphore: the lock hash with one holder per permit (o<id> = 1,
+     * e<id> = the end of its lease, ms, server time; t = 0: permits have
+     * no fencing token), and KEYS[2], a sorted set of the requesters
+     * waiting for a permit, scored by the end of their registration.
+     * KEYS lock queue; ARGV owner requester seq lease_ms expected token
+     * permits. A busy answer's TTL is the time to the first permit's end,
+     * at most 1 s: the waiter comes back by then, which renews its
+     * registration (3 s), so a dead waiter leaves the queue by itself. */
+    [DL_S_SEM_ACQUIRE] =
+        ACQUIRE_HEAD("")
+        NOW
+        PRUNE_LEASES
+        "if n >= tonumber(ARGV[7]) then\n"
+        "  redis.call('zadd', KEYS[2], now + 3000, ARGV[2])\n"
+        "  redis.call('pexpire', KEYS[2], 6000)\n"
+        "  return {0, math.min(first and math.max(first - now, 1) or 1000, 1000)}\n"
+        "end\n"
+        "if n <= 0 then\n"
+        PRUNE_RECORDS
+        "end\n"
+        "mine = redis.call('hincrby', k, of, 1)\n"
+        "redis.call('hset', k, 'n', n + 1, qf, ARGV[3], 't', '0',\n"
+        "           'e' .. ARGV[1], now + tonumber(ARGV[4]))\n"
+        "redis.call('zrem', KEYS[2], ARGV[2])\n"
+        "if redis.call('pttl', k) < tonumber(ARGV[4]) then\n"
+        "  redis.call('pexpire', k, ARGV[4])\n"
+        "end\n"
+        "return {1, mine, 0}\n",
+
+    /* KEYS lock queue; ARGV as RELEASE. A freed permit wakes one waiter:
+     * the first live one in the queue, through its client's channel
+     * (lock:ch:<client id>; the requester starts with the client id). */
+    [DL_S_SEM_RELEASE] = RELEASE(
+        NOW
+        "redis.call('zremrangebyscore', KEYS[2], '-inf', now)\n"
+        "local w = redis.call('zrange', KEYS[2], 0, 0)[1]\n"
+        "if w then\n"
+        "  redis.call('zrem', KEYS[2], w)\n"
+        "  redis.call(ARGV[7], k .. ':ch:' .. w:match('^[^|:]*'), 'permit')\n"
+        "end\n"),
+
+    /* KEYS lock; ARGV permits: how many are free now. */
+    [DL_S_SEM_FREE] =
+        "local k = KEYS[1]\n"
+        NOW
+        "local all, h, used = redis.call('hgetall', k), {}, 0\n"
+        "for i = 1, #all, 2 do h[all[i]] = all[i + 1] end\n"
+        "for name, v in pairs(h) do\n"
+        "  if name:sub(1, 1) == 'e' and tonumber(v) > now and\n"
+        "     tonumber(h['o' .. name:sub(2)] or '0') > 0 then used = used + 1 end\n"
+        "end\n"
+        "return math.max(tonumber(ARGV[1]) - used, 0)\n",
+
     /* KEYS lock...; ARGV (owner lease_ms token)... of read-write holds: a
      * reader's own lease is renewed too, unless it already ran out (then
      * the reader is gone: taken out, answered 0). */
     [DL_S_RW_RENEW] =
-        "local tm = redis.call('time')\n"
-        "local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+        NOW
         "local r = {}\n"
         "for i = 1, #KEYS do\n"
         "  local k, o = KEYS[i], ARGV[3 * i - 2]\n"
@@ -319,7 +385,8 @@ const char *dl_script_source(dl_script_id id, const char **name)
 {
     static const char *const names[DL_S_COUNT] = {
         "acquire", "acquire1", "release", "void", "renew", "extend", "force",
-        "drop", "fence", "ttl", "rw_acquire", "rw_renew"
+        "drop", "fence", "ttl", "rw_acquire", "rw_renew", "sem_acquire",
+        "sem_release", "sem_free"
     };
     *name = names[id];
     return src[id];

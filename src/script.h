@@ -32,7 +32,11 @@ typedef enum {
     DL_S_RW_ACQUIRE,/* KEYS lock counter; ARGV as ACQUIRE, then kind ("r",
                        "w", "W": a writer that waits) and the owner's
                        writer (a reader's downgrade) */
-    DL_S_RW_RENEW,  /* as RENEW, for read-write holds (readers' leases)   */
+    DL_S_RW_RENEW,  /* as RENEW, for holds with leases of their own (the
+                       readers of a read-write lock, permits)             */
+    DL_S_SEM_ACQUIRE,/* KEYS lock queue; ARGV as ACQUIRE, then permits     */
+    DL_S_SEM_RELEASE,/* KEYS lock queue; ARGV as RELEASE: and wake one     */
+    DL_S_SEM_FREE,  /* KEYS lock; ARGV permits: how many are free         */
     DL_S_COUNT
 } dl_script_id;
 
