@@ -24,7 +24,7 @@
 --            critical sections/s, handoff p50/p99, Jain's index.
 --   M5       the other primitives beside the default lock, N = 4 processes,
 --            1 ms step-back, as M2 measures it: a multi-lock over 2 names,
---            and the write half of a read-write lock.
+--            the write half of a read-write lock, a semaphore of 1 permit.
 -- M1 and M2 run beside bench/plainlock.lua (a hand-written SET NX lock over
 -- LuaSocket) when LuaSocket is installed. Every figure is the median of REPS
 -- runs. `--quick` (make bench BENCH_ARGS=--quick) finishes in under a minute.
@@ -296,13 +296,15 @@ end
 
 -- ---- M5: the other primitives, beside the default lock ---------------------
 
-local M5 = { multi = {}, write = {} }         -- M5[kind] = { runs }
+local M5 = { multi = {}, write = {}, sem = {} } -- M5[kind] = { runs }
 for rep = 1, CFG.reps do
   log("M5 multi-lock and rwlock, run %d/%d", rep, CFG.reps)
   local id = ("multi-%d"):format(rep)
   M5.multi[rep] = m2_run("dlock", 4, STEPBACK, id, ("m5:%s:b,m5:%s:a"):format(id, id))
   id = ("write-%d"):format(rep)
   M5.write[rep] = m2_run("dlock", 4, STEPBACK, id, ("rww:m5:%s"):format(id))
+  id = ("sem-%d"):format(rep)
+  M5.sem[rep] = m2_run("dlock", 4, STEPBACK, id, ("sem:m5:%s"):format(id))
 end
 
 -- ---- M3 --------------------------------------------------------------------
@@ -440,10 +442,12 @@ for _, kind in ipairs({ "cqueues", "luv" }) do
   end
 end
 
-for _, kind in ipairs({ "multi", "write" }) do
+local M5_LABEL = { multi = "M5 multi-lock, 2 names, N=4, 1 ms step-back",
+                  write = "M5 rwlock write half, N=4, 1 ms step-back",
+                  sem = "M5 semaphore of 1 permit, N=4, 1 ms step-back" }
+for _, kind in ipairs({ "multi", "write", "sem" }) do
   local runs = M5[kind]
-  local label = kind == "multi" and "M5 multi-lock, 2 names, N=4, 1 ms step-back"
-    or "M5 rwlock write half, N=4, 1 ms step-back"
+  local label = M5_LABEL[kind]
   local lost, over = 0, 0
   for _, r in ipairs(runs) do lost, over = lost + r.lost, over + r.overlaps end
   row(label .. ": critical sections/s", f0(med(runs, "cps")))

@@ -88,9 +88,17 @@ elseif mode == "m2" then
   local names = {}                               -- "a,b": a multi-lock (M5)
   for n in name:gmatch("[^,]+") do names[#names + 1] = n end
   local half, rwname = name:match("^rw([rw]):(.*)$")  -- "rwr:x": x's read half
+  local semname = name:match("^sem:(.*)$")              -- a 1-permit semaphore
   local lock = #names > 1 and client:multi_lock(names)
     or half and client:rwlock(rwname)[half == "r" and "read" or "write"]
-    or client:lock(name)
+    or not semname and client:lock(name)
+  if semname then
+    local sem, id = client:semaphore(semname, 1), nil
+    lock = {
+      acquire = function(_, o) local e; id, e = sem:acquire(o); return id, e end,
+      release = function() return sem:release(id) end,
+    }
+  end
   write(ready, "1")
   local s = assert(wait_file(go, 20, 0.002), "no go file")
   local start, stop = s:match("(%S+) (%S+)")
