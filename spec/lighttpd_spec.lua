@@ -54,7 +54,11 @@ magnet.attract-raw-url-to = ( "%s/examples/lighttpd/lock.lua" )
     ok, out = sh(("cd %s && REDIS_URL=%s DLOCK_DEMO_LOCK=%s LUA_PATH='%s/lua/?.lua;;' "
       .. "LUA_CPATH='%s/?.so;;' lighttpd -f %s"):format(dir, srv.url, name, root, build, cfg))
     assert(ok, out)
-    finally(function() sh(("kill $(cat %s/lighttpd.pid) 2>/dev/null"):format(dir)) end)
+    local c                             -- (busted keeps one finally per test)
+    finally(function()
+      sh(("kill $(cat %s/lighttpd.pid) 2>/dev/null"):format(dir))
+      if c then c:close() end
+    end)
     local url = ("http://127.0.0.1:%d/work"):format(port)
     local function get()
       local _, r = sh("curl -s -i " .. url)
@@ -68,8 +72,7 @@ magnet.attract-raw-url-to = ( "%s/examples/lighttpd/lock.lua" )
     assert.truthy(first, r)
 
     -- Held elsewhere: every request is answered, 503 with the holder's TTL.
-    local c = assert(dlock.connect(srv.url))
-    finally(function() c:close() end)
+    c = assert(dlock.connect(srv.url))
     local lock = c:lock(name)
     assert(lock:acquire{ expire = 5 })
     for _ = 1, 3 do

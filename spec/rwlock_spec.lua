@@ -103,6 +103,22 @@ describe("rwlock", function()
     assert(w:release())
   end)
 
+  it("ends a fixed-lease writer's hold with its lease, not with an earlier holder's", function()
+    local name = helper.unique_name("rw")
+    local long = assert(dlock.connect{ url = helper.url(), lease = 10 })
+    finally(function() long:close() end)
+    local r = long:rwlock(name).read
+    assert(r:acquire())
+    assert(r:release())             -- the freed lock keeps its record for 10 s
+    local w = a:rwlock(name).write
+    assert(w:acquire{ expire = 0.5 })
+    assert.is_true(w:ttl() <= 0.5)
+    -- the writer never releases (as if it died): its lease ends it
+    assert.truthy(helper.wait_for(function() return b:rwlock(name).read:try_acquire() end, 3, 0.05),
+      "the write hold outlived its lease")
+    assert(b:rwlock(name).read:release())
+  end)
+
   it("has its readers and writers renewed by the watchdog", function()
     local name = helper.unique_name("rw")
     local short = assert(dlock.connect{ url = helper.url(), lease = 0.6 })

@@ -263,7 +263,8 @@ static const char *const src[DL_S_COUNT] = {
      * token; a reader whose lease ran out is taken out by the next
      * acquire (so a dead reader blocks writers for its own lease only),
      * and a busy writer is told the time to the first reader's end. The
-     * key lives as long as its longest hold (PEXPIRE only raises it).
+     * key lives as long as its longest hold: a new tenancy sets its TTL
+     * (whatever a freed lock's record had), later holds only raise it.
      * KEYS lock counter; ARGV owner requester seq lease_ms expected token
      * kind ("r", "w", or "W": a writer that will wait) writer */
     [DL_S_RW_ACQUIRE] =
@@ -301,7 +302,9 @@ static const char *const src[DL_S_COUNT] = {
         "else\n"
         "  redis.call('hset', k, 'e' .. ARGV[1], now + lease)\n"
         "end\n"
-        "if redis.call('pttl', k) < lease then redis.call('pexpire', k, lease) end\n"
+        "if n <= 0 or redis.call('pttl', k) < lease then\n"
+        "  redis.call('pexpire', k, lease)\n"  /* a new tenancy: its own */
+        "end\n"
         "return {1, mine, t}\n",
 
     /* The semaphore: the lock hash with one holder per permit (o<id> = 1,
@@ -328,7 +331,7 @@ static const char *const src[DL_S_COUNT] = {
         "redis.call('hset', k, 'n', n + 1, qf, ARGV[3], 't', '0',\n"
         "           'e' .. ARGV[1], now + tonumber(ARGV[4]))\n"
         "redis.call('zrem', KEYS[2], ARGV[2])\n"
-        "if redis.call('pttl', k) < tonumber(ARGV[4]) then\n"
+        "if n <= 0 or redis.call('pttl', k) < tonumber(ARGV[4]) then\n"
         "  redis.call('pexpire', k, ARGV[4])\n"
         "end\n"
         "return {1, mine, 0}\n",
