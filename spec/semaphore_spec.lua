@@ -116,6 +116,16 @@ describe("semaphore", function()
     assert.equals("1", second.output():match("got (%d+)"))
   end)
 
+  it("keeps its request records bounded while it is never free", function()
+    local name = helper.unique_name("sem")
+    local s = c:semaphore(name, 2)
+    local keep = assert(s:acquire())           -- never free from here on
+    for _ = 1, 150 do assert(s:release(assert(s:acquire()))) end
+    local fields = tonumber(srv.cli("hlen", "dlock:{" .. name .. "}"))
+    assert.is_true(fields <= 70, fields .. " fields")
+    assert.is_true(s:release(keep))
+  end)
+
   it("keeps the limit across processes", function()
     local name = helper.unique_name("sem")
     local dir = helper.tmp .. "/" .. name:gsub("%W", "_")

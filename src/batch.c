@@ -129,9 +129,10 @@ static dl_conn *conn_of(dl_topology *t, int wd, size_t node)
 }
 
 /* Queue the calls (every one, or those marked redo) on their nodes'
- * pipelines, and flush them; a node whose link fails gets ok[] = 0. */
+ * pipelines, and flush them (nodes[0..nnodes), as planned); a node whose
+ * link fails gets ok[] = 0. */
 static void send_calls(dl_topology *t, const dl_scripts *s, int wd,
-                       dl_batch *b, int redo, int *ok)
+                       dl_batch *b, int redo, int *ok, size_t nnodes)
 {
     char err[DL_ERRLEN];
     for (size_t i = 0; i < b->nchunks; i++) {
@@ -146,7 +147,7 @@ static void send_calls(dl_topology *t, const dl_scripts *s, int wd,
                              err, sizeof err) != DL_OK)
             ok[k->node] = 0;
     }
-    for (size_t n = 0; n < t->nnodes; n++)  /* all nodes work at once */
+    for (size_t n = 0; n < nnodes; n++)    /* all nodes work at once */
         if (ok[n] && conn_of(t, wd, n)->ctx &&
             dl_conn_flush(conn_of(t, wd, n), err, sizeof err) != DL_OK)
             ok[n] = 0;
@@ -250,7 +251,7 @@ size_t dl_exec_batch(dl_topology *t, const dl_scripts *s, int wd,
     }
     for (size_t n = 0; n < nnodes; n++)
         ok[n] = 1;
-    send_calls(t, s, wd, b, 0, ok);
+    send_calls(t, s, wd, b, 0, ok, nnodes);
     read_calls(t, wd, b, 0, ok, what);
     int again = 0;
     for (size_t n = 0; n < nnodes; n++) {
@@ -261,7 +262,7 @@ size_t dl_exec_batch(dl_topology *t, const dl_scripts *s, int wd,
         again = 1;
     }
     if (again) {
-        send_calls(t, s, wd, b, 1, ok);
+        send_calls(t, s, wd, b, 1, ok, nnodes);
         read_calls(t, wd, b, 1, ok, what);
     }
     run_singly(t, s, wd, b);

@@ -236,6 +236,12 @@ int dlua_lock_new(lua_State *L)
 int dlua_permit_new(lua_State *L)
 {
     lua_settop(L, 4);
+    lua_client *lc = dlua_client(L, 1, "semaphore");
+    if (lc->c->topo.kind == DL_TOPO_REDLOCK)
+        dlua_error(L, "calling 'semaphore' on a Redlock client (servers = "
+                   "...): each master would count permits on its own, and "
+                   "quorums that overlap could let more holders in than "
+                   "permits; use one server, Sentinel or Cluster");
     lua_Integer permits = luaL_checkinteger(L, 4);
     luaL_checkstring(L, 3);
     lua_createtable(L, 0, 1);           /* { owner = id } as opts */

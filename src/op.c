@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "op.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,6 +23,7 @@ static void init(dl_op *op, const char *name, int id, int nkeys,
 
 static void add(dl_op *op, const char *s, size_t n)
 {
+    assert(op->argc < DL_OP_ARGS);
     op->argv[op->argc] = s;
     op->lens[op->argc++] = n;
 }
@@ -34,6 +36,7 @@ static void add_s(dl_op *op, const char *s)
 /* A number as text, kept in op (at most four per op). */
 static void add_i(dl_op *op, int64_t v)
 {
+    assert(op->nnum < DL_OP_NUMS);
     char *b = op->num[op->nnum++];
     snprintf(b, sizeof op->num[0], "%lld", (long long)v);
     add_s(op, b);

@@ -57,6 +57,7 @@ enum { DL_RULE_VOTE, DL_RULE_CONTEND, DL_RULE_READ };
 #define DL_OP_COMMAND (-1)      /* id of a plain command */
 #define DL_OP_BATCH 100         /* keys per call of a batchable script */
 #define DL_OP_ARGS (DL_SCRIPT_HEAD + 10)
+#define DL_OP_NUMS 6            /* numbers per op at most (acquire: 5) */
 
 /* One operation. Builders fill it in place: argv may point into num, so
  * an op is never copied. */
@@ -66,7 +67,7 @@ typedef struct dl_op {
     int nkeys, argc;            /* argc counts the DL_SCRIPT_HEAD slots */
     const char *argv[DL_OP_ARGS];
     size_t lens[DL_OP_ARGS];
-    char num[4][24];
+    char num[DL_OP_NUMS][24];   /* the numbers among argv, as text */
     int nnum;
     const char *key;            /* routes it on Cluster */
     size_t keylen;

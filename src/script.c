@@ -84,6 +84,21 @@
     "    end\n" \
     "  end\n"
 
+/* With many holders coming and going (permits, readers), the lock may
+ * never be free: past RECORDS_MAX fields, drop the records of requesters
+ * that hold nothing (a requester is "<client id>|<owner>" or the owner). */
+#define PRUNE_IDLE_RECORDS \
+    "if redis.call('hlen', k) > " RECORDS_MAX " then\n" \
+    "  for _, y in ipairs(redis.call('hkeys', k)) do\n" \
+    "    if y:sub(1, 1) == 'q' then\n" \
+    "      local r = y:sub(2)\n" \
+    "      if redis.call('hexists', k, 'o' .. (r:match('^[^|]*|(.*)$') or r)) == 0 then\n" \
+    "        redis.call('hdel', k, y)\n" \
+    "      end\n" \
+    "    end\n" \
+    "  end\n" \
+    "end\n"
+
 /* c = a new tenancy's token from the slot's counter (KEYS[2]), above t. */
 #define MINT_COUNTER \
     "  local c = redis.call('incr', KEYS[2])\n" \
@@ -293,6 +308,8 @@ static const char *const src[DL_S_COUNT] = {
         "  t = c\n"
         "  redis.call('hset', k, 't', string.format('%d', t))\n"
         "  redis.call('hdel', k, 'w')\n"
+        "else\n"
+        PRUNE_IDLE_RECORDS
         "end\n"
         "mine = redis.call('hincrby', k, of, 1)\n"
         "redis.call('hset', k, 'n', n + 1, qf, ARGV[3])\n"
@@ -326,6 +343,8 @@ static const char *const src[DL_S_COUNT] = {
         "end\n"
         "if n <= 0 then\n"
         PRUNE_RECORDS
+        "else\n"
+        PRUNE_IDLE_RECORDS
         "end\n"
         "mine = redis.call('hincrby', k, of, 1)\n"
         "redis.call('hset', k, 'n', n + 1, qf, ARGV[3], 't', '0',\n"
