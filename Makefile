@@ -105,7 +105,7 @@ tsan: deps                 ## the suite under ThreadSanitizer (built in build/ts
 	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=slow,fork spec
 
 valgrind: deps all $(BUILD)/forktest.so ## the suite under valgrind (leaks, bad reads)
-	BUSTED_CMD="valgrind -q --error-exitcode=9 --leak-check=full \
+	DLOCK_VALGRIND=1 BUSTED_CMD="valgrind -q --error-exitcode=9 --leak-check=full \
 	    --errors-for-leak-kinds=definite $(LUA) $$(command -v $(BUSTED))" \
 	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=slow spec
 

@@ -116,9 +116,13 @@ describe("item 10: the watchdog while Redis is down", function()
       dlock.sleep(3)                                  -- the outage
       local cpu, wall = os.clock() - cpu0, dlock.now() - t0
       -- Renewals fall due 1 s in. A retry every lease/10 costs next to
-      -- nothing; the old watchdog retried at once and burnt a core. 10%
-      -- leaves room for a loaded machine.
-      assert.is_true(cpu < 0.1 * wall, ("%.2f s of CPU in %.2f s"):format(cpu, wall))
+      -- nothing (7 ms of CPU here natively); the old watchdog retried at
+      -- once and burnt a core. 10% leaves room for a loaded machine; under
+      -- valgrind (`make valgrind` sets DLOCK_VALGRIND), which runs the
+      -- process some 50 times slower, the same passes took 0.30 s, so 50%
+      -- there: a spinning watchdog still burns 100% or more.
+      local limit = os.getenv("DLOCK_VALGRIND") and 0.5 or 0.1
+      assert.is_true(cpu < limit * wall, ("%.2f s of CPU in %.2f s"):format(cpu, wall))
       -- the old loop failed tens of thousands of passes a second
       assert.is_true(c:stats().renew_errors < 100, "renew_errors " .. c:stats().renew_errors)
       c:close()
