@@ -123,8 +123,11 @@ describe("item 10: the watchdog while Redis is down", function()
       -- there: a spinning watchdog still burns 100% or more.
       local limit = os.getenv("DLOCK_VALGRIND") and 0.5 or 0.1
       assert.is_true(cpu < limit * wall, ("%.2f s of CPU in %.2f s"):format(cpu, wall))
-      -- the old loop failed tens of thousands of passes a second
-      assert.is_true(c:stats().renew_errors < 100, "renew_errors " .. c:stats().renew_errors)
+      -- the old loop failed tens of thousands of passes a second; natively
+      -- this takes a handful of rounds, under valgrind (slow acquires
+      -- spread the holds' renewals over many passes) up to ~200
+      local rounds = os.getenv("DLOCK_VALGRIND") and 1000 or 100
+      assert.is_true(c:stats().renew_errors < rounds, "renew_errors " .. c:stats().renew_errors)
       c:close()
     end)
   end
