@@ -25,6 +25,11 @@
 --   M5       the other primitives beside the default lock, N = 4 processes,
 --            1 ms step-back, as M2 measures it: a multi-lock over 2 names,
 --            the write half of a read-write lock, a semaphore of 1 permit.
+--   M6       the fair lock, as M2 (same N, same two series), against its
+--            targets: Jain >= 0.95, the longest acquire wait <= 3 x the
+--            median (of acquires that found the lock held), handoff p50 <= the p50 of a release() round trip in
+--            the same run, <= 3 lock commands per critical section, and at
+--            N = 8 looping at least the default lock's throughput.
 -- M1 and M2 run beside bench/plainlock.lua (a hand-written SET NX lock over
 -- LuaSocket) when LuaSocket is installed. Every figure is the median of REPS
 -- runs. `--quick` (make bench BENCH_ARGS=--quick) finishes in under a minute.
@@ -253,15 +258,18 @@ local function m2_run(impl, n, stepback, id, name)
   for i = 1, n do
     local s = assert(readf(base .. "." .. i .. ".log"), "M2 worker " .. i .. " wrote no log")
     counts[i] = assert(tonumber(s:match("count (%d+)")), "M2 worker " .. i .. " did not finish")
-    for w, a, r in s:gmatch("(%S+) (%S+) (%S+)\n") do
-      holds[#holds + 1] = { p = i, w = tonumber(w), a = tonumber(a), r = tonumber(r) }
+    for w, a, r, e in s:gmatch("(%S+) (%S+) (%S+) (%S+)\n") do
+      holds[#holds + 1] = { p = i, w = tonumber(w), a = tonumber(a), r = tonumber(r), e = tonumber(e) }
     end
   end
   table.sort(holds, function(x, y) return x.a < y.a end)
-  local handoffs, retakes, overlaps = {}, 0, 0
+  local handoffs, retakes, overlaps, waits = {}, 0, 0, {}
   for k = 2, #holds do
     local prev, cur = holds[k - 1], holds[k]
     if cur.a < prev.r then overlaps = overlaps + 1 end     -- two holders at once
+    if cur.w < prev.r then                                 -- found it held: waited
+      waits[#waits + 1] = (cur.a - cur.w) * 1000
+    end
     if cur.p == prev.p then
       retakes = retakes + 1
     elseif cur.w < prev.r then                             -- was waiting already
@@ -269,12 +277,17 @@ local function m2_run(impl, n, stepback, id, name)
     end
   end
   table.sort(handoffs)
+  local rtts = {}                             -- release() round trips
+  for k, x in ipairs(holds) do rtts[k] = (x.e - x.r) * 1000 end
+  table.sort(rtts)
+  table.sort(waits)
   local total = 0
   for _, c in ipairs(counts) do total = total + c end
   log("  %s: %d holds, per process %s", id, total, table.concat(counts, " "))
   return { cps = total / CFG.m2_secs, cmds = cmds_used / math.max(total, 1), lost = total - tonumber(readf(counter)),
            overlaps = overlaps, h50 = pct(handoffs, 0.5), h99 = pct(handoffs, 0.99),
-           retake = #holds > 1 and retakes / (#holds - 1) or 0, jain = jain(counts) }
+           retake = #holds > 1 and retakes / (#holds - 1) or 0, jain = jain(counts),
+           rtt50 = pct(rtts, 0.5), wmed = pct(waits, 0.5), wmax = waits[#waits] or 0 / 0 }
 end
 
 local SERIES = { { "loop", 0 }, { "step", STEPBACK } }
@@ -305,6 +318,21 @@ for rep = 1, CFG.reps do
   M5.write[rep] = m2_run("dlock", 4, STEPBACK, id, ("rww:m5:%s"):format(id))
   id = ("sem-%d"):format(rep)
   M5.sem[rep] = m2_run("dlock", 4, STEPBACK, id, ("sem:m5:%s"):format(id))
+end
+
+-- ---- M6: the fair lock -------------------------------------------------------
+
+local M6 = {}                                 -- M6[series][n] = { runs }
+for rep = 1, CFG.reps do
+  log("M6 fair lock, run %d/%d", rep, CFG.reps)
+  for _, s in ipairs(SERIES) do
+    M6[s[1]] = M6[s[1]] or {}
+    for _, n in ipairs(NS) do
+      local runs = M6[s[1]][n] or {}
+      M6[s[1]][n] = runs
+      runs[rep] = m2_run("fair", n, s[2], ("fair-%s-%d-%d"):format(s[1], n, rep))
+    end
+  end
 end
 
 -- ---- M3 --------------------------------------------------------------------
@@ -457,6 +485,33 @@ for _, kind in ipairs({ "multi", "write", "sem" }) do
   row(label .. ": lost updates (overlapping holds), all runs", ("%d (%d)"):format(lost, over), nil,
       ("0: %s"):format(verdict(lost == 0 and over == 0)))
 end
+
+local lost6, over6, fair_ok = 0, 0, true
+for _, s in ipairs(SERIES) do
+  for _, n in ipairs(NS) do
+    local label = ("M6 fair lock, N=%d %s"):format(n, s[1] == "loop" and "loop at once" or "1 ms step-back")
+    local runs = M6[s[1]][n]
+    for _, r in ipairs(runs) do lost6, over6 = lost6 + r.lost, over6 + r.overlaps end
+    local cps, cmds, jn = med(runs, "cps"), med(runs, "cmds"), med(runs, "jain")
+    local h50, rtt, wmax, wmed = med(runs, "h50"), med(runs, "rtt50"), med(runs, "wmax"), med(runs, "wmed")
+    local ok = { cmds <= 3, jn >= 0.95, wmax <= 3 * wmed, h50 <= rtt }
+    row(label .. ": critical sections/s", f0(cps))
+    row(label .. ": Redis lock commands per critical section", f2(cmds), nil, ("≤ 3: %s"):format(verdict(ok[1])))
+    row(label .. ": Jain fairness", f2(jn), nil, ("≥ 0.95: %s"):format(verdict(ok[2])))
+    row(label .. ": wait of acquires that found it held, median / max (ms)", ("%.3f / %.3f"):format(wmed, wmax), nil,
+        ("max ≤ 3 × median: %s"):format(verdict(ok[3])))
+    row(label .. ": handoff p50 / release() round trip p50 (ms)", ("%.3f / %.3f"):format(h50, rtt), nil,
+        ("handoff ≤ 1 round trip: %s"):format(verdict(ok[4])))
+    for _, v in ipairs(ok) do fair_ok = fair_ok and v end
+    if n == 8 and s[1] == "loop" then
+      local base = med(M2.dlock.loop[8], "cps")
+      row(label .. ": throughput against the default lock's (M2)", ("%s / %s"):format(f0(cps), f0(base)), nil,
+          ("≥ default: %s"):format(verdict(cps >= base)))
+    end
+  end
+end
+row("M6 fair lock lost updates (overlapping holds), all runs", ("%d (%d)"):format(lost6, over6), nil,
+    ("0: %s"):format(verdict(lost6 == 0 and over6 == 0)))
 
 local n3 = CFG.m3_locks
 local want = (n3 / 100) / (M3_LEASE / 3)

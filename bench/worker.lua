@@ -8,14 +8,16 @@
 --       dlock.now()), then until stop: acquire NAME, read-modify-write the
 --       12-digit number in file COUNTER (not atomic: only the lock protects it),
 --       release, sleep STEPBACK s. Writes to LOG one line per hold
---       "waited_since acquired release_started", then "count N".
+--       "waited_since acquired release_started release_returned", then
+--       "count N".
 --   m3 URL NLOCKS LEASE PREFIX READY STOP RESULT
 --       M3 watchdog scale: acquires NLOCKS locks (watchdog mode, lease LEASE s),
 --       writes READY, holds them until the STOP file exists, then writes to
 --       RESULT "held lost cpu_s wall_s" (held = locks it still holds, lost =
 --       client:stats().lost, cpu = process CPU time incl. the watchdog thread).
 --
--- IMPL is "dlock" or "plain" (bench/plainlock.lua, same lock interface).
+-- IMPL is "dlock", "fair" (dlock's fair lock) or "plain"
+-- (bench/plainlock.lua, same lock interface).
 -- All times come from dlock.now() (CLOCK_MONOTONIC, shared by all processes).
 local dlock = require "dlock"
 local now, sleep = dlock.now, dlock.sleep
@@ -24,7 +26,7 @@ local dir = arg[0]:match("^(.*)/[^/]*$") or "."
 package.path = dir .. "/?.lua;" .. package.path
 
 local function impl(name)
-  return name == "dlock" and dlock or require "plainlock"
+  return (name == "dlock" or name == "fair") and dlock or require "plainlock"
 end
 
 local function write(path, s)
@@ -91,6 +93,7 @@ elseif mode == "m2" then
   local semname = name:match("^sem:(.*)$")              -- a 1-permit semaphore
   local lock = #names > 1 and client:multi_lock(names)
     or half and client:rwlock(rwname)[half == "r" and "read" or "write"]
+    or arg[2] == "fair" and client:fair_lock(name)
     or not semname and client:lock(name)
   if semname then
     local sem, id = client:semaphore(semname, 1), nil
@@ -122,7 +125,7 @@ elseif mode == "m2" then
     local r = now()
     assert(lock:release())
     count = count + 1
-    lines[count] = ("%.6f %.6f %.6f"):format(w, a, r)
+    lines[count] = ("%.6f %.6f %.6f %.6f"):format(w, a, r, now())
     if stepback > 0 then sleep(stepback) end
   end
   lines[count + 1] = "count " .. count .. "\n"

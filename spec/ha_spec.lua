@@ -22,12 +22,12 @@ end
 
 -- Several processes, one lock, a non-atomic counter: no update lost,
 -- fencing tokens strictly increasing.
-local function mutual_exclusion(opts)
+local function mutual_exclusion(opts, mode)
   local name = helper.unique_name("mx")
   local cfile = helper.tmp .. "/" .. name:gsub(":", "_") .. ".count"
   local tfile = cfile .. ".tokens"
   local nproc, iters = 3, 60
-  local outs = helper.run_parallel(nproc, "counter", literal(opts), name, iters,
+  local outs = helper.run_parallel(nproc, mode or "counter", literal(opts), name, iters,
     cfile, tfile)
   for i = 1, nproc do assert.matches("done " .. i, outs[i]) end
   assert.equals(tostring(nproc * iters), helper.read_file(cfile))
@@ -61,6 +61,31 @@ local function lifecycle(opts)
   c:close(); other:close()
 end
 
+-- A fair lock: two waiters that queued one after the other get it in that
+-- order, from one release; and it excludes like any lock.
+local function fair(opts)
+  local c = assert(dlock.connect(opts))
+  local name = helper.unique_name("fair")
+  local l = c:fair_lock(name)
+  assert(l:acquire())
+  local ws = {}
+  for i = 1, 2 do
+    ws[i] = helper.spawn("fair_wait", literal(opts), name, 0.2)
+    assert(helper.wait_for(function() return ws[i].output():match("waiting") end, 10))
+    dlock.sleep(0.5)                            -- queued before the next one comes
+  end
+  assert(l:release())
+  local at = {}
+  for i, w in ipairs(ws) do
+    assert.truthy(helper.wait_for(function() return w.output():match("released true") end, 15),
+      w.output())
+    at[i] = tonumber(w.output():match("got %d+ %d+ (%S+)"))
+  end
+  assert.is_true(at[1] < at[2])
+  c:close()
+  mutual_exclusion(opts, "fair_counter")
+end
+
 describe("Redlock (servers)", function()
   local topo, opts
 
@@ -81,6 +106,10 @@ describe("Redlock (servers)", function()
     assert.is_false(ok)
     assert.matches("calling 'semaphore' on a Redlock client", err)
     c:close()
+  end)
+
+  it("serves a fair lock's waiters in order, each grant confirmed by a quorum", function()
+    fair(opts)
   end)
 
   it("takes a multi-lock on a quorum, one token per name", function()
@@ -199,6 +228,10 @@ describe("Sentinel (sentinels, master)", function()
     mutual_exclusion({ sentinels = topo.sentinel_urls, master = topo.name })
   end)
 
+  it("serves a fair lock's waiters in order", function()
+    fair({ sentinels = topo.sentinel_urls, master = topo.name })
+  end)
+
   it("keeps renewing a held lock on the new master after a failover", function()
     local o = {}
     for k, v in pairs(opts) do o[k] = v end
@@ -288,6 +321,10 @@ describe("Cluster (cluster)", function()
 
   it("gives mutual exclusion across processes", function()
     mutual_exclusion({ cluster = topo.urls })
+  end)
+
+  it("serves a fair lock's waiters in order", function()
+    fair(opts)
   end)
 
   it("keeps a read-write lock's readers and writer apart", function()

@@ -19,12 +19,13 @@ local function bump(path)
   f:close()
 end
 
-if mode == "counter" then
-  -- counter URL NAME ITERATIONS COUNTER_FILE TOKEN_FILE IDX
+if mode == "counter" or mode == "fair_counter" then
+  -- counter URL NAME ITERATIONS COUNTER_FILE TOKEN_FILE IDX (fair_counter:
+  -- with a fair lock)
   local url, name, iters, cfile, tfile, idx = arg[2], arg[3], tonumber(arg[4]), arg[5], arg[6], arg[7]
   if url:sub(1, 1) == "{" then url = assert(load("return " .. url))() end
   local client = assert(dlock.connect(url))
-  local lock = client:lock(name)
+  local lock = mode == "counter" and client:lock(name) or client:fair_lock(name)
   for _ = 1, iters do
     assert(lock:acquire{ wait = 60 })
     bump(cfile)                                  -- read-modify-write, not atomic
@@ -92,6 +93,29 @@ elseif mode == "sem_wait" then
   dlock.sleep(0.3)
   say("released", sem:release(id))
   client:close()
+
+elseif mode == "fair_wait" then
+  -- fair_wait URL|OPTS NAME HOLD: wait for the fair lock NAME, hold it
+  -- HOLD s, release it
+  local target = arg[2]
+  if target:sub(1, 1) == "{" then target = assert(load("return " .. target))() end
+  local client = assert(dlock.connect(target))
+  local lock = client:fair_lock(arg[3])
+  say("waiting")
+  assert(lock:acquire{ wait = 30 })
+  say("got", lock:token(), client:stats().wakeups, dlock.now())
+  dlock.sleep(tonumber(arg[4]))
+  say("released", lock:release())
+  client:close()
+
+elseif mode == "fair_hold" then
+  -- fair_hold URL NAME LEASE: hold the fair lock NAME (watchdog lease
+  -- LEASE) until killed
+  local client = assert(dlock.connect{ url = arg[2], lease = tonumber(arg[4]) })
+  local lock = client:fair_lock(arg[3])
+  assert(lock:acquire())
+  say("held", lock:token())
+  while true do dlock.sleep(1) end
 
 elseif mode == "sem_count" then
   -- sem_count URL NAME PERMITS ITERATIONS DIR IDX: under a permit, count

@@ -19,12 +19,12 @@
 
 #include <string.h>
 
-/* With c->mu held: record a successful acquire of h, sent at t0, valid
- * for ms less drift_us. */
+/* With c->mu held: record a successful acquire of h for a lease of ms,
+ * sent at t0, valid for valid_ms (<= ms) less drift_us. */
 static void record_acquire(dl_client *c, dl_hold *h, const dl_lockref *l,
                            int64_t tok, int64_t t0, int64_t ms,
-                           int64_t drift_us, int watchdog, int ref,
-                           int *ref_kept)
+                           int64_t valid_ms, int64_t drift_us, int watchdog,
+                           int ref, int *ref_kept)
 {
     if (h->count <= 0 || h->lost) {         /* a fresh hold */
         h->lost = NULL;
@@ -41,11 +41,12 @@ static void record_acquire(dl_client *c, dl_hold *h, const dl_lockref *l,
     h->token = tok;
     h->lease_ms = ms;
     h->gen++;
-    h->deadline_us = t0 + ms * 1000 - drift_us;
-    h->renew_at_us = t0 + ms * 1000 / 3;
+    h->deadline_us = t0 + valid_ms * 1000 - drift_us;
+    h->renew_at_us = t0 + valid_ms * 1000 / 3;
     h->retry_at_us = 0;
     h->final = watchdog && c->opts.max_hold_ms > 0 &&
-               t0 + ms * 1000 >= h->acquired_us + c->opts.max_hold_ms * 1000;
+               t0 + valid_ms * 1000 >= h->acquired_us +
+                                        c->opts.max_hold_ms * 1000;
     c->stats.acquired++;
     dl_watchdog_poke(c, h->watchdog ? h->renew_at_us : h->deadline_us);
 }
@@ -130,6 +131,40 @@ static void plan_attempt(dl_client *c, dl_hold *h, const dl_acquire *op,
         *ms = left_us / 1000;               /* never past max_hold */
 }
 
+/* A fair lock's waiter: the token of the grant to its queued attempt,
+ * if its client heard it; else -1. */
+static int64_t heard_grant(dl_waiter **ws, size_t nws, const dl_lockref *l,
+                           const dl_acquire *op)
+{
+    char prefix[32];
+    long long tok;
+    if (l->kind != DL_KIND_FAIR || !op->reg_seq)
+        return -1;
+    snprintf(prefix, sizeof prefix, "%llu:", (unsigned long long)op->reg_seq);
+    const char *m = dl_waiter_note(ws, nws, l->chan, l->chanlen, prefix);
+    return m && sscanf(m + strlen(prefix), "%lld", &tok) == 1 ? tok : -1;
+}
+
+/* With c->mu held: take the grant (token tok) heard by op's waiter as a
+ * hold, if a grant's message may be one: its lease runs from the grant
+ * (after the queued attempt was sent) for at most DL_FAIR_GRANT_MS until
+ * the watchdog renews it. Not over Redlock, where one master's grant is
+ * no majority, nor when replicas must confirm, nor for a fixed lease
+ * longer than the grant's: the waiter then claims it with an attempt. */
+static int take_grant(dl_client *c, dl_hold *h, const dl_lockref *l,
+                      dl_acquire *op, int64_t tok)
+{
+    int64_t valid = op->reg_ms < DL_FAIR_GRANT_MS ? op->reg_ms
+                                                  : DL_FAIR_GRANT_MS;
+    if (c->topo.kind == DL_TOPO_REDLOCK || c->opts.sync_replicas > 0 ||
+        (!op->reg_watchdog && op->reg_ms > valid) ||
+        (h->count > 0 && !h->lost))
+        return 0;
+    record_acquire(c, h, l, tok, op->reg_t0, op->reg_ms, valid, 0,
+                   op->reg_watchdog, op->args.ref, &op->args.ref_kept);
+    return 1;
+}
+
 /* Come back at until_us, or earlier when one of fds is readable. */
 static dl_status wait_for(dl_acquire *op, const int *fds, size_t nfds,
                           int64_t until_us)
@@ -148,7 +183,8 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
     int unref = DL_NOREF;
     dl_waiter *ws[DL_MAX_NODES];
     size_t nws = waiters(c, l, ws), nlive;
-    int woke = 0;
+    int woke = 0, fair = l->kind == DL_KIND_FAIR;
+    int64_t grant = -1;
     dl_status st;
     if (!op->started) {
         int64_t now = dl_now_us();
@@ -162,6 +198,11 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
         if (seen == op->seen && now < op->wake_us && nlive == op->nfds)
             return DL_EWAIT;                /* early: wait on */
         woke = seen != op->seen;
+        grant = heard_grant(ws, nws, l, op);
+        if (fair && grant < 0 && now < op->wake_us && nlive == op->nfds) {
+            op->seen = seen;                /* another waiter's grant */
+            return DL_EWAIT;
+        }
     }
     op->nfds = 0;
     op->wake_us = 0;
@@ -174,14 +215,21 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
         h = dl_client_ready_hold(c, l, 1, &st, err, errlen); /* last try ended */
         if (!h)
             break;
+        if (grant >= 0 && take_grant(c, h, l, op, grant))
+            break;                          /* the message is the hold */
+        grant = -1;                         /* else claim it: an attempt */
         int64_t expect, token, ms;
         int watchdog;
         plan_attempt(c, h, op, dl_now_us(), &expect, &token, &watchdog, &ms);
         dl_client_begin_request(c, h, DL_PEND_VOID, ms, dl_now_us() +
                                 ms * 1000 + c->topo.command_timeout_us);
+        /* A fair lock's waiter queues on every attempt of a wait, the
+         * last one too: a cancel then takes back a grant to it. */
+        uint64_t seq = h->pend_seq;
+        int queues = args->wait_us != 0 &&
+                     (fair || dl_now_us() < op->until_us);
         dl_op try;
-        dl_op_acquire(&try, l, h->pend_seq, ms, expect, token,
-                      args->wait_us != 0 && dl_now_us() < op->until_us);
+        dl_op_acquire(&try, l, seq, ms, expect, token, queues, c->pubverb);
         pthread_mutex_unlock(&c->mu);
 
         /* Releases counted from here on wake this acquire. */
@@ -214,7 +262,7 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
         if (granted) {
             h->pend = DL_PEND_NONE;
             h->pend_lua = 0;
-            record_acquire(c, h, l, a.y, t0, ms,
+            record_acquire(c, h, l, a.y, t0, ms, ms,
                            dl_exec_drift_us(&c->topo, ms), watchdog,
                            args->ref, &args->ref_kept);
             break;
@@ -227,9 +275,19 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
             st = dl_fail(err, errlen, DL_ELOST, "%s", h->lost);
             break;
         }
-        /* Busy: a.busy_ms is the holder's remaining TTL. */
+        /* Busy: a.busy_ms is the holder's remaining TTL (a queued fair
+         * waiter's: when to come back). */
+        if (fair && queues) {
+            op->reg_seq = seq;
+            op->reg_t0 = t0;
+            op->reg_ms = ms;
+            op->reg_watchdog = watchdog;
+        }
         if (args->wait_us == 0 || now >= op->until_us) {
             c->stats.timeouts++;
+            if (fair && queues && h->pend == DL_PEND_NONE)
+                h->pend = DL_PEND_VOID;     /* leave the queue; a grant
+                                               to it passes on */
             if (a.busy_ms >= 0) {           /* as of this last attempt */
                 args->busy_ms = a.busy_ms - (now - t0) / 1000;
                 if (args->busy_ms < 0)
@@ -259,8 +317,12 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
         uint64_t seen = dl_waiter_count(ws, nws, l->chan, l->chanlen, &nlive);
         pthread_mutex_lock(&c->mu);
         if (seen != op->seen) {             /* released meanwhile */
-            c->stats.wakeups++;
-            continue;
+            grant = heard_grant(ws, nws, l, op);
+            if (!fair || grant >= 0) {
+                c->stats.wakeups++;
+                continue;
+            }
+            op->seen = seen;                /* another waiter's grant */
         }
         int fds[DL_MAX_NODES];
         size_t nfds = dl_waiter_fds(ws, nws, l->chan, l->chanlen, fds);

@@ -15,10 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A sort key: node (21 bits), script id (6), slot (14), op index (24). */
 #define IDX(o)  ((size_t)((o) & 0xffffff))
 #define SLOT(o) ((unsigned)(((o) >> 24) & 0x3fff))
-#define ID(o)   ((unsigned)(((o) >> 38) & 0xf))
-#define NODE(o) ((size_t)((o) >> 42))
+#define ID(o)   ((unsigned)(((o) >> 38) & 0x3f))
+#define NODE(o) ((size_t)((o) >> 44))
+typedef char dl_ids_fit_the_sort_key[DL_S_COUNT <= 0x3f ? 1 : -1];
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -52,7 +54,7 @@ static int plan(dl_topology *t, dl_batch *b)
             node = t->slots[slot] == DL_NO_NODE ? 0 : t->slots[slot];
         }
         for (size_t k = 0; k < fan; k++)
-            b->order[b->norder++] = ((node + k) << 42) |
+            b->order[b->norder++] = ((node + k) << 44) |
                                     ((uint64_t)op->id << 38) |
                                     (slot << 24) | i;
     }

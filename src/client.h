@@ -51,6 +51,11 @@ typedef struct dl_acquire {
     int64_t wake_us;            /* DL_EWAIT: come back by this time */
     int fds[DL_MAX_NODES];      /* ... or when one of these is readable */
     size_t nfds;
+    uint64_t reg_seq;           /* a fair lock's: the attempt that queued
+                                   last (0: none), sent at reg_t0 for a
+                                   lease of reg_ms, watchdog or not */
+    int64_t reg_t0, reg_ms;
+    int reg_watchdog;
 } dl_acquire;
 
 /* Take l, or learn that it is busy. Returns DL_OK (acquired), a final

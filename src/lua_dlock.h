@@ -82,6 +82,8 @@ void dlua_client_open(lua_State *L);
 int dlua_lock_new(lua_State *L);
 /* client:rwlock(name [, opts]) -> { read = lock, write = lock, name }. */
 int dlua_rwlock_new(lua_State *L);
+/* client:fair_lock(name [, opts]) -> a lock whose waiters queue (FIFO). */
+int dlua_fair_lock_new(lua_State *L);
 /* client:_permit(name, id, permits): one permit's lock (dlock.lua). */
 int dlua_permit_new(lua_State *L);
 /* Register the Lock class; leaves its methods table on the stack. */

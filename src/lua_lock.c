@@ -3,7 +3,9 @@
  *
  * A lock userdata is one block: the struct, then the name, the key
  * "P{name}", the fencing counter of its slot "P{tag}:fence", the channel
- * "P{name}:ch" and an explicit owner, each NUL-terminated. Its user value
+ * "P{name}:ch" (a queued kind's: "P{name}:ch:<client id>", its client's
+ * own), an explicit owner and a queued kind's queue "P{name}:q", each
+ * NUL-terminated. Its user value
  * pins the client. The owner of a call is the explicit owner, or
  * "<client id>:<n>" where n numbers the running coroutine (see
  * dlua_owner); its requester (client.h) is pushed on the stack when it
@@ -19,10 +21,11 @@ typedef struct lua_lock {
     int64_t wait_us;            /* default wait; <0 forever */
     int64_t lease_ms;           /* default fixed lease; 0 watchdog */
     int64_t renew_ms;           /* default watchdog lease; 0 the client's */
-    const char *name, *key, *fence, *chan, *owner;
-    size_t namelen, keylen, fencelen, chanlen, ownerlen; /* 0: coroutine */
+    const char *name, *key, *fence, *chan, *owner, *queue;
+    size_t namelen, keylen, fencelen, chanlen, queuelen;
+    size_t ownerlen;            /* 0: coroutine owners */
     int kind;                   /* DL_KIND_*: a lock, a read-write half,
-                                   or a semaphore's permit */
+                                   a semaphore's permit, a fair lock */
     int64_t permits;            /* a permit's: the semaphore's size */
 } lua_lock;
 
@@ -54,6 +57,7 @@ static void lockref(lua_State *L, lua_lock *k, int ci, dl_lockref *l,
     l->key = k->key;     l->keylen = k->keylen;
     l->fence = k->fence; l->fencelen = k->fencelen;
     l->chan = k->chan;   l->chanlen = k->chanlen;
+    l->queue = k->queue; l->queuelen = k->queuelen;
     l->kind = k->kind;
     l->permits = k->permits;
     l->writer = NULL;
@@ -181,11 +185,12 @@ static void new_lock(lua_State *L, const char *fname, int kind)
     size_t keylen = pl + namelen + 2;
     char stag[24];                      /* {tag}:fence */
     stag[0] = '{';
-    int sem = kind == DL_KIND_SEM;      /* fence: its queue; chan: ours */
-    size_t idlen = strlen(lc->c->id);
+    int queued = kind == DL_KIND_SEM || kind == DL_KIND_FAIR;
+    size_t idlen = queued ? 1 + strlen(lc->c->id) : 0;  /* ":<id>" */
+    size_t queuelen = queued ? keylen + 2 : 0;
     size_t size = sizeof(lua_lock) + namelen + 1 + keylen + 1 +
-                  pl + sizeof stag + 1 + keylen + 3 + 1 + ownerlen + 1 +
-                  (sem ? keylen + 3 + 1 + idlen + 1 : 0);
+                  pl + sizeof stag + 1 + keylen + 3 + idlen + 1 +
+                  ownerlen + 1 + queuelen + 1;
     lua_lock *k = lua_newuserdatauv(L, size, 1);
     char *p = (char *)(k + 1), tag[2] = { '{', '}' };
     k->wait_us = a.wait_us;
@@ -197,26 +202,24 @@ static void new_lock(lua_State *L, const char *fname, int kind)
     p = put(p, pfx, pl, tag, 1, name, namelen);
     p[-1] = '}';
     *p++ = '\0';
-    k->fence = p;
-    if (sem) {                          /* P{name}:q, its waiters */
-        p = put(p, k->key, keylen, ":q", 2, "", 0);
-        k->fencelen = keylen + 2;
-    } else {                            /* the counter of the lock's slot */
-        size_t taglen = 1 + (size_t)dl_slot_tag(dl_key_slot(k->key, keylen),
-                                                stag + 1, sizeof stag - 8);
-        memcpy(stag + taglen, "}:fence", 7);    /* P{tag}:fence */
-        taglen += 7;
-        p = put(p, pfx, pl, stag, taglen, "", 0);
-        k->fencelen = pl + taglen;
-    }
-    k->chan = p;                        /* P{name}:ch, a permit's + :<id> */
-    p = put(p, k->key, keylen, sem ? ":ch:" : ":ch", sem ? 4 : 3,
-            sem ? lc->c->id : "", sem ? idlen : 0);
+    k->fence = p;                       /* the counter of the lock's slot */
+    size_t taglen = 1 + (size_t)dl_slot_tag(dl_key_slot(k->key, keylen),
+                                            stag + 1, sizeof stag - 8);
+    memcpy(stag + taglen, "}:fence", 7);        /* P{tag}:fence */
+    taglen += 7;
+    p = put(p, pfx, pl, stag, taglen, "", 0);
+    k->fencelen = pl + taglen;
+    k->chan = p;                        /* P{name}:ch, or P{name}:ch:<id> */
+    p = put(p, k->key, keylen, ":ch:", queued ? 4 : 3,
+            queued ? lc->c->id : "", idlen ? idlen - 1 : 0);
+    k->chanlen = keylen + 3 + idlen;
     k->owner = p;
-    put(p, owner ? owner : "", ownerlen, "", 0, "", 0);
+    p = put(p, owner ? owner : "", ownerlen, "", 0, "", 0);
+    k->queue = p;                       /* P{name}:q, or "" */
+    put(p, k->key, queued ? keylen : 0, ":q", queued ? 2 : 0, "", 0);
+    k->queuelen = queuelen;
     k->namelen = namelen;
     k->keylen = keylen;
-    k->chanlen = keylen + 3 + (sem ? 1 + idlen : 0);
     k->ownerlen = ownerlen;
     k->kind = kind;
     k->permits = 0;
@@ -251,6 +254,13 @@ int dlua_permit_new(lua_State *L)
     lua_settop(L, 3);
     new_lock(L, "semaphore", DL_KIND_SEM);
     ((lua_lock *)lua_touserdata(L, -1))->permits = permits;
+    return 1;
+}
+
+/* client:fair_lock(name [, opts]): a lock whose waiters queue. */
+int dlua_fair_lock_new(lua_State *L)
+{
+    new_lock(L, "fair_lock", DL_KIND_FAIR);
     return 1;
 }
 

@@ -133,21 +133,38 @@ static void add_freeing(dl_op *op, const dl_lockref *l, int64_t keep_ms,
     add_s(op, pub);
 }
 
-void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
-                   int64_t expect, int64_t token, int waits)
+/* KEYS: the lock, then the fencing counter and the queue of waiters
+ * where the kind's script for the op takes them. */
+static void add_keys(dl_op *op, const dl_lockref *l, int counter, int queue)
 {
-    int id = l->kind == DL_KIND_SEM ? DL_S_SEM_ACQUIRE
-             : l->kind ? DL_S_RW_ACQUIRE : DL_S_ACQUIRE;
-    init(op, "acquire", id, 2, l->key, l->keylen, acquire_vote);
     add(op, l->key, l->keylen);
-    add(op, l->fence, l->fencelen);
+    if (counter)
+        add(op, l->fence, l->fencelen);
+    if (queue)
+        add(op, l->queue, l->queuelen);
+    op->nkeys = op->argc - DL_SCRIPT_HEAD;
+}
+
+void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
+                   int64_t expect, int64_t token, int waits, const char *pub)
+{
+    static const int ids[] = {
+        [DL_KIND_LOCK] = DL_S_ACQUIRE, [DL_KIND_READ] = DL_S_RW_ACQUIRE,
+        [DL_KIND_WRITE] = DL_S_RW_ACQUIRE, [DL_KIND_SEM] = DL_S_SEM_ACQUIRE,
+        [DL_KIND_FAIR] = DL_S_FAIR_ACQUIRE };
+    init(op, "acquire", ids[l->kind], 0, l->key, l->keylen, acquire_vote);
+    add_keys(op, l, l->kind != DL_KIND_SEM,
+             l->kind == DL_KIND_SEM || l->kind == DL_KIND_FAIR);
     add_request(op, l, seq);
     add_i(op, ms);
     add_i(op, expect);
     add_i(op, token);
     if (l->kind == DL_KIND_SEM)
         add_i(op, l->permits);
-    else if (l->kind) {                 /* which half, and its writer */
+    else if (l->kind == DL_KIND_FAIR) { /* queue if busy; how to grant */
+        add_s(op, waits ? "1" : "0");
+        add_s(op, pub);
+    } else if (l->kind) {               /* which half, and its writer */
         add_s(op, l->kind == DL_KIND_READ ? "r" : waits ? "W" : "w");
         add(op, l->writer ? l->writer : "", l->writer ? l->writerlen : 0);
     }
@@ -177,7 +194,7 @@ int dl_op_unify(const dl_op *op, int64_t token, dl_op *fence)
 {
     const dl_lockref *l = op->lock;
     if (op->id != DL_S_ACQUIRE && op->id != DL_S_ACQUIRE1 &&
-        op->id != DL_S_RW_ACQUIRE)
+        op->id != DL_S_RW_ACQUIRE && op->id != DL_S_FAIR_ACQUIRE)
         return 0;
     init(fence, "fence", DL_S_FENCE, 2, l->key, l->keylen, done_vote);
     add(fence, l->fence, l->fencelen);
@@ -191,12 +208,11 @@ int dl_op_unify(const dl_op *op, int64_t token, dl_op *fence)
 void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
                    int64_t token, int64_t keep_ms, const char *pub)
 {
-    int sem = l->kind == DL_KIND_SEM;
-    init(op, "release", sem ? DL_S_SEM_RELEASE : DL_S_RELEASE, sem ? 2 : 1,
-         l->key, l->keylen, release_vote);
-    add(op, l->key, l->keylen);
-    if (sem)
-        add(op, l->fence, l->fencelen);     /* its queue of waiters */
+    int sem = l->kind == DL_KIND_SEM, fair = l->kind == DL_KIND_FAIR;
+    init(op, "release", sem ? DL_S_SEM_RELEASE : fair ? DL_S_FAIR_RELEASE
+                                                    : DL_S_RELEASE,
+         0, l->key, l->keylen, release_vote);
+    add_keys(op, l, fair, sem || fair);
     add_request(op, l, seq);
     add_i(op, token);
     add_freeing(op, l, keep_ms, pub);
@@ -205,8 +221,10 @@ void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
 void dl_op_void(dl_op *op, const dl_lockref *l, uint64_t seq,
                 int64_t keep_ms, const char *pub)
 {
-    init(op, "cancel", DL_S_VOID, 1, l->key, l->keylen, done_vote);
-    add(op, l->key, l->keylen);
+    int fair = l->kind == DL_KIND_FAIR;
+    init(op, "cancel", fair ? DL_S_FAIR_VOID : DL_S_VOID, 0, l->key,
+         l->keylen, done_vote);
+    add_keys(op, l, fair, fair);
     add_request(op, l, seq);
     add_freeing(op, l, keep_ms, pub);
 }
@@ -259,8 +277,10 @@ void dl_op_force(dl_op *op, const dl_lockref *l, const char *req,
 void dl_op_drop(dl_op *op, const dl_lockref *l, int64_t count,
                 int64_t token, int64_t keep_ms, const char *pub)
 {
-    init(op, "drop", DL_S_DROP, 1, l->key, l->keylen, done_vote);
-    add(op, l->key, l->keylen);
+    int fair = l->kind == DL_KIND_FAIR;
+    init(op, "drop", fair ? DL_S_FAIR_DROP : DL_S_DROP, 0, l->key, l->keylen,
+         done_vote);
+    add_keys(op, l, fair, fair);
     add(op, l->owner, l->ownerlen);
     add_i(op, count);
     add_i(op, token);

@@ -17,8 +17,8 @@
  * owner (it embeds the client id), "<client id>|<owner>" for an explicit
  * one, which other clients may share. */
 typedef struct dl_lockref {
-    const char *key, *fence, *chan, *owner, *req;
-    size_t keylen, fencelen, chanlen, ownerlen, reqlen;
+    const char *key, *fence, *chan, *owner, *req, *queue;
+    size_t keylen, fencelen, chanlen, ownerlen, reqlen, queuelen;
     uint64_t owner_num;         /* coroutine owner number; 0: explicit */
     int kind;                   /* DL_KIND_* */
     const char *writer;         /* a reader's: its owner's write-lock owner */
@@ -26,10 +26,11 @@ typedef struct dl_lockref {
     int64_t permits;            /* a permit's: the semaphore's size */
 } dl_lockref;
 
-/* What a hold is of: an exclusive lock, one half of a read-write lock, or
- * a semaphore (one hold per permit; its fence names the semaphore's queue
- * of waiters, as a permit has no fencing token). */
-enum { DL_KIND_LOCK, DL_KIND_READ, DL_KIND_WRITE, DL_KIND_SEM };
+/* What a hold is of: an exclusive lock, one half of a read-write lock, a
+ * semaphore (one hold per permit), or a fair lock. The last two have a
+ * queue of waiters (the key queue) and wake one client at a time (chan is
+ * then this client's own channel of the lock). */
+enum { DL_KIND_LOCK, DL_KIND_READ, DL_KIND_WRITE, DL_KIND_SEM, DL_KIND_FAIR };
 
 /* What one server answered. */
 enum {
@@ -56,7 +57,7 @@ enum { DL_RULE_VOTE, DL_RULE_CONTEND, DL_RULE_READ };
 
 #define DL_OP_COMMAND (-1)      /* id of a plain command */
 #define DL_OP_BATCH 100         /* keys per call of a batchable script */
-#define DL_OP_ARGS (DL_SCRIPT_HEAD + 10)
+#define DL_OP_ARGS (DL_SCRIPT_HEAD + 12)
 #define DL_OP_NUMS 6            /* numbers per op at most (acquire: 5) */
 
 /* One operation. Builders fill it in place: argv may point into num, so
@@ -86,9 +87,11 @@ typedef struct dl_op {
 
 /* Take l (a fresh hold when expect is 0, else join the hold of count
  * expect and token) for ms, as request seq. waits: the caller will wait
- * if it is busy (a writer then keeps new readers out). */
+ * if it is busy (a writer then keeps new readers out; a fair lock's
+ * waiter queues). A fair lock that is free passes to its first waiter,
+ * announced with pub. */
 void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
-                   int64_t expect, int64_t token, int waits);
+                   int64_t expect, int64_t token, int waits, const char *pub);
 /* The form of op for a slot mid-migration (its keys split between two
  * nodes): 1 when op has one (acquire, without the counter key). */
 int dl_op_one_key(const dl_op *op, dl_op *alt);

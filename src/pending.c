@@ -123,7 +123,7 @@ dl_hold *dl_client_ready_hold(dl_client *c, const dl_lockref *l, int create,
         return h;
     h = dl_registry_add(&c->reg, l->key, l->keylen, l->fence, l->fencelen,
                         l->chan, l->chanlen, l->owner, l->ownerlen, l->req,
-                        l->reqlen);
+                        l->reqlen, l->queue ? l->queue : "", l->queuelen);
     if (!h)
         *st = dl_fail(err, errlen, DL_EREDIS, "out of memory");
     else

@@ -102,12 +102,13 @@ dl_hold *dl_registry_add(dl_registry *reg,
                          const char *fence, size_t fencelen,
                          const char *chan, size_t chanlen,
                          const char *owner, size_t ownerlen,
-                         const char *req, size_t reqlen)
+                         const char *req, size_t reqlen,
+                         const char *queue, size_t queuelen)
 {
     if (reg->count >= reg->nbuckets)
         grow(reg);
     dl_hold *h = calloc(1, sizeof *h + keylen + fencelen + chanlen +
-                               ownerlen + reqlen + 5);
+                               ownerlen + reqlen + queuelen + 6);
     if (!h)
         return NULL;
     char *p = (char *)(h + 1);
@@ -116,6 +117,8 @@ dl_hold *dl_registry_add(dl_registry *reg,
     h->chan = put(&p, chan, chanlen);
     h->owner = put(&p, owner, ownerlen);
     h->req = put(&p, req, reqlen);
+    h->queue = put(&p, queue, queuelen);
+    h->queuelen = queuelen;
     h->reqlen = reqlen;
     h->keylen = keylen;
     h->fencelen = fencelen;

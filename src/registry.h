@@ -15,8 +15,8 @@ typedef struct dl_hold {
     struct dl_hold *hnext;      /* hash bucket chain */
     struct dl_hold *prev, *next;/* list of all linked holds */
     struct dl_hold *onext;      /* orphan list */
-    const char *key, *fence, *chan, *owner, *req; /* inline after it */
-    size_t keylen, fencelen, chanlen, ownerlen, reqlen;
+    const char *key, *fence, *chan, *owner, *req, *queue; /* inline after */
+    size_t keylen, fencelen, chanlen, ownerlen, reqlen, queuelen;
     uint64_t owner_num;         /* coroutine owner number; 0: explicit */
     int kind;                   /* DL_KIND_* (op.h) */
     int64_t count;              /* this client's holds for this owner
@@ -80,7 +80,8 @@ dl_hold *dl_registry_add(dl_registry *reg,
                          const char *fence, size_t fencelen,
                          const char *chan, size_t chanlen,
                          const char *owner, size_t ownerlen,
-                         const char *req, size_t reqlen);
+                         const char *req, size_t reqlen,
+                         const char *queue, size_t queuelen);
 
 /* Unlink h and free it, or leave it to the watchdog if a renewal of it is
  * in flight. The caller has dealt with h->ref. */

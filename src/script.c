@@ -43,18 +43,21 @@
 /* Take d holds of owner field of (mine of them) out of lock k; n holds
  * in all remain; free: keep the record ARGV[keep] ms, publish on
  * ARGV[ch] with verb ARGV[ch + 1]. A Lua function, spliced in. */
-#define TAKE_OUT \
+#define TAKE_OUT_THEN(FREED) \
     "local function take_out(k, of, mine, d, n, keep, ch, msg)\n" \
     "  if d >= mine then d = mine; redis.call('hdel', k, of)\n" \
     "  else redis.call('hincrby', k, of, -d) end\n" \
     "  n = math.max(n - d, 0)\n" \
     "  redis.call('hset', k, 'n', n)\n" \
     "  if n <= 0 then\n" \
-    "    redis.call('pexpire', k, ARGV[keep])\n" \
-    "    redis.call(ARGV[ch + 1], ARGV[ch], msg)\n" \
+    FREED \
     "  end\n" \
     "  return n\n" \
     "end\n"
+#define ANNOUNCE \
+    "    redis.call('pexpire', k, ARGV[keep])\n" \
+    "    redis.call(ARGV[ch + 1], ARGV[ch], msg)\n"
+#define TAKE_OUT TAKE_OUT_THEN(ANNOUNCE)
 
 /* The start of every acquire: read the lock (f: n, this owner's holds,
  * its requester's record, t, then FIELDS), answer a resend as the first
@@ -135,9 +138,9 @@
     "  redis.call('hset', k, 'n', n)\n" \
     "end\n"
 
-/* The release script; WAKE runs once a hold was taken out. */
-#define RELEASE(WAKE) \
-    TAKE_OUT \
+/* The release script after its take_out; WAKE runs once a hold was
+ * taken out. */
+#define RELEASE_BODY(WAKE) \
     "local k, of, qf = KEYS[1], 'o' .. ARGV[1], 'q' .. ARGV[2]\n" \
     "local f = redis.call('hmget', k, of, qf, 'n', 't')\n" \
     "local mine = tonumber(f[1] or '0')\n" \
@@ -148,6 +151,7 @@
     "take_out(k, of, mine, 1, tonumber(f[3] or '1'), 5, 6, ARGV[4])\n" \
     WAKE \
     "return {1, mine - 1}\n"
+#define RELEASE(WAKE) TAKE_OUT RELEASE_BODY(WAKE)
 
 /* The acquire script around MINT, which sets c to a new tenancy's token
  * (above t, the lock's last one). */
@@ -169,6 +173,168 @@
     "redis.call('pexpire', k, ARGV[4])\n" \
     "return {1, mine, t}\n"
 
+/* Cancel acquire seq; UNQUEUE runs when the cancel is not stale. */
+#define VOID_BODY(UNQUEUE) \
+    "local k, of, qf = KEYS[1], 'o' .. ARGV[1], 'q' .. ARGV[2]\n" \
+    "local f = redis.call('hmget', k, of, qf, 'n')\n" \
+    "local last = tonumber((f[2] or '0'):match('^%d+'))\n" \
+    "if f[2] == ARGV[3] .. '!' or last > tonumber(ARGV[3]) then\n" \
+    "  return 1\n" \
+    "end\n" \
+    "redis.call('hset', k, qf, ARGV[3] .. '!')\n" \
+    UNQUEUE \
+    "local mine = tonumber(f[1] or '0')\n" \
+    "if f[2] == ARGV[3] and mine > 0 then\n" \
+    "  take_out(k, of, mine, 1, tonumber(f[3] or '1'), 4, 5, 'void')\n" \
+    "elseif redis.call('pttl', k) == -1 then\n" \
+    "  redis.call('pexpire', k, ARGV[4])\n" \
+    "end\n" \
+    "return 1\n"
+
+#define DROP_BODY \
+    "local k, of = KEYS[1], 'o' .. ARGV[1]\n" \
+    "local f = redis.call('hmget', k, of, 't', 'n')\n" \
+    "local mine = tonumber(f[1] or '0')\n" \
+    "if mine == 0 or (ARGV[3] ~= '0' and f[2] ~= ARGV[3]) then return 0 end\n" \
+    "take_out(k, of, mine, tonumber(ARGV[2]), tonumber(f[3] or '1'), 4, 5, 'drop')\n" \
+    "return 1\n"
+
+/* ---- the fair lock --------------------------------------------------
+ * Waiters queue in arrival order, and a freed lock goes to the first live
+ * one inside the script that frees it. The queue is one hash, KEYS[3]:
+ * h = the last ticket served, z = the last ticket handed out, "#"..ticket
+ * = the requester waiting with it, "r"..requester = "ticket:until:seq:ms"
+ * (its registration: live until `until`, ms of server time, for its
+ * acquire seq, asking for a lease of ms). A waiter renews its
+ * registration each time it comes back (within FAIR_BACK_MS + 1 s); one
+ * that does not (dead, gone) is passed over and dropped. A grant is a new
+ * tenancy like any acquire's: o<owner> = 1, q<requester> = its seq (so a
+ * cancel of that acquire takes it back, and passes it on), g = the
+ * requester (until its client claims it with an acquire, or joins it),
+ * and a lease of at most FAIR_GRANT_MS until the new holder's client
+ * renews it: a grant to a waiter that has gone ends within that. The
+ * grant is published to that waiter's client alone, on <lock>:ch:<client
+ * id>, as "seq:token". */
+#define FAIR_REG_MS "3000"
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define FAIR_GRANT_MS STR(DL_FAIR_GRANT_MS)
+#define FAIR_BACK_MS "1000"
+
+#define FAIR_QUEUE \
+    "local Q = KEYS[3]\n" \
+    "local function unqueue(r)\n" \
+    "  local reg = redis.call('hget', Q, 'r' .. r)\n" \
+    "  if reg then redis.call('hdel', Q, 'r' .. r, '#' .. reg:match('^%d+')) end\n" \
+    "end\n" \
+    "local function register(r, seq, ms, now)\n" \
+    "  local tk = (redis.call('hget', Q, 'r' .. r) or ''):match('^%d+')\n" \
+    "  if not tk then\n" \
+    "    tk = redis.call('hincrby', Q, 'z', 1)\n" \
+    "    redis.call('hset', Q, '#' .. tk, r)\n" \
+    "  end\n" \
+    "  redis.call('hset', Q, 'r' .. r, string.format('%d:%d:%s:%s', tk,\n" \
+    "             now + " FAIR_REG_MS ", seq, ms))\n" \
+    "  redis.call('pexpire', Q, 2 * " FAIR_REG_MS ")\n" \
+    "end\n" \
+    "local function head(now)\n" \
+    "  local h = tonumber(redis.call('hget', Q, 'h') or '0')\n" \
+    "  local z = tonumber(redis.call('hget', Q, 'z') or '0')\n" \
+    "  while h < z do\n" \
+    "    local r = redis.call('hget', Q, '#' .. (h + 1))\n" \
+    "    if r then\n" \
+    "      local reg = redis.call('hget', Q, 'r' .. r) or ''\n" \
+    "      local u, seq, ms = reg:match('^%d+:(%d+):(%d+):(%d+)$')\n" \
+    "      if u and tonumber(u) > now then\n" \
+    "        redis.call('hset', Q, 'h', h)\n" \
+    "        return r, seq, ms\n" \
+    "      end\n" \
+    "      redis.call('hdel', Q, '#' .. (h + 1), 'r' .. r)\n" \
+    "    end\n" \
+    "    h = h + 1\n" \
+    "  end\n" \
+    "  if z > 0 then redis.call('hset', Q, 'h', h) end\n" \
+    "end\n"
+
+/* pass_on(k, me, pub, keep): lock k is free: grant it to the first live
+ * waiter, unless that is requester me (who takes it itself). Returns the
+ * requester granted, "me", or nil when nobody waits. A new tenancy drops
+ * old request records past RECORDS_MAX, but field keep (the caller's). */
+#define FAIR_PASS_ON \
+    FAIR_QUEUE \
+    "local function pass_on(k, me, pub, keep)\n" \
+    NOW \
+    "  local r, seq, ms = head(now)\n" \
+    "  if not r then return nil end\n" \
+    "  unqueue(r)\n" \
+    "  if r == me then return 'me' end\n" \
+    "  local t = tonumber(redis.call('hget', k, 't') or '0')\n" \
+    MINT_COUNTER \
+    "  if redis.call('hlen', k) > " RECORDS_MAX " then\n" \
+    "    for _, y in ipairs(redis.call('hkeys', k)) do\n" \
+    "      if y:sub(1, 1) == 'q' and y ~= keep then redis.call('hdel', k, y) end\n" \
+    "    end\n" \
+    "  end\n" \
+    "  local tok = string.format('%d', c)\n" \
+    "  redis.call('hset', k, 'n', 1, 'o' .. (r:match('^[^|]*|(.*)$') or r), 1,\n" \
+    "             'q' .. r, seq, 't', tok, 'g', r)\n" \
+    "  redis.call('pexpire', k, math.min(tonumber(ms), " FAIR_GRANT_MS "))\n" \
+    "  redis.call(pub, k .. ':ch:' .. r:match('^[^|:]*'), seq .. ':' .. tok)\n" \
+    "  return r\n" \
+    "end\n"
+
+/* A fair lock's take_out: a freed lock passes on, or keeps its record
+ * (ARGV[2] is the caller's requester in release and void). */
+#define FAIR_TAKE_OUT \
+    FAIR_PASS_ON \
+    TAKE_OUT_THEN( \
+    "    redis.call('hdel', k, 'g')\n" \
+    "    if not pass_on(k, nil, ARGV[ch + 1], 'q' .. ARGV[2]) then\n" \
+    "      redis.call('pexpire', k, ARGV[keep])\n" \
+    "    end\n")
+
+/* KEYS lock counter queue; ARGV owner requester seq lease_ms expected
+ * token waits ("1": register if busy) pub. Busy: {0, the time to come
+ * back}, at most FAIR_BACK_MS for a registered waiter. */
+#define FAIR_ACQUIRE \
+    FAIR_PASS_ON \
+    ACQUIRE_HEAD(", 'g'") \
+    REENTRY_CHECK \
+    "local n, lease = tonumber(f[1] or '0'), tonumber(ARGV[4])\n" \
+    "if mine > 0 and ARGV[5] == '0' and f[5] == ARGV[2] then\n" \
+    "  redis.call('hset', k, qf, ARGV[3])\n" /* claims its grant */ \
+    "  redis.call('hdel', k, 'g')\n" \
+    "  redis.call('pexpire', k, lease)\n" \
+    "  return {1, mine, t}\n" \
+    "end\n" \
+    "if n <= 0 then\n" \
+    "  local r = pass_on(k, ARGV[2], ARGV[8], qf)\n" \
+    "  if r and r ~= 'me' then n = 1 end\n" \
+    "end\n" \
+    "if n <= 0 then\n" \
+    PRUNE_RECORDS \
+    MINT_COUNTER \
+    "  redis.call('hset', k, 'n', 1, of, 1, qf, ARGV[3], 't',\n" \
+    "             string.format('%d', c))\n" \
+    "  redis.call('hdel', k, 'g')\n" \
+    "  redis.call('pexpire', k, lease)\n" \
+    "  return {1, 1, c}\n" \
+    "end\n" \
+    "if mine == 0 then\n" \
+    "  local p = redis.call('pttl', k)\n" \
+    "  if ARGV[7] == '1' then\n" \
+    NOW \
+    "    register(ARGV[2], ARGV[3], ARGV[4], now)\n" \
+    "    p = math.min(p, " FAIR_BACK_MS ")\n" \
+    "  end\n" \
+    "  return {0, p}\n" \
+    "end\n" \
+    "mine = redis.call('hincrby', k, of, 1)\n" \
+    "redis.call('hset', k, 'n', n + 1, qf, ARGV[3])\n" \
+    "redis.call('hdel', k, 'g')\n" \
+    "redis.call('pexpire', k, lease)\n" \
+    "return {1, mine, t}\n"
+
 static const char *const src[DL_S_COUNT] = {
     /* KEYS lock counter; ARGV owner requester seq lease_ms expected token */
     [DL_S_ACQUIRE] = ACQUIRE(MINT_COUNTER),
@@ -187,22 +353,7 @@ static const char *const src[DL_S_COUNT] = {
     [DL_S_RELEASE] = RELEASE(""),
 
     /* KEYS lock; ARGV owner requester seq keep_ms chan pub */
-    [DL_S_VOID] =
-        TAKE_OUT
-        "local k, of, qf = KEYS[1], 'o' .. ARGV[1], 'q' .. ARGV[2]\n"
-        "local f = redis.call('hmget', k, of, qf, 'n')\n"
-        "local last = tonumber((f[2] or '0'):match('^%d+'))\n"
-        "if f[2] == ARGV[3] .. '!' or last > tonumber(ARGV[3]) then\n"
-        "  return 1\n"
-        "end\n"
-        "redis.call('hset', k, qf, ARGV[3] .. '!')\n"
-        "local mine = tonumber(f[1] or '0')\n"
-        "if f[2] == ARGV[3] and mine > 0 then\n"
-        "  take_out(k, of, mine, 1, tonumber(f[3] or '1'), 4, 5, 'void')\n"
-        "elseif redis.call('pttl', k) == -1 then\n"
-        "  redis.call('pexpire', k, ARGV[4])\n"
-        "end\n"
-        "return 1\n",
+    [DL_S_VOID] = TAKE_OUT VOID_BODY(""),
 
     /* KEYS lock...; ARGV owner lease_ms token per key */
     [DL_S_RENEW] =
@@ -244,14 +395,7 @@ static const char *const src[DL_S_COUNT] = {
         "return held and 1 or 0\n",
 
     /* KEYS lock; ARGV owner count token(0: any) keep_ms chan pub */
-    [DL_S_DROP] =
-        TAKE_OUT
-        "local k, of = KEYS[1], 'o' .. ARGV[1]\n"
-        "local f = redis.call('hmget', k, of, 't', 'n')\n"
-        "local mine = tonumber(f[1] or '0')\n"
-        "if mine == 0 or (ARGV[3] ~= '0' and f[2] ~= ARGV[3]) then return 0 end\n"
-        "take_out(k, of, mine, tonumber(ARGV[2]), tonumber(f[3] or '1'), 4, 5, 'drop')\n"
-        "return 1\n",
+    [DL_S_DROP] = TAKE_OUT DROP_BODY,
 
     /* KEYS counter lock; ARGV token owner: raise the counter (and the
      * lock's token, where owner holds it) to token */
@@ -401,6 +545,13 @@ static const char *const src[DL_S_COUNT] = {
         "  else r[i] = 0 end\n"
         "end\n"
         "return r\n",
+
+    /* The fair lock (above). KEYS lock counter queue, then ARGV as the
+     * lock's: release, cancel and drop pass a freed lock on. */
+    [DL_S_FAIR_ACQUIRE] = FAIR_ACQUIRE,
+    [DL_S_FAIR_RELEASE] = FAIR_TAKE_OUT RELEASE_BODY(""),
+    [DL_S_FAIR_VOID] = FAIR_TAKE_OUT VOID_BODY("unqueue(ARGV[2])\n"),
+    [DL_S_FAIR_DROP] = FAIR_TAKE_OUT DROP_BODY,
 };
 
 const char *dl_script_source(dl_script_id id, const char **name)
@@ -408,7 +559,8 @@ const char *dl_script_source(dl_script_id id, const char **name)
     static const char *const names[DL_S_COUNT] = {
         "acquire", "acquire1", "release", "void", "renew", "extend", "force",
         "drop", "fence", "ttl", "rw_acquire", "rw_renew", "sem_acquire",
-        "sem_release", "sem_free"
+        "sem_release", "sem_free", "fair_acquire", "fair_release",
+        "fair_void", "fair_drop"
     };
     *name = names[id];
     return src[id];

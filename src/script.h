@@ -8,6 +8,9 @@
  *   P{tag}:fence   string the fencing counter of the slot P{name} is in
  *                        (tag: dl_slot_tag), shared by the slot's locks
  *   P{name}:ch     channel a release publishes on
+ *   P{name}:q      a semaphore's waiters (sorted set), a fair lock's
+ *                        (hash: its queue, script.c)
+ *   P{name}:ch:<client id>  channel of one client's wake-ups and grants
  */
 #ifndef DLOCK_SCRIPT_H
 #define DLOCK_SCRIPT_H
@@ -37,8 +40,19 @@ typedef enum {
     DL_S_SEM_ACQUIRE,/* KEYS lock queue; ARGV as ACQUIRE, then permits     */
     DL_S_SEM_RELEASE,/* KEYS lock queue; ARGV as RELEASE: and wake one     */
     DL_S_SEM_FREE,  /* KEYS lock; ARGV permits: how many are free         */
+    DL_S_FAIR_ACQUIRE,/* KEYS lock counter queue; ARGV as ACQUIRE, then
+                       waits ("1": queue if busy) and pub              */
+    DL_S_FAIR_RELEASE,/* KEYS lock counter queue; ARGV as RELEASE: a freed
+                       lock goes to the first live waiter             */
+    DL_S_FAIR_VOID, /* KEYS lock counter queue; ARGV as VOID: and leave
+                       the queue                                       */
+    DL_S_FAIR_DROP, /* KEYS lock counter queue; ARGV as DROP              */
     DL_S_COUNT
 } dl_script_id;
+
+/* How long a fair lock's grant lasts before its new holder's client
+ * renews it (script.c). */
+#define DL_FAIR_GRANT_MS 3000
 
 /* The three slots every argv passed to dl_script_eval/append reserves at
  * its front for EVALSHA, the SHA and numkeys. */

@@ -43,6 +43,7 @@ void dl_hold_lockref(const dl_hold *h, dl_lockref *l)
     l->chan = h->chan;   l->chanlen = h->chanlen;
     l->owner = h->owner; l->ownerlen = h->ownerlen;
     l->req = h->req;     l->reqlen = h->reqlen;
+    l->queue = h->queue; l->queuelen = h->queuelen;
     l->owner_num = h->owner_num;
     l->kind = h->kind;
 }

@@ -73,6 +73,18 @@ static int is(const redisReply *e, const char *word)
            memcmp(e->str, word, n) == 0;
 }
 
+/* Count a message on s, and keep its text if it is short. */
+static void note(dl_sub *s, const redisReply *r)
+{
+    char *at = s->notes[s->count++ % DL_WAIT_NOTES];
+    const redisReply *m = r->elements >= 3 ? r->element[2] : NULL;
+    at[0] = '\0';
+    if (m && m->type == REDIS_REPLY_STRING && m->len < DL_WAIT_NOTE_LEN) {
+        memcpy(at, m->str, m->len);
+        at[m->len] = '\0';
+    }
+}
+
 /* Consume every complete reply already read. Returns 1 if the
  * subscription to (chan, len) was confirmed among them, -1 on a protocol
  * error, else 0. */
@@ -93,7 +105,7 @@ static int drain(dl_waiter *w, const char *chan, size_t len)
             if (is(kind, "message") || is(kind, "smessage")) {
                 dl_sub *s = find(w, name->str, name->len);
                 if (s)
-                    s->count++;
+                    note(s, r);
             } else if ((is(kind, "subscribe") || is(kind, "ssubscribe")) &&
                        chan && name->len == len &&
                        memcmp(name->str, chan, len) == 0) {
@@ -154,6 +166,7 @@ dl_status dl_waiter_subscribe(dl_waiter *w, const char *chan, size_t len,
     s->chan = copy;
     s->len = len;
     s->count = 0;
+    memset(s->notes, 0, sizeof s->notes);
     s->used = ++w->tick;
     int64_t bound = w->conn.connect_timeout_us > 0 ? w->conn.connect_timeout_us
                                                    : 1000000;
@@ -215,6 +228,19 @@ uint64_t dl_waiter_count(dl_waiter **ws, size_t n, const char *chan,
         (*live)++;
     }
     return total;
+}
+
+const char *dl_waiter_note(dl_waiter **ws, size_t n, const char *chan,
+                           size_t len, const char *prefix)
+{
+    size_t plen = strlen(prefix);
+    for (size_t i = 0; i < n; i++) {
+        dl_sub *s = ws[i]->conn.ctx ? find(ws[i], chan, len) : NULL;
+        for (int j = 0; s && j < DL_WAIT_NOTES; j++)
+            if (strncmp(s->notes[j], prefix, plen) == 0)
+                return s->notes[j];
+    }
+    return NULL;
 }
 
 size_t dl_waiter_fds(dl_waiter **ws, size_t n, const char *chan, size_t len,

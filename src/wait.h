@@ -12,12 +12,15 @@
 #pragma GCC visibility push(hidden)
 
 #define DL_WAIT_MAX_SUBS 64
+#define DL_WAIT_NOTES 4     /* messages kept per channel */
+#define DL_WAIT_NOTE_LEN 48 /* and their length at most */
 
 typedef struct dl_sub {
     char *chan;
     size_t len;
     uint64_t count;         /* messages that arrived on it */
     uint64_t used;          /* LRU stamp */
+    char notes[DL_WAIT_NOTES][DL_WAIT_NOTE_LEN]; /* the last messages */
 } dl_sub;
 
 typedef struct dl_waiter {
@@ -51,6 +54,12 @@ dl_status dl_waiter_subscribe(dl_waiter *w, const char *chan, size_t len,
  * subscriptions are forgotten). */
 uint64_t dl_waiter_count(dl_waiter **ws, size_t n, const char *chan,
                          size_t len, size_t *live);
+
+/* A message that arrived on chan (among the last DL_WAIT_NOTES there,
+ * shorter than DL_WAIT_NOTE_LEN) and starts with prefix, as dl_waiter_count
+ * last read it; NULL if none. Valid until the next read. */
+const char *dl_waiter_note(dl_waiter **ws, size_t n, const char *chan,
+                           size_t len, const char *prefix);
 
 /* The sockets of the waiters subscribed to chan, into fds (room for n);
  * returns how many. Readable means: call dl_waiter_count again. */
