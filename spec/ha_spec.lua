@@ -23,19 +23,13 @@ end
 -- Several processes, one lock, a non-atomic counter: no update lost,
 -- fencing tokens strictly increasing.
 local function mutual_exclusion(opts, mode)
-  local name = helper.unique_name("mx")
-  local cfile = helper.tmp .. "/" .. name:gsub(":", "_") .. ".count"
-  local tfile = cfile .. ".tokens"
   local nproc, iters = 3, 60
-  local outs = helper.run_parallel(nproc, mode or "counter", literal(opts), name, iters,
-    cfile, tfile)
+  local outs, count, toks = helper.count_under_lock(nproc, mode or "counter", literal(opts),
+    helper.unique_name("mx"), iters)
   for i = 1, nproc do assert.matches("done " .. i, outs[i]) end
-  assert.equals(tostring(nproc * iters), helper.read_file(cfile))
-  local last = 0
-  for tok in helper.read_file(tfile):gmatch("(%d+) %d+\n") do
-    assert.is_true(tonumber(tok) > last)
-    last = tonumber(tok)
-  end
+  assert.equals(tostring(nproc * iters), count)
+  assert.equals(nproc * iters, #toks)
+  for k = 2, #toks do assert.is_true(toks[k] > toks[k - 1]) end
 end
 
 -- The common life of a lock, the same on every topology.

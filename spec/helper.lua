@@ -230,6 +230,21 @@ function helper.run_parallel(nproc, mode, ...)
   return outs
 end
 
+--- Run `worker.lua MODE TARGET NAME ITERS COUNTER TOKENS` (its counter
+--- modes: a non-atomic counter bumped under a lock) in nproc processes.
+--- Returns their outputs, the counter's final text, and the fencing tokens
+--- in the order the critical sections ran.
+function helper.count_under_lock(nproc, mode, target, name, iters)
+  local cfile = ("%s/%s.count"):format(tmp, name:gsub("%W", "_"))
+  local tfile = cfile .. ".tokens"
+  local outs = helper.run_parallel(nproc, mode, target, name, iters, cfile, tfile)
+  local toks = {}
+  for tok in (helper.read_file(tfile) or ""):gmatch("(%d+) %d+\n") do
+    toks[#toks + 1] = tonumber(tok)
+  end
+  return outs, helper.read_file(cfile), toks
+end
+
 --- Watchdog threads of this process (one per open client), by name.
 function helper.threads()
   -- popen's shell is our child: $PPID is this Lua process
