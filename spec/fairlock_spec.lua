@@ -17,8 +17,8 @@ describe("fair lock", function()
   after_each(function() c:close(); o:close() end)
 
   local function queue(name) return "dlock:{" .. name .. "}:q" end
-  -- How many waiters have ever queued on name (its last ticket).
-  local function tickets(name) return tonumber(srv.cli("hget", queue(name), "z")) or 0 end
+  -- How many wait on name.
+  local function waiting(name) return tonumber(srv.cli("hget", queue(name), "c")) or 0 end
   local function got(w) return w.output():match("got") end
 
   -- Spawn waiters one by one, each queued before the next starts.
@@ -26,7 +26,7 @@ describe("fair lock", function()
     local ws = {}
     for i = 1, n do
       ws[i] = helper.spawn("fair_wait", srv.url, name, hold)
-      assert.truthy(helper.wait_for(function() return tickets(name) == i end, 10),
+      assert.truthy(helper.wait_for(function() return waiting(name) == i end, 10),
         "waiter " .. i .. " never queued")
     end
     return ws
@@ -59,6 +59,12 @@ describe("fair lock", function()
       ]]))
       assert.is_false(f(l))
     end
+    -- extend sets the lease, shorter too
+    local e = c:fair_lock(name)
+    assert(e:acquire{ expire = 20 })
+    assert.is_true(e:extend(1))
+    assert.is_true(e:ttl() <= 1)
+    assert.is_true(e:release())
     assert.has_error(function() c:fair_lock("") end,
       "bad argument #1 to 'fair_lock' (lock name must not be empty)")
   end)
@@ -159,10 +165,43 @@ describe("fair lock", function()
     assert.truthy(helper.wait_for(function()
       return not ("\n" .. srv.cli("hkeys", queue(name))):find("\nr")
     end, 5), srv.cli("hgetall", queue(name)))
+    assert.equals(0, waiting(name))
     local w = { helper.spawn("fair_wait", srv.url, name, 0.1) }
-    assert.truthy(helper.wait_for(function() return tickets(name) == 2 end, 10))
+    assert.truthy(helper.wait_for(function() return waiting(name) == 1 end, 10))
     assert.is_true(l:release())
     assert.truthy(helper.wait_for(function() return got(w[1]) end, 5), w[1].output())
+  end)
+
+  it("does not take a grant it hears after the grant could have ended", function()
+    local name = helper.unique_name("fair")
+    local first = c:fair_lock(name, { owner = "first" })
+    local other = o:fair_lock(name, { owner = "other" })
+    assert(first:acquire())
+    local events = {}
+    -- a host loop that stalls 3.5 s right after the grant was sent: the
+    -- grant's 3 s run out unread, and another client takes the lock
+    local sc = assert(dlock.connect{ url = srv.url, scheduler = { wait = function(_, t)
+      if #events == 0 then
+        events[1] = "stalled"
+        assert(first:release())                 -- granted to the waiter
+        dlock.sleep(3.5)
+        assert(other:try_acquire())
+        events[2] = "other holds"
+      elseif #events == 2 then
+        events[3] = "other released"
+        assert(other:release())
+      else
+        dlock.sleep(math.min(t, 0.05))
+      end
+    end } })
+    finally(function() sc:close() end)
+    coroutine.wrap(function()
+      local w = sc:fair_lock(name)
+      assert(w:acquire{ wait = 20 })
+      events[#events + 1] = "waiter holds"
+      assert(w:release())
+    end)()
+    assert.same({ "stalled", "other holds", "other released", "waiter holds" }, events)
   end)
 
   it("passes the lock on when its holder's client closes", function()

@@ -148,9 +148,11 @@ static int64_t heard_grant(dl_waiter **ws, size_t nws, const dl_lockref *l,
 /* With c->mu held: take the grant (token tok) heard by op's waiter as a
  * hold, if a grant's message may be one: its lease runs from the grant
  * (after the queued attempt was sent) for at most DL_FAIR_GRANT_MS until
- * the watchdog renews it. Not over Redlock, where one master's grant is
- * no majority, nor when replicas must confirm, nor for a fixed lease
- * longer than the grant's: the waiter then claims it with an attempt. */
+ * the watchdog renews it, and a third of that must be left. Not over
+ * Redlock, where one master's grant is no majority, nor when replicas
+ * must confirm, nor for a fixed lease longer than the grant's, nor for a
+ * grant heard late: the waiter then claims it with an attempt (which
+ * finds it, or finds it gone). */
 static int take_grant(dl_client *c, dl_hold *h, const dl_lockref *l,
                       dl_acquire *op, int64_t tok)
 {
@@ -158,7 +160,8 @@ static int take_grant(dl_client *c, dl_hold *h, const dl_lockref *l,
                                                   : DL_FAIR_GRANT_MS;
     if (c->topo.kind == DL_TOPO_REDLOCK || c->opts.sync_replicas > 0 ||
         (!op->reg_watchdog && op->reg_ms > valid) ||
-        (h->count > 0 && !h->lost))
+        (h->count > 0 && !h->lost) ||
+        dl_now_us() > op->reg_t0 + valid * 1000 * 2 / 3)
         return 0;
     record_acquire(c, h, l, tok, op->reg_t0, op->reg_ms, valid, 0,
                    op->reg_watchdog, op->args.ref, &op->args.ref_kept);
@@ -270,6 +273,10 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
         h->pend_lua = 0;                    /* Redlock: the watchdog or */
         if (!a.maybe)                       /* the next try undoes it */
             h->pend = DL_PEND_NONE;
+        else if (fair && queues && a.kind == DL_V_BUSY && a.yes == 0)
+            h->pend = DL_PEND_NONE;         /* a silent master at most
+                                               queued it, or granted it:
+                                               the next try claims it */
         if (a.kind != DL_V_BUSY) {          /* a reentry found it gone */
             dl_client_lose(c, h, LOST_GONE);
             st = dl_fail(err, errlen, DL_ELOST, "%s", h->lost);

@@ -229,6 +229,14 @@ void dl_op_void(dl_op *op, const dl_lockref *l, uint64_t seq,
     add_freeing(op, l, keep_ms, pub);
 }
 
+/* Whether l's holders have leases of their own (readers, writers and
+ * permits: e<owner> fields), renewed by RW_RENEW. */
+static int own_leases(const dl_lockref *l)
+{
+    return l->kind == DL_KIND_READ || l->kind == DL_KIND_WRITE ||
+           l->kind == DL_KIND_SEM;
+}
+
 /* KEYS lock; ARGV owner lease_ms token: extend and renew alike. */
 static void lease_op(dl_op *op, const char *name, int id, dl_decode_fn d,
                      const dl_lockref *l, int64_t ms, int64_t token)
@@ -250,7 +258,7 @@ static void first_vote(const redisReply *r, dl_vote *v)
 
 void dl_op_extend(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token)
 {
-    if (l->kind)
+    if (own_leases(l))
         lease_op(op, "extend", DL_S_RW_RENEW, first_vote, l, ms, token);
     else
         lease_op(op, "extend", DL_S_EXTEND, bool_vote, l, ms, token);
@@ -314,7 +322,7 @@ void dl_op_sync(dl_op *op, const dl_lockref *l, int n, int64_t ms)
 
 void dl_op_renew(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token)
 {
-    lease_op(op, "renew", l->kind ? DL_S_RW_RENEW : DL_S_RENEW, renew_vote,
-             l, ms, token);
+    lease_op(op, "renew", own_leases(l) ? DL_S_RW_RENEW : DL_S_RENEW,
+             renew_vote, l, ms, token);
     op->batch = DL_OP_BATCH;
 }

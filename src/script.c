@@ -201,20 +201,20 @@
 
 /* ---- the fair lock --------------------------------------------------
  * Waiters queue in arrival order, and a freed lock goes to the first live
- * one inside the script that frees it. The queue is one hash, KEYS[3]:
- * h = the last ticket served, z = the last ticket handed out, "#"..ticket
- * = the requester waiting with it, "r"..requester = "ticket:until:seq:ms"
- * (its registration: live until `until`, ms of server time, for its
- * acquire seq, asking for a lease of ms). A waiter renews its
- * registration each time it comes back (within FAIR_BACK_MS + 1 s); one
- * that does not (dead, gone) is passed over and dropped. A grant is a new
- * tenancy like any acquire's: o<owner> = 1, q<requester> = its seq (so a
- * cancel of that acquire takes it back, and passes it on), g = the
- * requester (until its client claims it with an acquire, or joins it),
- * and a lease of at most FAIR_GRANT_MS until the new holder's client
- * renews it: a grant to a waiter that has gone ends within that. The
- * grant is published to that waiter's client alone, on <lock>:ch:<client
- * id>, as "seq:token". */
+ * one inside the script that frees it. The queue is one hash, KEYS[3], a
+ * doubly linked list of requesters: H = the first, T = the last, c = how
+ * many, "n"..r / "p"..r = the one after / before r ("" at the ends), and
+ * "r"..r = "until:seq:ms" (r's registration: live until `until`, ms of
+ * server time, for its acquire seq, asking for a lease of ms). A waiter
+ * renews its registration each time it comes back (within FAIR_BACK_MS
+ * + 1 s); one that does not (dead, stopped) is dropped when it reaches
+ * the head. A grant is a new tenancy like any acquire's: o<owner> = 1,
+ * q<requester> = its seq (so a cancel of that acquire takes it back, and
+ * passes it on), g = the requester (whose client may claim it with an
+ * acquire whose reply it did not see), and a lease of at most
+ * FAIR_GRANT_MS until the new holder's client renews it: a grant to a
+ * waiter that has gone ends within that. The grant is published to that
+ * waiter's client alone, on <lock>:ch:<client id>, as "seq:token". */
 #define FAIR_REG_MS "3000"
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -224,50 +224,57 @@
 #define FAIR_QUEUE \
     "local Q = KEYS[3]\n" \
     "local function unqueue(r)\n" \
-    "  local reg = redis.call('hget', Q, 'r' .. r)\n" \
-    "  if reg then redis.call('hdel', Q, 'r' .. r, '#' .. reg:match('^%d+')) end\n" \
+    "  local f = redis.call('hmget', Q, 'n' .. r, 'p' .. r)\n" \
+    "  if not f[1] then return end\n" \
+    "  local n, p = f[1], f[2] or ''\n" \
+    "  redis.call('hset', Q, p == '' and 'H' or 'n' .. p, n)\n" \
+    "  redis.call('hset', Q, n == '' and 'T' or 'p' .. n, p)\n" \
+    "  redis.call('hdel', Q, 'n' .. r, 'p' .. r, 'r' .. r)\n" \
+    "  redis.call('hincrby', Q, 'c', -1)\n" \
     "end\n" \
     "local function register(r, seq, ms, now)\n" \
-    "  local tk = (redis.call('hget', Q, 'r' .. r) or ''):match('^%d+')\n" \
-    "  if not tk then\n" \
-    "    tk = redis.call('hincrby', Q, 'z', 1)\n" \
-    "    redis.call('hset', Q, '#' .. tk, r)\n" \
+    "  if redis.call('hexists', Q, 'n' .. r) == 0 then\n" \
+    "    local t = redis.call('hget', Q, 'T') or ''\n" \
+    "    redis.call('hset', Q, t == '' and 'H' or 'n' .. t, r)\n" \
+    "    redis.call('hset', Q, 'T', r, 'p' .. r, t, 'n' .. r, '')\n" \
+    "    redis.call('hincrby', Q, 'c', 1)\n" \
     "  end\n" \
-    "  redis.call('hset', Q, 'r' .. r, string.format('%d:%d:%s:%s', tk,\n" \
+    "  redis.call('hset', Q, 'r' .. r, string.format('%d:%s:%s',\n" \
     "             now + " FAIR_REG_MS ", seq, ms))\n" \
     "  redis.call('pexpire', Q, 2 * " FAIR_REG_MS ")\n" \
     "end\n" \
     "local function head(now)\n" \
-    "  local h = tonumber(redis.call('hget', Q, 'h') or '0')\n" \
-    "  local z = tonumber(redis.call('hget', Q, 'z') or '0')\n" \
-    "  while h < z do\n" \
-    "    local r = redis.call('hget', Q, '#' .. (h + 1))\n" \
-    "    if r then\n" \
-    "      local reg = redis.call('hget', Q, 'r' .. r) or ''\n" \
-    "      local u, seq, ms = reg:match('^%d+:(%d+):(%d+):(%d+)$')\n" \
-    "      if u and tonumber(u) > now then\n" \
-    "        redis.call('hset', Q, 'h', h)\n" \
-    "        return r, seq, ms\n" \
-    "      end\n" \
-    "      redis.call('hdel', Q, '#' .. (h + 1), 'r' .. r)\n" \
+    "  for _ = 1, 10000 do\n" \
+    "    local r = redis.call('hget', Q, 'H') or ''\n" \
+    "    if r == '' then return nil end\n" \
+    "    local u, seq, ms = (redis.call('hget', Q, 'r' .. r) or ''):match('^(%d+):(%d+):(%d+)$')\n" \
+    "    if u and tonumber(u) > now then return r, seq, ms end\n" \
+    "    if redis.call('hexists', Q, 'n' .. r) == 0 then\n" \
+    "      redis.call('del', Q)\n"      /* not a list: start over */ \
+    "      return nil\n" \
     "    end\n" \
-    "    h = h + 1\n" \
+    "    unqueue(r)\n" \
     "  end\n" \
-    "  if z > 0 then redis.call('hset', Q, 'h', h) end\n" \
     "end\n"
 
 /* pass_on(k, me, pub, keep): lock k is free: grant it to the first live
- * waiter, unless that is requester me (who takes it itself). Returns the
- * requester granted, "me", or nil when nobody waits. A new tenancy drops
- * old request records past RECORDS_MAX, but field keep (the caller's). */
+ * waiter, unless that is requester me (who takes it itself). A waiter
+ * whose registration is older than its last request that took effect is
+ * stale (that request ended its wait): dropped. Returns the requester
+ * granted, "me", or nil when nobody waits. A new tenancy drops old
+ * request records past RECORDS_MAX, but field keep (the caller's). */
 #define FAIR_PASS_ON \
     FAIR_QUEUE \
     "local function pass_on(k, me, pub, keep)\n" \
     NOW \
-    "  local r, seq, ms = head(now)\n" \
-    "  if not r then return nil end\n" \
-    "  unqueue(r)\n" \
-    "  if r == me then return 'me' end\n" \
+    "  local r, seq, ms\n" \
+    "  repeat\n" \
+    "    r, seq, ms = head(now)\n" \
+    "    if not r then return nil end\n" \
+    "    unqueue(r)\n" \
+    "    if r == me then return 'me' end\n" \
+    "    local done = (redis.call('hget', k, 'q' .. r) or '0'):match('^%d+')\n" \
+    "  until tonumber(done) < tonumber(seq)\n" \
     "  local t = tonumber(redis.call('hget', k, 't') or '0')\n" \
     MINT_COUNTER \
     "  if redis.call('hlen', k) > " RECORDS_MAX " then\n" \
@@ -305,6 +312,7 @@
     "  redis.call('hset', k, qf, ARGV[3])\n" /* claims its grant */ \
     "  redis.call('hdel', k, 'g')\n" \
     "  redis.call('pexpire', k, lease)\n" \
+    "  unqueue(ARGV[2])\n" \
     "  return {1, mine, t}\n" \
     "end\n" \
     "if n <= 0 then\n" \
@@ -315,8 +323,7 @@
     PRUNE_RECORDS \
     MINT_COUNTER \
     "  redis.call('hset', k, 'n', 1, of, 1, qf, ARGV[3], 't',\n" \
-    "             string.format('%d', c))\n" \
-    "  redis.call('hdel', k, 'g')\n" \
+    "             string.format('%d', c), 'g', ARGV[2])\n" \
     "  redis.call('pexpire', k, lease)\n" \
     "  return {1, 1, c}\n" \
     "end\n" \
@@ -331,8 +338,9 @@
     "end\n" \
     "mine = redis.call('hincrby', k, of, 1)\n" \
     "redis.call('hset', k, 'n', n + 1, qf, ARGV[3])\n" \
-    "redis.call('hdel', k, 'g')\n" \
+    "if f[5] == ARGV[2] then redis.call('hdel', k, 'g') end\n" \
     "redis.call('pexpire', k, lease)\n" \
+    "unqueue(ARGV[2])\n" \
     "return {1, mine, t}\n"
 
 static const char *const src[DL_S_COUNT] = {
