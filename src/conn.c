@@ -580,14 +580,38 @@ dl_status dl_conn_read(dl_conn *c, redisReply **out, char *err, size_t errlen)
     return DL_OK;
 }
 
+/* Write lead (if any) and the command, read the command's reply. */
+static dl_status send_read(dl_conn *c, const char *lead, int argc,
+                           const char **argv, const size_t *lens,
+                           redisReply **out, char *err, size_t errlen)
+{
+    redisReply *r;
+    if (lead && dl_conn_append(c, 1, &lead, NULL, err, errlen) != DL_OK)
+        return DL_ECONN;
+    if (dl_conn_append(c, argc, argv, lens, err, errlen) != DL_OK)
+        return DL_ECONN;
+    if (lead) {
+        if (dl_conn_read(c, &r, err, errlen) != DL_OK)
+            return DL_ECONN;
+        freeReplyObject(r);
+    }
+    return dl_conn_read(c, out, err, errlen);
+}
+
 dl_status dl_conn_call(dl_conn *c, int argc, const char **argv,
                        const size_t *lens, redisReply **out,
                        char *err, size_t errlen)
 {
+    return dl_conn_call_led(c, NULL, argc, argv, lens, out, err, errlen);
+}
+
+dl_status dl_conn_call_led(dl_conn *c, const char *lead, int argc,
+                           const char **argv, const size_t *lens,
+                           redisReply **out, char *err, size_t errlen)
+{
     *out = NULL;
     int reused = c->ctx != NULL;
-    if (dl_conn_append(c, argc, argv, lens, err, errlen) == DL_OK &&
-        dl_conn_read(c, out, err, errlen) == DL_OK) {
+    if (send_read(c, lead, argc, argv, lens, out, err, errlen) == DL_OK) {
         if ((*out)->type != REDIS_REPLY_ERROR || !c->resolver ||
             strncmp((*out)->str, "READONLY", 8) != 0)
             return DL_OK;
@@ -598,9 +622,7 @@ dl_status dl_conn_call(dl_conn *c, int argc, const char **argv,
     } else if (!reused || !c->stale) {
         return DL_ECONN;
     }
-    if (dl_conn_append(c, argc, argv, lens, err, errlen) != DL_OK)
-        return DL_ECONN;
-    return dl_conn_read(c, out, err, errlen);
+    return send_read(c, lead, argc, argv, lens, out, err, errlen);
 }
 
 int dl_reply_int(const redisReply *r, size_t i, int64_t *v)

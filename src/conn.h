@@ -99,6 +99,15 @@ dl_status dl_conn_call(dl_conn *c, int argc, const char **argv,
                        const size_t *lens, redisReply **out,
                        char *err, size_t errlen);
 
+/* The same, the command preceded in the same write by lead (a command of
+ * one word, whose reply is dropped). Redis writes its pending replies
+ * newest client first: a caller that already has a reply pending when its
+ * command runs gets its answer after the messages that command published
+ * (a fair lock's grant reaches the new holder before the releaser). */
+dl_status dl_conn_call_led(dl_conn *c, const char *lead, int argc,
+                           const char **argv, const size_t *lens,
+                           redisReply **out, char *err, size_t errlen);
+
 /* Pipelining: queue commands, then read their replies in order. */
 dl_status dl_conn_append(dl_conn *c, int argc, const char **argv,
                          const size_t *lens, char *err, size_t errlen);

@@ -663,7 +663,13 @@ static dl_status call_once(dl_conn *c, const dl_scripts *s, int asking,
         freeReplyObject(*out);
     }
     fill_head(s, id, nkeys, argv, lens, nk, sizeof nk);
-    return dl_conn_call(c, argc, argv, lens, out, err, errlen);
+    /* A script that may grant a fair lock goes behind a PING, so that its
+     * grant is written to the new holder before its reply to the caller
+     * (conn.h): the next holder does not wait for the releaser. */
+    int grants = id == DL_S_FAIR_RELEASE || id == DL_S_FAIR_VOID ||
+                 id == DL_S_FAIR_DROP;
+    return dl_conn_call_led(c, grants ? "PING" : NULL, argc, argv, lens, out,
+                            err, errlen);
 }
 
 dl_status dl_script_eval(dl_conn *c, const dl_scripts *s, int asking,
