@@ -64,6 +64,38 @@ elseif mode == "rw_read_hold" then
   say("held", rw.read:token())
   while true do dlock.sleep(1) end
 
+elseif mode == "rw_mix" then
+  -- rw_mix URL NAME ITERATIONS FILE IDX: every third round write (bump FILE
+  -- under the write lock), else read it twice 1 ms apart under the read
+  -- lock: a writer inside would show as a change. Prints the writes and
+  -- the changes seen.
+  local url, name, iters, file, idx = arg[2], arg[3], tonumber(arg[4]), arg[5], tonumber(arg[6])
+  local client = assert(dlock.connect(url))
+  local rw = client:rwlock(name)
+  local writes, changes = 0, 0
+  local function value()
+    local f = io.open(file, "rb")
+    local v = f and tonumber(f:read("a")) or 0
+    if f then f:close() end
+    return v
+  end
+  for i = 1, iters do
+    if (i + idx) % 3 == 0 then
+      assert(rw.write:acquire{ wait = 60 })
+      bump(file)
+      writes = writes + 1
+      assert(rw.write:release())
+    else
+      assert(rw.read:acquire{ wait = 60 })
+      local v = value()
+      dlock.sleep(0.001)
+      if value() ~= v then changes = changes + 1 end
+      assert(rw.read:release())
+    end
+  end
+  client:close()
+  say("done", idx, writes, changes)
+
 elseif mode == "rw_write" then
   -- rw_write URL NAME WAIT: wait for the write lock, hold it 0.2 s
   local client = assert(dlock.connect(arg[2]))
