@@ -205,6 +205,23 @@ describe("fair lock", function()
     assert.same({ "stalled", "other holds", "other released", "waiter holds" }, events)
   end)
 
+  it("keeps the holds of one owner shared by two clients apart", function()
+    local name = helper.unique_name("fair")
+    local a = c:fair_lock(name, { owner = "X" })
+    local b = o:fair_lock(name, { owner = "X" })
+    assert(a:acquire())
+    assert(b:acquire())                         -- joins: the same owner
+    assert.is_true(a:release())
+    assert(a:acquire())                         -- joins again: adopts nothing
+    assert.equals("2", srv.cli("hget", "dlock:{" .. name .. "}", "oX"))
+    assert.is_true(b:release())
+    local third = assert(dlock.connect(srv.url))
+    finally(function() third:close() end)
+    assert.is_nil((third:fair_lock(name):try_acquire()))   -- a still holds
+    assert.is_true(a:release())
+    assert(third:fair_lock(name):try_acquire())
+  end)
+
   it("passes the lock on when its holder's client closes", function()
     local name = helper.unique_name("fair")
     local mine = assert(dlock.connect(srv.url))

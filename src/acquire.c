@@ -132,17 +132,27 @@ static void plan_attempt(dl_client *c, dl_hold *h, const dl_acquire *op,
 }
 
 /* A fair lock's waiter: the token of the grant to its queued attempt,
- * if its client heard it; else -1. */
-static int64_t heard_grant(dl_waiter **ws, size_t nws, const dl_lockref *l,
-                           const dl_acquire *op)
+ * if its client heard it from as many servers as make a quorum (over
+ * Redlock, claiming it sooner would find the masters that have not
+ * granted yet busy, and give the others back); else -1. */
+static int64_t heard_grant(const dl_client *c, dl_waiter **ws, size_t nws,
+                           const dl_lockref *l, const dl_acquire *op)
 {
     char prefix[32];
-    long long tok;
+    long long tok = -1, t;
+    size_t heard = 0, need = c->topo.kind == DL_TOPO_REDLOCK
+                             ? (size_t)c->topo.quorum : 1;
     if (l->kind != DL_KIND_FAIR || !op->reg_seq)
         return -1;
     snprintf(prefix, sizeof prefix, "%llu:", (unsigned long long)op->reg_seq);
-    const char *m = dl_waiter_note(ws, nws, l->chan, l->chanlen, prefix);
-    return m && sscanf(m + strlen(prefix), "%lld", &tok) == 1 ? tok : -1;
+    for (size_t i = 0; i < nws; i++) {
+        const char *m = dl_waiter_note(&ws[i], 1, l->chan, l->chanlen, prefix);
+        if (m && sscanf(m + strlen(prefix), "%lld", &t) == 1) {
+            heard++;
+            tok = t > tok ? t : tok;
+        }
+    }
+    return heard >= need ? tok : -1;
 }
 
 /* With c->mu held: take the grant (token tok) heard by op's waiter as a
@@ -201,7 +211,7 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
         if (seen == op->seen && now < op->wake_us && nlive == op->nfds)
             return DL_EWAIT;                /* early: wait on */
         woke = seen != op->seen;
-        grant = heard_grant(ws, nws, l, op);
+        grant = heard_grant(c, ws, nws, l, op);
         if (fair && grant < 0 && now < op->wake_us && nlive == op->nfds) {
             op->seen = seen;                /* another waiter's grant */
             return DL_EWAIT;
@@ -276,7 +286,10 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
         else if (fair && queues && a.kind == DL_V_BUSY && a.yes == 0)
             h->pend = DL_PEND_NONE;         /* a silent master at most
                                                queued it, or granted it:
-                                               the next try claims it */
+                                               the next try adopts that.
+                                               (Grants from a minority are
+                                               given back: split holds would
+                                               wait for each other.) */
         if (a.kind != DL_V_BUSY) {          /* a reentry found it gone */
             dl_client_lose(c, h, LOST_GONE);
             st = dl_fail(err, errlen, DL_ELOST, "%s", h->lost);
@@ -324,7 +337,7 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
         uint64_t seen = dl_waiter_count(ws, nws, l->chan, l->chanlen, &nlive);
         pthread_mutex_lock(&c->mu);
         if (seen != op->seen) {             /* released meanwhile */
-            grant = heard_grant(ws, nws, l, op);
+            grant = heard_grant(c, ws, nws, l, op);
             if (!fair || grant >= 0) {
                 c->stats.wakeups++;
                 continue;

@@ -210,11 +210,15 @@
  * + 1 s); one that does not (dead, stopped) is dropped when it reaches
  * the head. A grant is a new tenancy like any acquire's: o<owner> = 1,
  * q<requester> = its seq (so a cancel of that acquire takes it back, and
- * passes it on), g = the requester (whose client may claim it with an
- * acquire whose reply it did not see), and a lease of at most
- * FAIR_GRANT_MS until the new holder's client renews it: a grant to a
- * waiter that has gone ends within that. The grant is published to that
- * waiter's client alone, on <lock>:ch:<client id>, as "seq:token". */
+ * passes it on), g = the requester, and a lease of at most FAIR_GRANT_MS
+ * until the new holder's client renews it: a grant to a waiter that has
+ * gone ends within that. The grant is published to that waiter's client
+ * alone, on <lock>:ch:<client id>, as "seq:token". g = r says: r holds one
+ * hold here that its client may not know of (a grant, or an acquire whose
+ * reply it did not see); a fresh acquire by r adopts it (answers granted,
+ * adds nothing), as often as it asks, until r's client shows it knows: a
+ * reentry, release or cancel by r clears g (another requester of the same
+ * owner never does). */
 #define FAIR_REG_MS "3000"
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -290,6 +294,12 @@
     "  return r\n" \
     "end\n"
 
+/* The caller (requester ARGV[2]) knows what it holds: no hold to adopt. */
+#define FAIR_KNOWN \
+    "if redis.call('hget', KEYS[1], 'g') == ARGV[2] then\n" \
+    "  redis.call('hdel', KEYS[1], 'g')\n" \
+    "end\n"
+
 /* A fair lock's take_out: a freed lock passes on, or keeps its record
  * (ARGV[2] is the caller's requester in release and void). */
 #define FAIR_TAKE_OUT \
@@ -310,7 +320,6 @@
     "local n, lease = tonumber(f[1] or '0'), tonumber(ARGV[4])\n" \
     "if mine > 0 and ARGV[5] == '0' and f[5] == ARGV[2] then\n" \
     "  redis.call('hset', k, qf, ARGV[3])\n" /* claims its grant */ \
-    "  redis.call('hdel', k, 'g')\n" \
     "  redis.call('pexpire', k, lease)\n" \
     "  unqueue(ARGV[2])\n" \
     "  return {1, mine, t}\n" \
@@ -557,8 +566,8 @@ static const char *const src[DL_S_COUNT] = {
     /* The fair lock (above). KEYS lock counter queue, then ARGV as the
      * lock's: release, cancel and drop pass a freed lock on. */
     [DL_S_FAIR_ACQUIRE] = FAIR_ACQUIRE,
-    [DL_S_FAIR_RELEASE] = FAIR_TAKE_OUT RELEASE_BODY(""),
-    [DL_S_FAIR_VOID] = FAIR_TAKE_OUT VOID_BODY("unqueue(ARGV[2])\n"),
+    [DL_S_FAIR_RELEASE] = FAIR_TAKE_OUT RELEASE_BODY(FAIR_KNOWN),
+    [DL_S_FAIR_VOID] = FAIR_TAKE_OUT VOID_BODY("unqueue(ARGV[2])\n" FAIR_KNOWN),
     [DL_S_FAIR_DROP] = FAIR_TAKE_OUT DROP_BODY,
 };
 
@@ -665,9 +674,10 @@ static dl_status call_once(dl_conn *c, const dl_scripts *s, int asking,
     fill_head(s, id, nkeys, argv, lens, nk, sizeof nk);
     /* A script that may grant a fair lock goes behind a PING, so that its
      * grant is written to the new holder before its reply to the caller
-     * (conn.h): the next holder does not wait for the releaser. */
-    int grants = id == DL_S_FAIR_RELEASE || id == DL_S_FAIR_VOID ||
-                 id == DL_S_FAIR_DROP;
+     * (conn.h): the next holder does not wait for the releaser. Not after
+     * ASKING, which must come right before the script. */
+    int grants = !asking && (id == DL_S_FAIR_RELEASE ||
+                             id == DL_S_FAIR_VOID || id == DL_S_FAIR_DROP);
     return dl_conn_call_led(c, grants ? "PING" : NULL, argc, argv, lens, out,
                             err, errlen);
 }
