@@ -300,9 +300,9 @@ end
 
 local SERIES = { { "loop", 0 }, { "step", STEPBACK } }
 local M2 = {}                                 -- M2[impl][series][n] = { runs }
-for rep = 1, CFG.reps do
-  log("M2, run %d/%d", rep, CFG.reps)
-  for _, impl in ipairs({ "dlock", plain and "plain" }) do
+for rep = 1, CFG.reps do                      -- (impl "fair": the fair lock, M6)
+  log("M2 and M6, run %d/%d", rep, CFG.reps)
+  for _, impl in ipairs({ "dlock", "fair", plain and "plain" }) do
     M2[impl] = M2[impl] or {}
     for _, s in ipairs(SERIES) do
       M2[impl][s[1]] = M2[impl][s[1]] or {}
@@ -326,21 +326,6 @@ for rep = 1, CFG.reps do
   M5.write[rep] = m2_run("dlock", 4, STEPBACK, id, ("rww:m5:%s"):format(id))
   id = ("sem-%d"):format(rep)
   M5.sem[rep] = m2_run("dlock", 4, STEPBACK, id, ("sem:m5:%s"):format(id))
-end
-
--- ---- M6: the fair lock -------------------------------------------------------
-
-local M6 = {}                                 -- M6[series][n] = { runs }
-for rep = 1, CFG.reps do
-  log("M6 fair lock, run %d/%d", rep, CFG.reps)
-  for _, s in ipairs(SERIES) do
-    M6[s[1]] = M6[s[1]] or {}
-    for _, n in ipairs(NS) do
-      local runs = M6[s[1]][n] or {}
-      M6[s[1]][n] = runs
-      runs[rep] = m2_run("fair", n, s[2], ("fair-%s-%d-%d"):format(s[1], n, rep))
-    end
-  end
 end
 
 -- ---- M3 --------------------------------------------------------------------
@@ -498,7 +483,7 @@ local lost6, over6, fair_ok = 0, 0, true
 for _, s in ipairs(SERIES) do
   for _, n in ipairs(NS) do
     local label = ("M6 fair lock, N=%d %s"):format(n, s[1] == "loop" and "loop at once" or "1 ms step-back")
-    local runs = M6[s[1]][n]
+    local runs = M2.fair[s[1]][n]
     for _, r in ipairs(runs) do lost6, over6 = lost6 + r.lost, over6 + r.overlaps end
     local cps, cmds, jn = med(runs, "cps"), med(runs, "cmds"), med(runs, "jain")
     local h50, rtt, wmax, wmed = med(runs, "h50"), med(runs, "rtt50"), med(runs, "wmax"), med(runs, "wmed")
