@@ -71,6 +71,7 @@ demo: deps all             ## build, then run examples/ ($REDIS_URL or a throwaw
 bench: deps all               ## benchmarks against a throwaway redis-server
 	@mkdir -p build/bench
 	$(CC) -O2 -Wall -o build/bench/floor bench/floor.c $$(pkg-config --cflags --libs hiredis)
+	$(CC) -O2 -Wall -o build/bench/ring bench/ring.c
 	@$(LUA) -e 'require "socket"' 2>/dev/null || dpkg -s lua-socket >/dev/null 2>&1 || \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	        apt-get install -y -qq lua-socket >/dev/null || \
