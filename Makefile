@@ -6,7 +6,8 @@ BUSTED_ARGS ?=
 CC       ?= cc
 CFLAGS   ?= -O2 -g
 PREFIX   ?= /usr/local
-LUA_VER  ?= $(patsubst lua%,%,$(LUA_PC))
+LUA_VER  ?= $(if $(filter luajit,$(LUA_PC)),5.1,$(patsubst lua%,%,$(LUA_PC)))
+LUA_DEV  ?= $(if $(filter luajit,$(LUA_PC)),libluajit-5.1-dev,$(if $(filter 5.1,$(LUA_VER)),liblua5.1-0-dev,liblua$(LUA_VER)-dev))
 LIBDIR   ?= $(PREFIX)/lib/lua/$(LUA_VER)
 SHAREDIR ?= $(PREFIX)/share/lua/$(LUA_VER)
 
@@ -40,7 +41,7 @@ $(SO): $(SRC) $(HDR)
 	@pkg-config --exists $(LUA_PC) hiredis 2>/dev/null || { \
 	    echo "dlock: cannot build: pkg-config finds no $(LUA_PC) and/or hiredis."; \
 	    echo "  Install the build dependencies (Debian):"; \
-	    echo "    sudo apt-get install -y build-essential pkg-config liblua$(LUA_VER)-dev libhiredis-dev"; \
+	    echo "    sudo apt-get install -y build-essential pkg-config $(LUA_DEV) libhiredis-dev"; \
 	    echo "  or run 'make deps' as root (it also installs the test tools)."; \
 	    exit 1; } >&2
 	@mkdir -p $(BUILD)/dlock

@@ -14,10 +14,11 @@ description = {
     A C core over hiredis with a watchdog thread that renews leases,
     reentrancy per coroutine, fencing tokens and event-driven waiting
     (pub/sub on release), with lock:with(fn) and Lua 5.4 <close>.
+    Lua 5.1, LuaJIT 2.1, 5.3 and 5.4 (not 5.2).
   ]],
   license = "MIT",
 }
-dependencies = { "lua >= 5.3" }
+dependencies = { "lua >= 5.1, < 5.5, ~= 5.2" }
 external_dependencies = {
   HIREDIS = { header = "hiredis/hiredis.h", library = "hiredis" },
 }

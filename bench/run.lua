@@ -57,7 +57,7 @@ local FLOOR = ROOT .. "/build/bench/floor"
 local RING = ROOT .. "/build/bench/ring"
 package.path = DIR .. "/?.lua;" .. package.path
 local T0 = now()
-local function loadavg() return (io.open("/proc/loadavg") or io.stdin):read("l"):match("^(%S+)") or "?" end
+local function loadavg() return (io.open("/proc/loadavg") or io.stdin):read("*l"):match("^(%S+)") or "?" end
 local LOAD0 = loadavg()                   -- other work on the host skews everything
 
 -- ---- small helpers ---------------------------------------------------------
@@ -66,7 +66,7 @@ local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
 local function sh(cmd)
   local f = assert(io.popen(cmd))
-  local out = f:read("a")
+  local out = f:read("*a")
   f:close()
   return out
 end
@@ -74,7 +74,7 @@ end
 local function readf(path)
   local f = io.open(path, "rb")
   if not f then return nil end
-  local s = f:read("a")
+  local s = f:read("*a")
   f:close()
   return s
 end
@@ -257,7 +257,7 @@ local function m2_run(impl, n, stepback, id, name)
   local start = now() + 0.05                 -- the start barrier
   local stop = start + CFG.m2_secs
   writef(go, ("%.6f %.6f"):format(start, stop))
-  h:read("a")
+  h:read("*a")
   h:close()
   local after, cmds_used = cmdstats(), 0
   for _, c in ipairs({ "set", "evalsha", "eval" }) do
@@ -391,7 +391,7 @@ for rep = 1, CFG.reps do
   end
   local live = admin("EVAL", "return #redis.call('keys', ARGV[1])", 0, prefix .. "{*}")
   writef(base .. ".stop", "1")
-  h:read("a")
+  h:read("*a")
   h:close()
   local held, lost, cpu, wall = assert(readf(base .. ".result")):match("(%d+) (%d+) (%S+) (%S+)")
   local rate, window, passes = renew_rate(samples)

@@ -38,7 +38,7 @@ end
 local function read(path)
   local f = io.open(path, "rb")
   if not f then return nil end
-  local s = f:read("a")
+  local s = f:read("*a")
   f:close()
   return s
 end
@@ -118,7 +118,7 @@ elseif mode == "m2" then
     end
     local a = now()
     local f = assert(io.open(counter, "r+b"))  -- the critical section: read,
-    local v = tonumber(f:read("a"))            -- add one, write back in place
+    local v = tonumber(f:read("*a"))            -- add one, write back in place
     f:seek("set")                              -- (no truncation, so no ext4
     f:write(("%012d"):format(v + 1))           -- flush-on-close: ~5 us, not
     f:close()                                  -- ~300 us)

@@ -12,7 +12,7 @@ if arg[1] == "worker" then                       -- one of the processes
   for _ = 1, iters do
     assert(lock:with(function()
       local f = io.open(path, "rb")
-      local v = f and tonumber(f:read("a")) or 0
+      local v = f and tonumber(f:read("*a")) or 0
       if f then f:close() end
       f = assert(io.open(path, "wb"))
       f:write(tostring(v + 1))
@@ -32,7 +32,7 @@ end
 local t0 = dlock.now()
 assert(os.execute(table.concat(cmd, " ") .. " wait"))
 local f = assert(io.open(path, "rb"))
-local got = tonumber(f:read("a"))
+local got = tonumber(f:read("*a"))
 f:close()
 os.remove(path)
 print(("%d processes x %d increments = %d; counter = %d; lost updates: %d (%.2f s)")

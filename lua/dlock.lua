@@ -5,7 +5,24 @@ local core = require "dlock.core"
 
 local Lock, Client = core.Lock, core.Client
 local pcall, select, error, type = pcall, select, error, type
-local pack, unpack = table.pack, table.unpack
+local unpack = table.unpack or unpack                     -- Lua 5.1, LuaJIT
+local pack = table.pack or function(...) return { n = select("#", ...), ... } end
+local running = coroutine.running
+
+-- "integer" for a number with an exact integer value (math.type on 5.3+).
+local mtype = math.type or function(x)
+  if type(x) ~= "number" then return nil end
+  return x % 1 == 0 and x > -2^53 and x < 2^53 and "integer" or "float"
+end
+
+-- Whether a wait may yield to a scheduler here. Lua 5.1's pcall is a C
+-- call no coroutine can yield across and 5.1 has no isyieldable: there the
+-- main thread and the fn of a `with` (run below counts them) block instead.
+local in_with = setmetatable({}, { __mode = "k" })          -- Lua 5.1 only
+local isyieldable = coroutine.isyieldable or function()
+  local co = running()
+  return co ~= nil and not in_with[co]
+end
 
 -- Release after fn returned normally: true, results... or nil, err, results...
 local function finish(lock, res)
@@ -31,7 +48,10 @@ end
 local function run(lock, opts, fn, ...)
   local ok, err, ttl = lock:acquire(opts)
   if not ok then return nil, err, ttl end
+  local co = not coroutine.isyieldable and running()
+  if co then in_with[co] = (in_with[co] or 0) + 1 end
   local res = pack(pcall(fn, ...))
+  if co then in_with[co] = in_with[co] > 1 and in_with[co] - 1 or nil end
   if not res[1] then
     lock:release()
     error(res[2], 0)
@@ -71,8 +91,7 @@ end
 -- there is no socket to watch). Elsewhere (the main coroutine, across a C
 -- call) the acquire blocks in C as without a scheduler.
 
-local isyieldable, running, resume, yield =
-  coroutine.isyieldable, coroutine.running, coroutine.resume, coroutine.yield
+local resume, yield = coroutine.resume, coroutine.yield
 
 -- cqueues: poll the socket from the running cqueue's coroutine. Several
 -- coroutines may wait on one socket, and the first to run after it turns
@@ -376,9 +395,9 @@ function Client:semaphore(name, permits)
     error(("bad argument #1 to 'semaphore' (non-empty semaphore name expected, got %s)")
           :format(type(name) == "string" and "an empty string" or type(name)), 2)
   end
-  if math.type(permits) ~= "integer" or permits < 1 then
+  if mtype(permits) ~= "integer" or permits < 1 then
     error(("bad argument #2 to 'semaphore' (number of permits (a positive integer) expected, got %s)")
-          :format(math.type(permits) or type(permits)), 2)
+          :format(mtype(permits) or type(permits)), 2)
   end
   return setmetatable({ client = self, name = name, permits = permits, held = {},
                         probe = self:_permit(name, "probe", permits) }, Semaphore)

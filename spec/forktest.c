@@ -36,6 +36,10 @@ int luaopen_forktest(lua_State *L)
         { "fork", l_fork }, { "wait", l_wait }, { "getpid", l_getpid },
         { NULL, NULL }
     };
-    luaL_newlib(L, f);
+    lua_newtable(L);                   /* (no luaL_newlib on Lua 5.1) */
+    for (const luaL_Reg *r = f; r->name; r++) {
+        lua_pushcfunction(L, r->func);
+        lua_setfield(L, -2, r->name);
+    }
     return 1;
 }

@@ -12,8 +12,8 @@ local function literal(opts)
       local items = {}
       for i, u in ipairs(v) do items[i] = ("%q"):format(u) end
       v = "{" .. table.concat(items, ",") .. "}"
-    else
-      v = ("%q"):format(v)
+    else                                      -- (Lua 5.1 quotes numbers in %q)
+      v = type(v) == "string" and ("%q"):format(v) or tostring(v)
     end
     parts[#parts + 1] = k .. "=" .. v
   end

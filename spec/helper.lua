@@ -1,6 +1,7 @@
 -- Test helper: real redis-server processes on free loopback ports, stopped
 -- at exit (tools/with-tmp.sh also kills whatever is left in $DLOCK_TMP).
 -- Specs ask for URLs here and never hard-code a port.
+require "compat"
 local dlock = require "dlock"
 
 local helper = {}
@@ -20,7 +21,7 @@ end
 
 local function read(cmd)
   local f = assert(io.popen(cmd))
-  local out = f:read("a")
+  local out = f:read("*a")
   f:close()
   return out
 end
@@ -28,7 +29,7 @@ end
 function helper.read_file(path)
   local f = io.open(path, "rb")
   if not f then return nil end
-  local s = f:read("a")
+  local s = f:read("*a")
   f:close()
   return s
 end

@@ -5,7 +5,7 @@ local DIR = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".") .. "/..
 
 local function read(path)
   local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
+  local s = f:read("*a")
   f:close()
   return s
 end

@@ -61,7 +61,11 @@ local function ports(src)
 end
 
 local function squash(s)
-  return (s:gsub("%s+", " "):gsub("^ ", ""):gsub(" $", ""))
+  s = s:gsub("%s+", " "):gsub("^ ", ""):gsub(" $", "")
+  if not math.tointeger then                 -- Lua 5.1 prints 1.0 as 1
+    s = s:gsub("(%d)%.0%f[^%d]", "%1")
+  end
+  return s
 end
 
 --- Every URL connect(arg) would use (the default when none is given).

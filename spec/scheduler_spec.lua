@@ -275,6 +275,37 @@ describe("scheduler", function()
     c:close()
   end)
 
+  it("gets the lock for a wait inside with's fn: yielding, or blocking on plain Lua 5.1", function()
+    local yielded = 0
+    local c = assert(helper.client{ scheduler = { wait = function()
+      yielded = yielded + 1
+      coroutine.yield()
+    end } })
+    local holder = assert(helper.client())
+    local outer, inner = helper.unique_name("outer"), helper.unique_name("inner")
+    assert(holder:lock(inner):acquire{ expire = 0.3 })
+    local co = coroutine.create(function()
+      return c:with(outer, function()
+        local l = assert(c:lock(inner):acquire{ wait = 5 })
+        return l:count(), l:release()
+      end)
+    end)
+    local res, deadline = nil, dlock.now() + 10
+    repeat
+      res = { coroutine.resume(co) }
+      assert(res[1], res[2])
+      dlock.sleep(0.005)
+    until coroutine.status(co) == "dead" or dlock.now() > deadline
+    assert.same({ true, true, 1, true, 0 }, res)       -- resume ok, with's true, fn's results
+    if _VERSION == "Lua 5.1" and not rawget(_G, "jit") then
+      assert.equals(0, yielded)                        -- 5.1 cannot yield across pcall
+    else
+      assert.is_true(yielded >= 1, "yielded " .. yielded)
+    end
+    holder:close()
+    c:close()
+  end)
+
   it("calls the table's wait with the subscriber socket and the time left", function()
     local calls = {}
     local c = assert(helper.client{ scheduler = { wait = function(fd, timeout)
@@ -314,7 +345,7 @@ describe("examples/host, a C program embedding Lua", function()
     if not io.open(host) then pending(host .. " not built (make)") return end
     local f = assert(io.popen(("LUA_PATH='%s' LUA_CPATH='%s' %s examples/host/tick.lua '%s' 2>&1; echo \"exit=$?\"")
       :format(package.path, package.cpath, host, helper.url())))
-    local out = f:read("a")
+    local out = f:read("*a")
     f:close()
     assert.matches("exit=0", out)
     assert.matches("waiter has the lock", out)

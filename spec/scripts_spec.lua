@@ -17,7 +17,7 @@ describe("scripts", function()
       f:write(src)
       f:close()
       local p = assert(io.popen(("redis-cli -p %d -x SCRIPT LOAD < '%s'"):format(srv.port, path)))
-      sha[name] = p:read("a"):match("%x+")
+      sha[name] = p:read("*a"):match("%x+")
       p:close()
       assert.equals(40, #sha[name])
     end

@@ -31,7 +31,7 @@ local function rcli(port, ...)
   for i, a in ipairs({ ... }) do args[i] = q(a) end
   local f = assert(io.popen(("timeout 5 redis-cli -p %d %s 2>&1"):format(
     port, table.concat(args, " "))))
-  local out = f:read("a")
+  local out = f:read("*a")
   f:close()
   return (out:gsub("%s+$", ""))
 end
@@ -369,10 +369,11 @@ function topology.cluster(n, opts)
     local addrs = {}
     for i, h in ipairs(c.nodes) do addrs[i] = "127.0.0.1:" .. h.port end
     local f = assert(io.popen(("timeout %d redis-cli --cluster create %s " ..
-      "--cluster-replicas 0 --cluster-yes 2>&1"):format(math.ceil(timeout),
+      "--cluster-replicas 0 --cluster-yes 2>&1; echo \"exit $?\""):format(math.ceil(timeout),
       table.concat(addrs, " "))))
-    local out = f:read("a")
-    local _, _, code = f:close()
+    local out = f:read("*a")
+    f:close()
+    local code = tonumber(out:match("exit (%d+)%s*$"))
     if code ~= 0 or not out:find("All 16384 slots covered", 1, true) then
       local diag = {}
       for _, h in ipairs(c.nodes) do

@@ -67,13 +67,13 @@ describe("item 11: SIGPIPE", function()
       local dlock = require "dlock"
       local function ignored()          -- SIGPIPE (13) in this process's SigIgn
         local f = assert(io.open("/proc/self/status"))
-        local mask = f:read("a"):match("SigIgn:%s*(%x+)")
+        local mask = f:read("*a"):match("SigIgn:%s*(%x+)")
         f:close()
         return math.floor(tonumber(mask:sub(-4), 16) / 4096) % 2 == 1
       end
       local function child()            -- yes's status when head exits early
         local p = io.popen("bash -c 'yes | head -c1 >/dev/null; echo ${PIPESTATUS[0]}'")
-        local s = p:read("a"):match("%d+")
+        local s = p:read("*a"):match("%d+")
         p:close()
         return s
       end
@@ -177,7 +177,7 @@ describe("item 4: renewals after the server lost the scripts", function()
     f:write(table.concat(cmds, "\n"), "\n")
     f:close()
     local p = assert(io.popen(("redis-cli -p %d < %s"):format(port, file)))
-    local out = p:read("a")
+    local out = p:read("*a")
     p:close()
     os.remove(file)
     local lines = {}
@@ -478,7 +478,7 @@ describe("item 7: live slot migration", function()
 
     local function asking_pttl(key)               -- the importing node needs ASKING
       local p = assert(io.popen(("printf 'ASKING\\nPTTL %s\\n' | redis-cli -p %d"):format(key, dst.port)))
-      local out = p:read("a")
+      local out = p:read("*a")
       p:close()
       return tonumber(out:match("\n(%-?%d+)")) or -3
     end
@@ -597,7 +597,7 @@ describe("item 12: a subscriber connection to a server that hangs", function()
     f:close()
     local p = assert(io.popen(("timeout 10 env %s %s '%s' '%s' '%s' '%s' 2>&1"):format(
       helper.lua_cmd(), script, urls[1], urls[2], urls[3], name)))
-    local out = p:read("a")
+    local out = p:read("*a")
     p:close()
     srvs[3].signal("CONT")
     local waited = tonumber(out:match("waited%s+([%d%.]+)"))

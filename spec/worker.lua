@@ -1,5 +1,6 @@
 -- A separate process for the multi-process specs: `worker.lua MODE ARGS...`.
 -- Prints what it saw, one fact per line, and flushes after each.
+require "compat"
 local dlock = require "dlock"
 local mode = arg[1]
 
@@ -12,7 +13,7 @@ end
 
 local function bump(path)
   local f = io.open(path, "rb")
-  local v = f and tonumber(f:read("a")) or 0
+  local v = f and tonumber(f:read("*a")) or 0
   if f then f:close() end
   f = assert(io.open(path, "wb"))
   f:write(tostring(v + 1))
@@ -75,7 +76,7 @@ elseif mode == "rw_mix" then
   local writes, changes = 0, 0
   local function value()
     local f = io.open(file, "rb")
-    local v = f and tonumber(f:read("a")) or 0
+    local v = f and tonumber(f:read("*a")) or 0
     if f then f:close() end
     return v
   end
@@ -160,7 +161,7 @@ elseif mode == "sem_count" then
     local mine = dir .. "/" .. arg[7] .. "." .. i
     assert(io.open(mine, "w")):close()
     local p = io.popen("ls " .. dir .. " | wc -l")
-    most = math.max(most, tonumber(p:read("a")))
+    most = math.max(most, tonumber(p:read("*a")))
     p:close()
     dlock.sleep(0.003)
     os.remove(mine)

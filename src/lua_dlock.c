@@ -41,6 +41,8 @@ int dlua_error(lua_State *L, const char *fmt, ...)
     for (; lua_getstack(L, level, &ar); level++) {
         lua_getinfo(L, "S", &ar);
         size_t n = strlen(ar.source);
+        if (strcmp(ar.what, "tail") == 0)       /* Lua 5.1: a tail call's trace */
+            continue;
         if (!(n >= 10 && strcmp(ar.source + n - 10, "/dlock.lua") == 0) &&
             strcmp(ar.source, "@dlock.lua") != 0)
             break;

@@ -2,10 +2,14 @@
 # Install the Debian packages dlock needs, or print the command to do it.
 # Usage: tools/deps.sh [lua-pc-name]
 LUA_PC=${1:-lua5.4}
-V=${LUA_PC#lua}
 missing=""
-pkg-config --exists "$LUA_PC" 2>/dev/null || missing="$missing liblua$V-dev"
-command -v "lua$V" >/dev/null 2>&1 || missing="$missing lua$V"
+case "$LUA_PC" in
+    luajit) LUA=luajit; LUA_DEV=libluajit-5.1-dev ;;
+    lua5.1) LUA=lua5.1; LUA_DEV=liblua5.1-0-dev ;;
+    *)      LUA=$LUA_PC; LUA_DEV=lib$LUA_PC-dev ;;
+esac
+pkg-config --exists "$LUA_PC" 2>/dev/null || missing="$missing $LUA_DEV"
+command -v "$LUA" >/dev/null 2>&1 || missing="$missing $LUA"
 pkg-config --exists hiredis 2>/dev/null || missing="$missing libhiredis-dev"
 command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
 command -v busted >/dev/null 2>&1 || missing="$missing lua-busted"
@@ -17,8 +21,8 @@ command -v git >/dev/null 2>&1 || missing="$missing git"
 command -v zip >/dev/null 2>&1 || missing="$missing zip"
 command -v unzip >/dev/null 2>&1 || missing="$missing unzip"
 # spec/scheduler_spec.lua: the event loops dlock yields to
-"lua$V" -e 'require "cqueues"' >/dev/null 2>&1 || missing="$missing lua-cqueues"
-"lua$V" -e 'require "luv"' >/dev/null 2>&1 || missing="$missing lua-luv"
+"$LUA" -e 'require "cqueues"' >/dev/null 2>&1 || missing="$missing lua-cqueues"
+"$LUA" -e 'require "luv"' >/dev/null 2>&1 || missing="$missing lua-luv"
 # spec/haproxy_spec.lua: a real host (it embeds Lua 5.3)
 command -v haproxy >/dev/null 2>&1 || missing="$missing haproxy"
 command -v curl >/dev/null 2>&1 || missing="$missing curl"

@@ -16,6 +16,13 @@
 #include <stdio.h>
 #include <time.h>
 
+#if LUA_VERSION_NUM < 502                 /* Lua 5.1 and LuaJIT */
+#ifndef LUA_OK
+#define LUA_OK 0
+#endif
+#define lua_resume(co, from, n) ((void)(from), lua_resume((co), (n)))
+#endif
+
 #define MAX_JOBS 16
 #define MAX_TICKS 100000            /* 100 s: a stuck job fails the run */
 
@@ -54,8 +61,8 @@ int main(int argc, char **argv)
     }
     lua_State *jobs[MAX_JOBS];
     int n = 0, failed = 0;
-    for (lua_Integer i = 1; n < MAX_JOBS &&
-                            lua_rawgeti(L, 1, i) == LUA_TFUNCTION; i++) {
+    for (int i = 1; n < MAX_JOBS &&
+                    (lua_rawgeti(L, 1, i), lua_type(L, -1)) == LUA_TFUNCTION; i++) {
         jobs[n] = lua_newthread(L);         /* anchored in the registry: */
         lua_pushvalue(L, -1);
         luaL_ref(L, LUA_REGISTRYINDEX);

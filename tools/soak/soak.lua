@@ -104,7 +104,7 @@ local function spawn(...)
   local out = ("%s/%s-%d.out"):format(helper.tmp, args[1]:gsub("'", ""), math.random(1, 1e9))
   local p = io.popen(("%s %s %s >%s 2>&1 & echo $!"):format(helper.lua_cmd(), me,
     table.concat(args, " "), out))
-  local pid = tonumber(p:read("a"):match("%d+"))
+  local pid = tonumber(p:read("*a"):match("%d+"))
   p:close()
   return { pid = pid, out = out,
            output = function() return helper.read_file(out) or "" end,
