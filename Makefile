@@ -91,7 +91,7 @@ asan: deps                 ## the suite under ASan+UBSan (built in build/asan)
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=soak spec
+	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=slow spec
 
 # ThreadSanitizer: tools/tsan-lua.c is a Lua interpreter built with the
 # runtime in it (preloading it into lua5.4 would reach every shell the specs

@@ -306,6 +306,8 @@ end
 -- The token ring (bench/ring.c) for N processes: the median of the
 -- members' median and p99.9 waits, and the longest wait of any member.
 local function ring_run(n)
+  local bin = assert(io.open(RING), RING .. " is missing: run me with `make bench`")
+  bin:close()
   local r = { wmed = {}, w999 = {}, wmax = 0 }
   for k, med_, p999, max in sh(("%s %d %g"):format(q(RING), n, CFG.m2_secs)):gmatch("(%d+) (%S+) (%S+) (%S+)") do
     assert(tonumber(k) > 0)

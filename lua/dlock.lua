@@ -15,13 +15,25 @@ local mtype = math.type or function(x)
   return x % 1 == 0 and x > -2^53 and x < 2^53 and "integer" or "float"
 end
 
--- Whether a wait may yield to a scheduler here. Lua 5.1's pcall is a C
--- call no coroutine can yield across and 5.1 has no isyieldable: there the
--- main thread and the fn of a `with` (run below counts them) block instead.
-local in_with = setmetatable({}, { __mode = "k" })          -- Lua 5.1 only
-local isyieldable = coroutine.isyieldable or function()
+-- Whether a wait may yield to a scheduler here. Plain Lua 5.1 (not
+-- LuaJIT) has no isyieldable and cannot yield across pcall: there the
+-- main thread, the fn of a `with` and an on_lost callback (guard below
+-- counts them) block instead.
+local plain51 = _VERSION == "Lua 5.1" and not rawget(_G, "jit")
+local guarded = setmetatable({}, { __mode = "k" })          -- coroutine -> depth
+local isyieldable = not plain51 and coroutine.isyieldable or function()
   local co = running()
-  return co ~= nil and not in_with[co]
+  return co ~= nil and not guarded[co]
+end
+
+-- pcall(fn, ...) as a table of results (n = their number); on plain 5.1,
+-- waits inside fn know they cannot yield.
+local function guard(fn, ...)
+  local co = plain51 and running()
+  if co then guarded[co] = (guarded[co] or 0) + 1 end
+  local res = pack(pcall(fn, ...))
+  if co then guarded[co] = guarded[co] > 1 and guarded[co] - 1 or nil end
+  return res
 end
 
 -- Release after fn returned normally: true, results... or nil, err, results...
@@ -48,10 +60,7 @@ end
 local function run(lock, opts, fn, ...)
   local ok, err, ttl = lock:acquire(opts)
   if not ok then return nil, err, ttl end
-  local co = not coroutine.isyieldable and running()
-  if co then in_with[co] = (in_with[co] or 0) + 1 end
-  local res = pack(pcall(fn, ...))
-  if co then in_with[co] = in_with[co] > 1 and in_with[co] - 1 or nil end
+  local res = guard(fn, ...)
   if not res[1] then
     lock:release()
     error(res[2], 0)
@@ -197,10 +206,18 @@ local function scheduler(s)
 end
 
 local function connect(opts)
-  if type(opts) == "table" and opts.scheduler ~= nil then
+  local on_lost = type(opts) == "table" and opts.on_lost
+  local wrap = plain51 and type(on_lost) == "function"     -- the core pcalls it
+  if type(opts) == "table" and (opts.scheduler ~= nil or wrap) then
     local copy = {}
     for k, v in pairs(opts) do copy[k] = v end
-    copy.scheduler = scheduler(opts.scheduler)
+    if opts.scheduler ~= nil then copy.scheduler = scheduler(opts.scheduler) end
+    if wrap then
+      copy.on_lost = function(...)
+        local res = guard(on_lost, ...)
+        if not res[1] then error(res[2], 0) end
+      end
+    end
     opts = copy
   end
   return core.connect(opts)

@@ -1,6 +1,7 @@
 -- compat.lua: the Lua 5.2+ library calls the specs use, for Lua 5.1 and
--- LuaJIT (dlock itself needs none of this). Required first by helper.lua,
--- worker.lua and topology.lua; does nothing on Lua 5.3 and 5.4.
+-- LuaJIT (dlock itself needs none of this). Required first by helper.lua
+-- and worker.lua (topology.lua gets it through helper); does nothing on
+-- Lua 5.3 and 5.4.
 if _VERSION ~= "Lua 5.1" then return true end
 
 table.pack = table.pack or function(...) return { n = select("#", ...), ... } end
@@ -32,7 +33,8 @@ end
 -- wait status as one number).
 local execute = os.execute
 os.execute = function(cmd)
-  local st = execute(cmd)
+  local st, how, code = execute(cmd)
+  if type(st) ~= "number" then return st, how, code end   -- a LuaJIT with 5.2 semantics
   if cmd == nil then return st ~= 0 end
   if st == 0 then return true, "exit", 0 end
   if st % 256 == 0 then return nil, "exit", st / 256 end

@@ -306,6 +306,34 @@ describe("scheduler", function()
     c:close()
   end)
 
+  it("blocks for a wait inside on_lost, which runs inside the library", function()
+    local yielded, got = 0, nil
+    local inner = helper.unique_name("inner")
+    local c
+    c = assert(helper.client{ lease = 0.3,
+      scheduler = { wait = function() yielded = yielded + 1; coroutine.yield() end },
+      on_lost = function() got = { c:lock(inner):acquire{ wait = 5 } } end })
+    local holder = assert(helper.client())
+    local name = helper.unique_name("lost")
+    assert(holder:lock(inner):acquire{ expire = 0.5 })
+    local co = coroutine.create(function()
+      assert(c:lock(name):acquire())
+      assert.is_true(holder:lock(name):force_release())   -- c's renewal finds it gone
+      local deadline = dlock.now() + 5
+      while not got and dlock.now() < deadline do
+        c:poll()                                         -- on_lost runs here
+        dlock.sleep(0.02)
+      end
+    end)
+    local ok, err = coroutine.resume(co)
+    assert(ok, err)
+    assert.equals("dead", coroutine.status(co))
+    assert.is_truthy(got and got[1], got and tostring(got[2]))
+    assert.equals(0, yielded)
+    holder:close()
+    c:close()
+  end)
+
   it("calls the table's wait with the subscriber socket and the time left", function()
     local calls = {}
     local c = assert(helper.client{ scheduler = { wait = function(fd, timeout)

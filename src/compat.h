@@ -5,7 +5,8 @@
  * The binding is written against 5.4; each older Lua gets the missing
  * calls here, with 5.4's meaning: lua_getfield and friends return the
  * type they pushed, a userdata has numbered user values, and an integer
- * argument must be a number with an exact integer value. */
+ * argument must be a number (or numeric string) with an exact integer
+ * value that lua_Integer holds. */
 #ifndef DLOCK_COMPAT_H
 #define DLOCK_COMPAT_H
 
@@ -14,6 +15,8 @@
 
 #if LUA_VERSION_NUM < 502
 /* ---- Lua 5.1 and LuaJIT ------------------------------------------------ */
+
+#include <stdint.h>
 
 #ifndef LUA_OK
 #define LUA_OK 0
@@ -43,7 +46,8 @@ static inline int dl_compat_rawgeti(lua_State *L, int idx, lua_Integer n)
 
 static inline void dl_compat_setfuncs(lua_State *L, const luaL_Reg *l, int nup)
 {
-    (void)nup;                                   /* dlock passes 0 */
+    if (nup != 0)                                /* dlock passes 0 */
+        luaL_error(L, "dlock: compat setfuncs takes no upvalues");
     for (; l->name; l++) {
         lua_pushcfunction(L, l->func);
         lua_setfield(L, -2, l->name);
@@ -67,33 +71,39 @@ static inline void *dl_compat_testudata(lua_State *L, int idx, const char *tname
     return same ? p : NULL;
 }
 
+/* n is whole and in range of lua_Integer (ptrdiff_t: 32 bits on some
+ * targets) and of exact doubles; only then is the cast defined. */
+static inline int dl_compat_whole(lua_Number n)
+{
+    lua_Number lim = (lua_Number)PTRDIFF_MAX < 9007199254740992.0
+                         ? (lua_Number)PTRDIFF_MAX : 9007199254740992.0;
+    return n >= -lim && n <= lim && (lua_Number)(lua_Integer)n == n;
+}
+
 static inline int dl_compat_isinteger(lua_State *L, int idx)
 {
-    if (lua_type(L, idx) != LUA_TNUMBER)
-        return 0;
-    lua_Number n = lua_tonumber(L, idx);
-    return n >= -9007199254740992.0 && n <= 9007199254740992.0 &&
-           (lua_Number)(lua_Integer)n == n;
+    return lua_type(L, idx) == LUA_TNUMBER && dl_compat_whole(lua_tonumber(L, idx));
 }
 
 static inline lua_Integer dl_compat_checkinteger(lua_State *L, int arg)
 {
-    if (!dl_compat_isinteger(L, arg)) {
-        if (lua_type(L, arg) == LUA_TNUMBER)
-            luaL_argerror(L, arg, "number has no integer representation");
-        else
-            luaL_typerror(L, arg, "number");
-    }
-    return (lua_Integer)lua_tonumber(L, arg);
+    if (!lua_isnumber(L, arg))
+        luaL_typerror(L, arg, "number");
+    lua_Number n = lua_tonumber(L, arg);
+    if (!dl_compat_whole(n))
+        luaL_argerror(L, arg, "number has no integer representation");
+    return (lua_Integer)n;
 }
 
 /* A userdata's user values live in its environment table (5.1 gives every
  * userdata one: a fresh table here, never the globals). */
-static inline void *dl_compat_newuserdatauv(lua_State *L, size_t size)
+static inline void *dl_compat_newuserdatauv(lua_State *L, size_t size, int nuv)
 {
     void *p = lua_newuserdata(L, size);
-    lua_newtable(L);
-    lua_setfenv(L, -2);
+    if (nuv > 0) {
+        lua_createtable(L, nuv, 0);
+        lua_setfenv(L, -2);
+    }
     return p;
 }
 static inline int dl_compat_getiuv(lua_State *L, int idx, int n)
@@ -126,7 +136,7 @@ static inline int dl_compat_setiuv(lua_State *L, int idx, int n)
 #define lua_isinteger(L, i)           dl_compat_isinteger(L, (i))
 #undef luaL_checkinteger
 #define luaL_checkinteger(L, a)       dl_compat_checkinteger(L, (a))
-#define lua_newuserdatauv(L, sz, nuv) dl_compat_newuserdatauv(L, (sz))
+#define lua_newuserdatauv(L, sz, nuv) dl_compat_newuserdatauv(L, (sz), (nuv))
 #define lua_getiuservalue(L, idx, n)  dl_compat_getiuv(L, (idx), (n))
 #define lua_setiuservalue(L, idx, n)  dl_compat_setiuv(L, (idx), (n))
 
