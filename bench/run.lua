@@ -502,7 +502,7 @@ for _, kind in ipairs({ "multi", "write", "sem" }) do
       ("0: %s"):format(verdict(lost == 0 and over == 0)))
 end
 
-local lost6, over6, fair_ok = 0, 0, true
+local lost6, over6 = 0, 0
 for _, s in ipairs(SERIES) do
   for _, n in ipairs(NS) do
     local label = ("M6 fair lock, N=%d %s"):format(n, s[1] == "loop" and "loop at once" or "1 ms step-back")
@@ -526,7 +526,6 @@ for _, s in ipairs(SERIES) do
     end
     row(label .. ": handoff p50 / round trip p50 of those releases (ms)", ("%.3f / %.3f"):format(h50, rtt), nil,
         ("handoff ≤ 1 round trip: %s"):format(verdict(ok[4])))
-    for _, v in ipairs(ok) do fair_ok = fair_ok and v end
     if n == 8 and s[1] == "loop" then
       local base = med(M2.dlock.loop[8], "cps")
       row(label .. ": throughput against the default lock's (M2)", ("%s / %s"):format(f0(cps), f0(base)), nil,

@@ -95,33 +95,10 @@ static inline lua_Integer dl_compat_checkinteger(lua_State *L, int arg)
     return (lua_Integer)n;
 }
 
-/* A userdata's user values live in its environment table (5.1 gives every
- * userdata one: a fresh table here, never the globals). */
-static inline void *dl_compat_newuserdatauv(lua_State *L, size_t size, int nuv)
-{
-    void *p = lua_newuserdata(L, size);
-    if (nuv > 0) {
-        lua_createtable(L, nuv, 0);
-        lua_setfenv(L, -2);
-    }
-    return p;
-}
-static inline int dl_compat_getiuv(lua_State *L, int idx, int n)
-{
-    lua_getfenv(L, idx);
-    lua_rawgeti(L, -1, n);
-    lua_remove(L, -2);
-    return lua_type(L, -1);
-}
-static inline int dl_compat_setiuv(lua_State *L, int idx, int n)
-{
-    idx = dl_compat_absindex(L, idx);
-    lua_getfenv(L, idx);
-    lua_insert(L, -2);
-    lua_rawseti(L, -2, n);
-    lua_pop(L, 1);
-    return 1;
-}
+/* A userdata's numbered user values live in a table: its environment
+ * (a fresh table, never the globals). The accessors are shared below. */
+#define dl_compat_getuvtable(L, idx)  lua_getfenv(L, (idx))
+#define dl_compat_setuvtable(L, idx)  lua_setfenv(L, (idx))
 
 #define lua_absindex(L, i)            dl_compat_absindex(L, (i))
 #define lua_getfield(L, i, k)         dl_compat_getfield(L, (i), (k))
@@ -136,9 +113,6 @@ static inline int dl_compat_setiuv(lua_State *L, int idx, int n)
 #define lua_isinteger(L, i)           dl_compat_isinteger(L, (i))
 #undef luaL_checkinteger
 #define luaL_checkinteger(L, a)       dl_compat_checkinteger(L, (a))
-#define lua_newuserdatauv(L, sz, nuv) dl_compat_newuserdatauv(L, (sz), (nuv))
-#define lua_getiuservalue(L, idx, n)  dl_compat_getiuv(L, (idx), (n))
-#define lua_setiuservalue(L, idx, n)  dl_compat_setiuv(L, (idx), (n))
 
 #elif LUA_VERSION_NUM == 502
 #error "dlock builds for Lua 5.1, LuaJIT 2.1, 5.3 and 5.4; not 5.2"
@@ -146,13 +120,28 @@ static inline int dl_compat_setiuv(lua_State *L, int idx, int n)
 #elif LUA_VERSION_NUM < 504
 /* ---- Lua 5.3 ---------------------------------------------------- */
 
-/* One user value per userdata: dlock keeps a table there and stores its
- * numbered values in it. */
+/* One user value per userdata: a table holding the numbered ones. */
+#define dl_compat_getuvtable(L, idx)  lua_getuservalue(L, (idx))
+#define dl_compat_setuvtable(L, idx)  lua_setuservalue(L, (idx))
+#endif
+
+#if LUA_VERSION_NUM < 504
+/* Numbered user values, in the table set up with the userdata (only
+ * userdata made with nuv > 0 have one). */
+static inline void *dl_compat_newuserdatauv(lua_State *L, size_t size, int nuv)
+{
+    void *p = lua_newuserdata(L, size);
+    if (nuv > 0) {
+        lua_createtable(L, nuv, 0);
+        dl_compat_setuvtable(L, -2);
+    }
+    return p;
+}
 static inline int dl_compat_getiuv(lua_State *L, int idx, int n)
 {
-    lua_getuservalue(L, idx);
-    if (lua_isnil(L, -1))
-        return LUA_TNIL;
+    dl_compat_getuvtable(L, idx);
+    if (!lua_istable(L, -1))
+        return LUA_TNIL;                        /* (that nil is the value) */
     lua_rawgeti(L, -1, n);
     lua_remove(L, -2);
     return lua_type(L, -1);
@@ -160,24 +149,16 @@ static inline int dl_compat_getiuv(lua_State *L, int idx, int n)
 static inline int dl_compat_setiuv(lua_State *L, int idx, int n)
 {
     idx = lua_absindex(L, idx);
-    lua_getuservalue(L, idx);
-    if (lua_isnil(L, -1)) {
-        lua_pop(L, 1);
-        lua_newtable(L);
-        lua_pushvalue(L, -1);
-        lua_setuservalue(L, idx);
-    }
+    dl_compat_getuvtable(L, idx);
     lua_insert(L, -2);
     lua_rawseti(L, -2, n);
     lua_pop(L, 1);
     return 1;
 }
-#define lua_newuserdatauv(L, sz, nuv) lua_newuserdata(L, (sz))
+#define lua_newuserdatauv(L, sz, nuv) dl_compat_newuserdatauv(L, (sz), (nuv))
 #define lua_getiuservalue(L, idx, n)  dl_compat_getiuv(L, (idx), (n))
 #define lua_setiuservalue(L, idx, n)  dl_compat_setiuv(L, (idx), (n))
-#endif
 
-#if LUA_VERSION_NUM < 504
 #define luaL_pushfail(L)              lua_pushnil(L)
 #define luaL_typeerror(L, arg, tname) \
     luaL_argerror(L, (arg), lua_pushfstring(L, "%s expected, got %s", \
