@@ -16,8 +16,15 @@ WARN = -std=c99 -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes \
 ALL_CFLAGS = $(CFLAGS) $(WARN) -fPIC -fvisibility=hidden
 PKG_CFLAGS = $(shell pkg-config --cflags $(LUA_PC) hiredis 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs hiredis 2>/dev/null) -lpthread -ldl -lm
+# TLS (rediss://) over OpenSSL when libssl-dev is there; TLS=0 builds
+# without it (rediss:// then gives a "connection" error saying so).
+TLS ?= $(shell pkg-config --exists openssl 2>/dev/null && echo 1 || echo 0)
+ifeq ($(TLS),1)
+PKG_CFLAGS += -DDL_WITH_TLS $(shell pkg-config --cflags openssl)
+PKG_LIBS   += $(shell pkg-config --libs openssl)
+endif
 
-SRC = src/util.c src/conn.c src/script.c src/registry.c src/wait.c \
+SRC = src/util.c src/tls.c src/conn.c src/script.c src/registry.c src/wait.c \
       src/topology.c src/op.c src/exec.c src/batch.c src/state.c src/watchdog.c \
       src/pending.c src/client.c src/acquire.c src/release.c \
       src/lua_dlock.c src/lua_client.c src/lua_connect.c src/lua_lock.c

@@ -73,15 +73,61 @@ function helper.listening(port)
 end
 
 local servers = {}
+--- port -> the redis-cli flags a TLS server needs ("--tls --cacert ...").
+helper.cli_flags = {}
 math.randomseed(os.time() + math.floor(dlock.now() * 1e6) % 1000003)
+
+--- Certificates for TLS specs, made once per run with `openssl` in
+--- $DLOCK_TMP/tls: { dir, ca, ca_key, server_crt, server_key (for
+--- 127.0.0.1 and localhost), client_crt, client_key (signed by ca),
+--- other_ca (a CA that signed none of them) }.
+local certs
+function helper.tls_certs()
+  if certs then return certs end
+  local d = tmp .. "/tls"
+  local c = { dir = d, ca = d .. "/ca.crt", ca_key = d .. "/ca.key",
+    server_crt = d .. "/server.crt", server_key = d .. "/server.key",
+    client_crt = d .. "/client.crt", client_key = d .. "/client.key",
+    other_ca = d .. "/other-ca.crt" }
+  local key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+  local steps = {
+    "mkdir -p " .. d,
+    ("openssl req -x509 %s -keyout %s -out %s -days 3 -subj '/CN=dlock test CA'"):format(
+      key, c.ca_key, c.ca),
+    ("openssl req -x509 %s -keyout %s/other-ca.key -out %s -days 3 -subj '/CN=another CA'"):format(
+      key, d, c.other_ca) }
+  for _, who in ipairs({ "server", "client" }) do
+    steps[#steps + 1] = ("openssl req %s -keyout %s/%s.key -out %s/%s.csr -subj '/CN=%s'"):format(
+      key, d, who, d, who, who == "server" and "localhost" or "dlock test client")
+    steps[#steps + 1] = ("openssl x509 -req -in %s/%s.csr -CA %s -CAkey %s -CAcreateserial " ..
+      "-out %s/%s.crt -days 3%s"):format(d, who, c.ca, c.ca_key, d, who,
+      who == "server" and (" -extfile %s/san.ext"):format(d) or "")
+  end
+  for i, cmd in ipairs(steps) do
+    assert(sh(cmd .. " >/dev/null 2>&1"), "tls_certs: failed: " .. cmd)
+    if i == 1 then
+      local f = assert(io.open(d .. "/san.ext", "w"))
+      f:write("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+      f:close()
+    end
+  end
+  certs = c
+  return c
+end
 
 --- Start a redis-server on a free loopback port; returns a handle with
 --- port, url, pid, cli(...), stop(), signal(sig).
 --- opts (optional): conf = a config file loaded before the command-line
 --- options (redis-sentinel needs one it can rewrite), sentinel = true to
---- run in sentinel mode.
+--- run in sentinel mode, tls = helper.tls_certs() to listen with TLS only
+--- (url is then rediss://; cli and the helpers speak TLS to it),
+--- tls_auth_clients = true to require a client certificate.
 function helper.start_redis(extra, opts)
   opts = opts or {}
+  local c = opts.tls
+  local tls_args = c and ((" --tls-cert-file %s --tls-key-file %s --tls-ca-cert-file %s " ..
+    "--tls-auth-clients %s --tls-replication yes --tls-cluster yes"):format(c.server_crt,
+    c.server_key, c.ca, opts.tls_auth_clients and "yes" or "no")) or ""
   for _ = 1, 20 do
     local port = math.random(20000, 60000)
     for _ = 1, 20 do                      -- skip ports some socket already has
@@ -91,26 +137,34 @@ function helper.start_redis(extra, opts)
     local base = string.format("%s/redis-%d", tmp, port)
     sh("mkdir -p " .. base .. ".d")        -- its own data: no dump.rdb shared
     local cmd = string.format(
-      "env -u LD_PRELOAD redis-server %s--port %d --bind 127.0.0.1 --save '' --appendonly no " ..
-      "--daemonize yes --pidfile %s.pid --logfile %s.log --dir %s %s%s",
-      opts.conf and ("'" .. opts.conf .. "' ") or "", port, base, base, base .. ".d",
-      extra or "", opts.sentinel and " --sentinel" or "")
+      "env -u LD_PRELOAD redis-server %s%s --bind 127.0.0.1 --save '' --appendonly no " ..
+      "--daemonize yes --pidfile %s.pid --logfile %s.log --dir %s %s%s%s",
+      opts.conf and ("'" .. opts.conf .. "' ") or "",
+      c and ("--port 0 --tls-port " .. port) or ("--port " .. port), base, base, base .. ".d",
+      extra or "", tls_args, opts.sentinel and " --sentinel" or "")
+    local rcli = ("redis-cli -p %d"):format(port)
+    if c then
+      rcli = ("%s --tls --cacert %s --cert %s --key %s"):format(rcli, c.ca, c.client_crt,
+        c.client_key)
+      helper.cli_flags[port] = rcli:match("^redis%-cli %-p %d+ (.*)$")
+    end
+    local function pong()
+      local r = read(rcli .. " ping 2>&1")
+      return r:match("PONG") or r:match("NOAUTH")
+    end
     if sh(cmd .. " >/dev/null 2>&1") then
-      local up = helper.wait_for(function()
-        local r = read(("redis-cli -p %d ping 2>&1"):format(port))
-        return r:match("PONG") or r:match("NOAUTH")
-      end, 3, 0.02)
+      local up = helper.wait_for(pong, 3, 0.02)
       if up then
         local pid = helper.wait_for(function()
           local s = helper.read_file(base .. ".pid")
           return s and tonumber(s:match("%d+"))
         end, 2)
         local srv = { port = port, pid = pid,
-                      url = ("redis://127.0.0.1:%d/0"):format(port) }
+                      url = ("redis%s://127.0.0.1:%d/0"):format(c and "s" or "", port) }
         function srv.cli(...)
           local args = {}
           for i, a in ipairs({ ... }) do args[i] = ("'%s'"):format(a) end
-          return (read(("redis-cli -p %d %s 2>&1"):format(port, table.concat(args, " ")))
+          return (read(("%s %s 2>&1"):format(rcli, table.concat(args, " ")))
             :gsub("%s+$", ""))
         end
         function srv.signal(sig) return sh(("kill -%s %d 2>/dev/null"):format(sig, srv.pid)) end
@@ -136,9 +190,7 @@ function helper.start_redis(extra, opts)
         function srv.restart()
           srv.stop()
           for _ = 1, 50 do
-            if sh(cmd .. " >/dev/null 2>&1") and helper.wait_for(function()
-                local r = read(("redis-cli -p %d ping 2>&1"):format(port))
-                return r:match("PONG") or r:match("NOAUTH") end, 1, 0.02) then
+            if sh(cmd .. " >/dev/null 2>&1") and helper.wait_for(pong, 1, 0.02) then
               srv.pid = helper.wait_for(function()
                 local s = helper.read_file(base .. ".pid")
                 return s and tonumber(s:match("%d+")) ~= nil and tonumber(s:match("%d+"))

@@ -93,13 +93,15 @@ describe("dlock.core.parse_url()", function()
     assert.same({ host = "127.0.0.1", port = 6379, db = 0 }, parse("redis://"))
     assert.same({ path = "/run/r.sock", db = 2, password = "x" },
       parse("unix://:x@/run/r.sock?db=2"))
+    assert.same({ host = "db.example", port = 6380, db = 1, password = "x", tls = true },
+      parse("rediss://:x@db.example:6380/1"))
   end)
 
   it("rejects malformed URLs with nil, err", function()
     for _, bad in ipairs{ "", "redis:/x", "redis://h:0", "redis://h:65536",
         "redis://h:-1", "redis://h:1x", "redis://h/1x", "redis://h/-1",
         "redis://[::1", "redis://:%4@h", "redis://h?db=x", "unix://",
-        "unix://relative", "http://h", "redis://h\0", "rediss://h" } do
+        "unix://relative", "http://h", "redis://h\0", "rediss://h:0", "rediss:/h" } do
       local ok, err = parse(bad)
       assert.is_nil(ok, bad)
       assert.is_string(err)

@@ -4,7 +4,7 @@
 -- pidfile in $DLOCK_TMP, so tools/with-tmp.sh kills whatever a spec leaves.
 -- Every wait is bounded and raises "topology: ..." with what it last saw.
 --
---   topology.masters(n [, extra])  -> { servers = {h...}, urls = {...}, stop() }
+--   topology.masters(n [, extra [, tls]]) -> { servers = {h...}, urls = {...}, stop() }
 --   topology.sentinel([opts])      -> { master = h, replica = h, sentinels = {h, h, h},
 --       sentinel_urls = {...}, name = "mymaster", stop(), failover([timeout [, fopts]]) }
 --   topology.cluster([n [, opts]]) -> { nodes = {h...}, urls = {...}, ids = {node ids},
@@ -14,7 +14,9 @@
 --
 -- A handle h is helper.start_redis's: port, url, pid, cli(...), signal(sig),
 -- stop(), restart(). Sentinel handles' url has no "/db" (Sentinel has no
--- SELECT); the others' is helper's "redis://127.0.0.1:PORT/0".
+-- SELECT); the others' is helper's "redis://127.0.0.1:PORT/0". Given
+-- opts.tls (helper.tls_certs()), every server listens with TLS only, URLs
+-- are rediss:// and rcli speaks TLS.
 local dlock = require "dlock"
 local helper = require "helper"
 
@@ -29,8 +31,8 @@ end
 local function rcli(port, ...)
   local args = {}
   for i, a in ipairs({ ... }) do args[i] = q(a) end
-  local f = assert(io.popen(("timeout 5 redis-cli -p %d %s 2>&1"):format(
-    port, table.concat(args, " "))))
+  local f = assert(io.popen(("timeout 5 redis-cli -p %d %s %s 2>&1"):format(
+    port, helper.cli_flags[port] or "", table.concat(args, " "))))
   local out = f:read("*a")
   f:close()
   return (out:gsub("%s+$", ""))
@@ -91,12 +93,12 @@ end
 ---------------------------------------------------------------------------
 
 --- n independent redis-servers: { servers, urls, stop() }.
-function topology.masters(n, extra)
+function topology.masters(n, extra, tls)
   local t = { servers = {}, urls = {} }
   function t.stop() stop_all(t.servers) end
   local ok, err = pcall(function()
     for i = 1, n do
-      t.servers[i] = helper.start_redis(own_dir("master") .. " " .. (extra or ""))
+      t.servers[i] = helper.start_redis(own_dir("master") .. " " .. (extra or ""), { tls = tls })
       t.urls[i] = t.servers[i].url
     end
   end)
@@ -131,7 +133,7 @@ end
 
 --- One master, one replica and 3 sentinels monitoring it as `name`
 --- ("mymaster"). opts: timeout (s, default 20), quorum (2),
---- down_after_ms (1000), failover_timeout_ms (5000).
+--- down_after_ms (1000), failover_timeout_ms (5000), tls.
 function topology.sentinel(opts)
   opts = opts or {}
   local timeout = opts.timeout or 20
@@ -176,9 +178,9 @@ function topology.sentinel(opts)
   end
 
   local ok, err = pcall(function()
-    t.master = helper.start_redis(own_dir("master") .. " " .. REPL)
+    t.master = helper.start_redis(own_dir("master") .. " " .. REPL, { tls = opts.tls })
     t.replica = helper.start_redis(("%s %s --replicaof 127.0.0.1 %d"):format(
-      own_dir("replica"), REPL, t.master.port))
+      own_dir("replica"), REPL, t.master.port), { tls = opts.tls })
     -- Sentinels learn replicas from the master's INFO, which they read on
     -- connecting and then only every 10 s: have the replica online first.
     await("the replica's link to the master", timeout, function() return link_up(t.replica) end)
@@ -201,8 +203,9 @@ function topology.sentinel(opts)
         ("sentinel failover-timeout %s %d"):format(name, opts.failover_timeout_ms or 5000),
         "" }, "\n"))
       f:close()
-      local s = helper.start_redis(nil, { conf = conf, sentinel = true })
-      s.url = ("redis://127.0.0.1:%d"):format(s.port)   -- no db: Sentinel has no SELECT
+      local s = helper.start_redis(nil, { conf = conf, sentinel = true, tls = opts.tls })
+      s.url = ("redis%s://127.0.0.1:%d"):format(opts.tls and "s" or "", s.port)  -- no db:
+      -- Sentinel has no SELECT
       s.conf = conf
       t.sentinels[i] = s
       t.sentinel_urls[i] = s.url
@@ -328,7 +331,7 @@ end
 
 --- n masters (default 3), no replicas, all 16384 slots assigned by
 --- `redis-cli --cluster create`. opts: timeout (s, default 30),
---- node_timeout_ms (2000).
+--- node_timeout_ms (2000), tls.
 function topology.cluster(n, opts)
   n = n or 3
   opts = opts or {}
@@ -362,15 +365,15 @@ function topology.cluster(n, opts)
       confs[i] = conf
       c.nodes[i] = helper.start_redis(("%s --cluster-enabled yes --cluster-config-file %s " ..
         "--cluster-node-timeout %d --cluster-port %d"):format(own_dir("node"), conf,
-        opts.node_timeout_ms or 2000, bus_port(taken)))
+        opts.node_timeout_ms or 2000, bus_port(taken)), { tls = opts.tls })
       c.nodes[i].cluster_conf = conf
       c.urls[i] = c.nodes[i].url
     end
     local addrs = {}
     for i, h in ipairs(c.nodes) do addrs[i] = "127.0.0.1:" .. h.port end
-    local f = assert(io.popen(("timeout %d redis-cli --cluster create %s " ..
+    local f = assert(io.popen(("timeout %d redis-cli %s --cluster create %s " ..
       "--cluster-replicas 0 --cluster-yes 2>&1; echo \"exit $?\""):format(math.ceil(timeout),
-      table.concat(addrs, " "))))
+      helper.cli_flags[c.nodes[1].port] or "", table.concat(addrs, " "))))
     local out = f:read("*a")
     f:close()
     local code = tonumber(out:match("exit (%d+)%s*$"))

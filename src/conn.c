@@ -5,6 +5,9 @@
  * unusable and must be freed (we drop it and reconnect on the next call);
  * redisSetTimeout bounds each read/write with SO_RCVTIMEO/SO_SNDTIMEO, so
  * a timed-out command shows up as an I/O error with errno EAGAIN.
+ * hiredis connects, formats commands into ctx->obuf and parses replies
+ * with ctx->reader; the bytes in between are moved here, with send/recv
+ * on a plain socket or through a TLS session (tls.h) on a rediss:// one.
  */
 #define _GNU_SOURCE
 #include "conn.h"
@@ -233,13 +236,14 @@ int dl_endpoint_parse(dl_endpoint *ep, const char *url, size_t len,
         rc = parse_tcp(&e, ep, url + 8, end);
     else if (len >= 7 && memcmp(url, "unix://", 7) == 0)
         rc = parse_unix(&e, ep, url + 7, end);
-    else if (len >= 9 && memcmp(url, "rediss://", 9) == 0)
-        return bad(&e, "TLS (rediss://) is not built in");
-    else {
+    else if (len >= 9 && memcmp(url, "rediss://", 9) == 0) {
+        ep->tls = 1;
+        rc = parse_tcp(&e, ep, url + 9, end);
+    } else {
         const char *colon = memchr(url, ':', len);
         size_t n = colon ? (size_t)(colon - url) : 0;
         return bad(&e, "%s%.*s%sexpected redis://[[user]:password@]host"
-                   "[:port][/db] or unix:///path[?db=N]",
+                   "[:port][/db] (rediss:// for TLS) or unix:///path[?db=N]",
                    colon ? "scheme '" : "", (int)(n > 20 ? 20 : n), url,
                    colon ? "' is not known; " : "no scheme; ");
     }
@@ -254,6 +258,7 @@ void dl_endpoint_free(dl_endpoint *ep)
     free(ep->path);
     free(ep->username);
     free(ep->password);
+    dl_tls_config_unref(ep->tlscfg);
     memset(ep, 0, sizeof *ep);
 }
 
@@ -268,6 +273,8 @@ int dl_endpoint_copy(dl_endpoint *dst, const dl_endpoint *src)
     memset(dst, 0, sizeof *dst);
     dst->port = src->port;
     dst->db = src->db;
+    dst->tls = src->tls;
+    dst->tlscfg = dl_tls_config_ref(src->tlscfg);
     if (dup_opt(&dst->host, src->host) || dup_opt(&dst->path, src->path) ||
         dup_opt(&dst->username, src->username) ||
         dup_opt(&dst->password, src->password)) {
@@ -311,6 +318,8 @@ void dl_conn_retarget(dl_conn *c)
 
 void dl_conn_drop(dl_conn *c)
 {
+    dl_tls_close(c->tls);
+    c->tls = NULL;
     if (c->ctx) {
         redisFree(c->ctx);
         c->ctx = NULL;
@@ -332,12 +341,13 @@ dl_status dl_conn_error(dl_conn *c, char *err, size_t errlen)
     const char *what = "connection lost";
     c->stale = 0;
     if (c->ctx && c->ctx->err) {
+        int eno = c->eno ? c->eno : errno;
         c->stale = c->ctx->err == REDIS_ERR_EOF ||
                    (c->ctx->err == REDIS_ERR_IO &&
-                    (errno == ECONNRESET || errno == EPIPE));
+                    (eno == ECONNRESET || eno == EPIPE));
         what = c->ctx->errstr;
         if (c->ctx->err == REDIS_ERR_IO &&
-            (errno == EAGAIN || errno == EWOULDBLOCK))
+            (eno == EAGAIN || eno == EWOULDBLOCK))
             what = "timed out";
         else if (c->ctx->err == REDIS_ERR_EOF)
             what = "server closed the connection";
@@ -361,33 +371,105 @@ dl_status dl_reply_error(const redisReply *r, char *err, size_t errlen)
     return dl_fail(err, errlen, DL_EREDIS, "%s", r->str);
 }
 
-/* Write the context's whole output buffer with send(MSG_NOSIGNAL), so a
- * socket the server closed gives EPIPE instead of raising SIGPIPE (hiredis
- * itself writes with write()). Sets ctx->err as hiredis would. */
-static int send_all(redisContext *ctx)
+/* Mark c's context failed as hiredis would: a socket error (errno), the
+ * end of the stream, or a TLS error told in msg. Returns REDIS_ERR. */
+static int io_failed(dl_conn *c, ssize_t how, const char *msg)
 {
+    redisContext *ctx = c->ctx;
+    c->eno = how == DL_TLS_EIO ? errno : 0;
+    ctx->err = how == DL_TLS_EIO ? REDIS_ERR_IO : how == DL_TLS_EOF
+               ? REDIS_ERR_EOF : REDIS_ERR_OTHER;
+    snprintf(ctx->errstr, sizeof ctx->errstr, "%s", how == DL_TLS_EIO ?
+             strerror(c->eno) : how == DL_TLS_EOF ?
+             "Server closed the connection" : msg);
+    return REDIS_ERR;
+}
+
+/* Write the context's whole output buffer: with send(MSG_NOSIGNAL), so a
+ * socket the server closed gives EPIPE instead of raising SIGPIPE (hiredis
+ * itself writes with write()), or through the TLS session. */
+static int send_all(dl_conn *c)
+{
+    redisContext *ctx = c->ctx;
+    char msg[DL_ERRLEN];
+    if (c->tls && sdslen(ctx->obuf) > 0) {
+        int rc = dl_tls_write(c->tls, ctx->fd, ctx->obuf, sdslen(ctx->obuf),
+                              msg, sizeof msg);
+        if (rc != 0)
+            return io_failed(c, rc, msg);
+        sdsclear(ctx->obuf);
+    }
     while (sdslen(ctx->obuf) > 0) {
         ssize_t n = send(ctx->fd, ctx->obuf, sdslen(ctx->obuf), MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            ctx->err = REDIS_ERR_IO;
-            snprintf(ctx->errstr, sizeof ctx->errstr, "%s",
-                     n < 0 ? strerror(errno) : "short write");
-            return REDIS_ERR;
+            if (n == 0)
+                errno = EPIPE;
+            return io_failed(c, DL_TLS_EIO, NULL);
         }
         sdsrange(ctx->obuf, (int)n, -1);
     }
     return REDIS_OK;
 }
 
+/* Read into the reply reader: wait (bounded by the socket's timeout) for
+ * some bytes, or take only what is there. Then, for TLS, take whatever
+ * else is already there, so no whole record stays in the session. Returns
+ * REDIS_OK or REDIS_ERR (ctx->err set). */
+static int fill(dl_conn *c, int wait)
+{
+    char buf[16384], msg[DL_ERRLEN];
+    for (;;) {
+        ssize_t n;
+        if (c->tls) {
+            n = dl_tls_read(c->tls, c->ctx->fd, buf, sizeof buf, wait, msg,
+                            sizeof msg);
+        } else {
+            n = recv(c->ctx->fd, buf, sizeof buf, wait ? 0 : MSG_DONTWAIT);
+            if (n == 0)
+                n = DL_TLS_EOF;
+            else if (n < 0 && errno == EINTR)
+                continue;
+            else if (n < 0 && !wait && (errno == EAGAIN ||
+                                        errno == EWOULDBLOCK))
+                n = 0;
+        }
+        if (n < 0)
+            return io_failed(c, n, msg);
+        if (n == 0)
+            return REDIS_OK;
+        if (redisReaderFeed(c->ctx->reader, buf, (size_t)n) != REDIS_OK) {
+            c->ctx->err = REDIS_ERR_PROTOCOL;
+            snprintf(c->ctx->errstr, sizeof c->ctx->errstr, "%s",
+                     c->ctx->reader->errstr);
+            return REDIS_ERR;
+        }
+        if (!c->tls)
+            return REDIS_OK;    /* the socket itself tells poll() the rest */
+        wait = 0;
+    }
+}
+
 /* Read one reply; whatever is queued is sent first, by send_all. */
-static int get_reply(redisContext *ctx, void **r)
+static int get_reply(dl_conn *c, void **r)
 {
     *r = NULL;
-    if (send_all(ctx) != REDIS_OK)
+    if (send_all(c) != REDIS_OK)
         return REDIS_ERR;
-    return redisGetReply(ctx, r);
+    for (;;) {
+        if (redisGetReplyFromReader(c->ctx, r) != REDIS_OK)
+            return REDIS_ERR;
+        if (*r)
+            return REDIS_OK;
+        if (fill(c, 1) != REDIS_OK)
+            return REDIS_ERR;
+    }
+}
+
+int dl_conn_pump(dl_conn *c)
+{
+    return c->ctx && fill(c, 0) == REDIS_OK ? 0 : -1;
 }
 
 /* Run a set-up command on a fresh context; any error reply fails. */
@@ -396,7 +478,7 @@ static dl_status setup_cmd(dl_conn *c, int argc, const char **argv,
 {
     void *v = NULL;
     if (redisAppendCommandArgv(c->ctx, argc, argv, NULL) != REDIS_OK ||
-        get_reply(c->ctx, &v) != REDIS_OK || !v)
+        get_reply(c, &v) != REDIS_OK || !v)
         return dl_conn_error(c, err, errlen);
     redisReply *r = v;
     dl_status st = DL_OK;
@@ -434,6 +516,25 @@ static dl_status connect_failed(dl_conn *c, char *err, size_t errlen)
     return back_off(c, err);
 }
 
+/* The TLS handshake on a fresh connection, bounded by the connect
+ * timeout. */
+static dl_status start_tls(dl_conn *c, char *err, size_t errlen)
+{
+    char addr[128], why[DL_ERRLEN];
+    if (!c->ep.tlscfg)          /* connect{} sets it up for every address */
+        snprintf(why, sizeof why, "TLS is not set up for this address");
+    else if (c->connect_timeout_us > 0 &&
+             redisSetTimeout(c->ctx, to_tv(c->connect_timeout_us)) != REDIS_OK)
+        snprintf(why, sizeof why, "cannot set the socket's timeouts");
+    else if ((c->tls = dl_tls_open(c->ep.tlscfg, c->ctx->fd,
+                                   c->ep.host, why, sizeof why)))
+        return DL_OK;
+    dl_fail(err, errlen, DL_ECONN, "%s (%s)", why,
+            where(c, addr, sizeof addr));
+    dl_conn_drop(c);
+    return DL_ECONN;
+}
+
 dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
 {
     if (c->ctx)
@@ -469,6 +570,9 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
      * bounds its set-up commands, by the connect timeout. */
     int64_t setup_us = c->command_timeout_us > 0 ? c->command_timeout_us
                                                  : c->connect_timeout_us;
+    c->eno = 0;
+    if (ep->tls && start_tls(c, err, errlen) != DL_OK)
+        return back_off(c, err);
     if (setup_us > 0 && redisSetTimeout(c->ctx, to_tv(setup_us)) != REDIS_OK)
         return connect_failed(c, err, errlen);
     if (ep->password) {
@@ -494,7 +598,7 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
         void *v = NULL;
         const char *argv[1] = { "ROLE" };
         if (redisAppendCommandArgv(c->ctx, 1, argv, NULL) != REDIS_OK ||
-            get_reply(c->ctx, &v) != REDIS_OK || !v)
+            get_reply(c, &v) != REDIS_OK || !v)
             return connect_failed(c, err, errlen);
         redisReply *r = v;
         int master = r->type == REDIS_REPLY_ERROR ||    /* not allowed */
@@ -523,7 +627,7 @@ dl_status dl_conn_flush(dl_conn *c, char *err, size_t errlen)
 {
     if (!c->ctx)
         return dl_fail(err, errlen, DL_ECONN, "connection lost");
-    if (send_all(c->ctx) != REDIS_OK)
+    if (send_all(c) != REDIS_OK)
         return dl_conn_error(c, err, errlen);
     return DL_OK;
 }
@@ -572,7 +676,7 @@ dl_status dl_conn_read(dl_conn *c, redisReply **out, char *err, size_t errlen)
     *out = NULL;
     if (!c->ctx)
         return dl_fail(err, errlen, DL_ECONN, "connection lost");
-    if (get_reply(c->ctx, &r) != REDIS_OK || !r)
+    if (get_reply(c, &r) != REDIS_OK || !r)
         return dl_conn_error(c, err, errlen);
     if (refused(c, r, err, errlen))
         return DL_ECONN;

@@ -8,6 +8,7 @@
 #define DLOCK_CONN_H
 
 #include "dlock.h"
+#include "tls.h"
 #include <hiredis/hiredis.h>
 
 #pragma GCC visibility push(hidden)
@@ -23,10 +24,13 @@ typedef struct dl_endpoint {
     char *username;     /* NULL: no ACL user */
     char *password;     /* NULL: no AUTH */
     int db;
+    int tls;            /* rediss:// */
+    dl_tls_config *tlscfg; /* counted reference, or NULL (no TLS, or not
+                              set up yet: connecting then fails) */
 } dl_endpoint;
 
-/* Parse "redis://[[user][:pass]@][host][:port][/db]" or
- * "unix://[[user][:pass]@]/path[?db=N]" into ep (zeroed first).
+/* Parse "redis://[[user][:pass]@][host][:port][/db]" (rediss:// for TLS)
+ * or "unix://[[user][:pass]@]/path[?db=N]" into ep (zeroed first).
  * Returns 0, or -1 with a message in err; ep then owns nothing. */
 int dl_endpoint_parse(dl_endpoint *ep, const char *url, size_t len,
                       char *err, size_t errlen);
@@ -43,7 +47,11 @@ typedef struct dl_resolver {
 } dl_resolver;
 
 typedef struct dl_conn {
-    redisContext *ctx;          /* NULL while disconnected */
+    redisContext *ctx;          /* NULL while disconnected; hiredis formats
+                                   into ctx->obuf and parses with
+                                   ctx->reader, conn.c moves the bytes */
+    dl_tls *tls;                /* the TLS session on ctx->fd, or NULL */
+    int eno;                    /* errno of the last I/O failure */
     dl_endpoint ep;             /* owned: where it connects */
     const dl_resolver *resolver;/* NULL: ep never changes */
     int resolve_next;           /* ask the resolver before reconnecting */
@@ -107,6 +115,12 @@ dl_status dl_conn_call(dl_conn *c, int argc, const char **argv,
 dl_status dl_conn_call_led(dl_conn *c, const char *lead, int argc,
                            const char **argv, const size_t *lens,
                            redisReply **out, char *err, size_t errlen);
+
+/* After poll() said the socket is readable: take in what is there without
+ * blocking, for redisGetReplyFromReader. Returns 0, or -1 when the link
+ * failed (the caller drops it). Afterwards nothing that arrived is left
+ * below the reader (in TLS buffers): poll() tells whether more came. */
+int dl_conn_pump(dl_conn *c);
 
 /* Pipelining: queue commands, then read their replies in order. */
 dl_status dl_conn_append(dl_conn *c, int argc, const char **argv,

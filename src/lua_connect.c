@@ -16,7 +16,7 @@ static const char *const CONNECT_KEYS[] = {
     "url", "servers", "sentinels", "master", "cluster", "prefix", "lease",
     "connect_timeout", "command_timeout", "username", "password", "db",
     "on_lost", "max_hold", "sync_replicas", "sync_timeout", "scheduler",
-    NULL
+    "tls", NULL
 };
 
 static const char *opt_string(lua_State *L, int t, const char *name,
@@ -56,6 +56,8 @@ typedef struct conn_args {
     dl_topo_kind topo;
     const char *list;                   /* option naming the URL list */
     size_t nlist;
+    int has_tls;                        /* the tls option was given */
+    dl_tls_opts tls;
 } conn_args;
 
 /* opts[name] is a non-empty array of URL strings; returns its length. */
@@ -78,6 +80,50 @@ static size_t url_list(lua_State *L, const char *name)
     return n;
 }
 
+/* opts.tls at index t: { ca_file, ca_dir, cert_file, key_file,
+ * server_name, verify }. */
+static void read_tls(lua_State *L, int t, dl_tls_opts *o)
+{
+    static const char *const keys[] = { "ca_file", "ca_dir", "cert_file",
+                                        "key_file", "server_name", NULL };
+    const char **dst[] = { &o->ca_file, &o->ca_dir, &o->cert_file,
+                           &o->key_file, &o->server_name };
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        lua_pop(L, 1);
+        int known = lua_type(L, -1) == LUA_TSTRING &&
+                    strcmp(lua_tostring(L, -1), "verify") == 0;
+        for (int i = 0; keys[i] && !known; i++)
+            known = lua_type(L, -1) == LUA_TSTRING &&
+                    strcmp(lua_tostring(L, -1), keys[i]) == 0;
+        if (!known)
+            dlua_opt_error(L, "dlock.connect", "tls", lua_pushfstring(L,
+                           "unknown field '%s'", lua_type(L, -1) ==
+                           LUA_TSTRING ? lua_tostring(L, -1) :
+                           luaL_typename(L, -1)));
+    }
+    for (int i = 0; keys[i]; i++) {
+        int ty = lua_getfield(L, t, keys[i]);
+        if (ty == LUA_TSTRING && lua_rawlen(L, -1) > 0 &&
+            strlen(lua_tostring(L, -1)) == lua_rawlen(L, -1))
+            *dst[i] = lua_tostring(L, -1);  /* stays in opts.tls */
+        else if (ty != LUA_TNIL)
+            dlua_opt_error(L, "dlock.connect", "tls", lua_pushfstring(L,
+                           "field '%s': a non-empty string expected",
+                           keys[i]));
+        lua_pop(L, 1);
+    }
+    int ty = lua_getfield(L, t, "verify");
+    if (ty != LUA_TNIL && ty != LUA_TBOOLEAN)
+        dlua_opt_error(L, "dlock.connect", "tls", "field 'verify': a "
+                       "boolean expected");
+    o->verify = ty == LUA_TNIL || lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (o->key_file && !o->cert_file)
+        dlua_opt_error(L, "dlock.connect", "tls", "'key_file' without "
+                       "'cert_file'");
+}
+
 static void read_args(lua_State *L, conn_args *a)
 {
     memset(a, 0, sizeof *a);
@@ -90,6 +136,7 @@ static void read_args(lua_State *L, conn_args *a)
     a->db = -1;
     a->topo = DL_TOPO_SINGLE;
     a->sync_ms = 1000;
+    a->tls.verify = 1;
     if (lua_type(L, 1) == LUA_TSTRING) {
         a->url = lua_tolstring(L, 1, &a->urllen);
         return;
@@ -174,6 +221,15 @@ static void read_args(lua_State *L, conn_args *a)
     if (ty != LUA_TNIL && ty != LUA_TFUNCTION)
         dlua_opt_error(L, "dlock.connect", "on_lost", "function expected");
     lua_pop(L, 1);
+    ty = lua_getfield(L, 1, "tls");
+    if (ty != LUA_TNIL && ty != LUA_TTABLE)
+        dlua_opt_error(L, "dlock.connect", "tls", lua_pushfstring(L,
+                       "table expected, got %s", luaL_typename(L, -1)));
+    if (ty == LUA_TTABLE) {
+        a->has_tls = 1;
+        read_tls(L, lua_gettop(L), &a->tls);
+    }
+    lua_pop(L, 1);
     /* dlock.lua turns "cqueues", "luv" or a table into its wait function */
     ty = lua_getfield(L, 1, "scheduler");
     if (ty != LUA_TNIL && ty != LUA_TFUNCTION)
@@ -246,6 +302,39 @@ static int parse_urls(lua_State *L, const conn_args *a, dl_endpoint **eps,
     return 0;
 }
 
+/* Give every rediss:// endpoint (and the template of discovered nodes)
+ * one TLS set-up. Returns 0, 1 when TLS is not built in (err says so:
+ * a connection failure), or -1 with err (raise it: a bad option). */
+static int set_up_tls(const conn_args *a, dl_client_opts *o, char *err,
+                      size_t errlen)
+{
+    size_t ntls = 0;
+    for (size_t i = 0; i < o->neps; i++)
+        ntls += o->eps[i].tls != 0;
+    if (ntls == 0 && !a->has_tls)
+        return 0;
+    if (ntls == 0) {
+        snprintf(err, errlen, "given, but no URL is rediss:// (TLS)");
+        return -1;
+    }
+    if (ntls != o->neps && a->topo != DL_TOPO_REDLOCK) {
+        snprintf(err, errlen, "every URL in '%s' must be rediss:// or none",
+                 a->list);
+        return -1;
+    }
+    dl_tls_config *cfg = dl_tls_config_new(&a->tls, err, errlen);
+    if (!cfg)
+        return dl_tls_built() ? -1 : 1;
+    for (size_t i = 0; i < o->neps; i++)
+        if (o->eps[i].tls)
+            o->eps[i].tlscfg = dl_tls_config_ref(cfg);
+    o->tmpl.tls = o->eps[0].tls;            /* discovered nodes: like it */
+    dl_tls_config_unref(o->tmpl.tlscfg);
+    o->tmpl.tlscfg = o->tmpl.tls ? dl_tls_config_ref(cfg) : NULL;
+    dl_tls_config_unref(cfg);
+    return 0;
+}
+
 int dlua_connect(lua_State *L)
 {
     conn_args a;
@@ -260,7 +349,8 @@ int dlua_connect(lua_State *L)
                                               a.list ? " in the list" : "",
                                               err));
 
-    /* From here on nothing raises until the client is anchored. */
+    /* From here on nothing raises until the client is anchored (but a bad
+     * tls option, once what it made is freed: lc->c is NULL then). */
     lua_client *lc = lua_newuserdatauv(L, sizeof *lc, UV_COUNT);
     lc->c = NULL;
     lc->dispatching = 0;
@@ -288,6 +378,14 @@ int dlua_connect(lua_State *L)
     if (oom || !o.prefix) {
         dl_client_opts_free(&o);
         return dlua_fail(L, DL_ECONN, "out of memory");
+    }
+    int tls = set_up_tls(&a, &o, err, sizeof err);
+    if (tls != 0) {
+        dl_client_opts_free(&o);
+        if (tls > 0)
+            return dlua_fail(L, DL_ECONN, err);
+        return dlua_opt_error(L, "dlock.connect", "tls", lua_pushstring(L,
+                              err));
     }
     dl_client *c;
     dl_status st = dl_client_open(&c, &o, err, sizeof err);

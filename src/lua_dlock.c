@@ -163,7 +163,7 @@ int64_t dlua_seconds_us(lua_State *L, int idx, const char *fname,
 /* ---- module helpers for tests, examples and benchmarks ------------- */
 
 /* dlock.core.parse_url(url) -> { host, port, path, db, username,
- * password } or nil, err. No I/O: lets tests probe the parser. */
+ * password, tls } or nil, err. No I/O: lets tests probe the parser. */
 static int module_parse_url(lua_State *L)
 {
     size_t len;
@@ -189,6 +189,10 @@ static int module_parse_url(lua_State *L)
     }
     lua_pushinteger(L, ep.db);
     lua_setfield(L, -2, "db");
+    if (ep.tls) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "tls");
+    }
     dl_endpoint_free(&ep);
     return 1;
 }
@@ -278,5 +282,7 @@ int luaopen_dlock_core(lua_State *L)
     lua_setfield(L, -2, "Lock");
     lua_pushliteral(L, DLOCK_VERSION);
     lua_setfield(L, -2, "_VERSION");
+    lua_pushboolean(L, dl_tls_built());         /* rediss:// works */
+    lua_setfield(L, -2, "tls_built");
     return 1;
 }

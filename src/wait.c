@@ -12,8 +12,8 @@
  * sees it. Besides the SUBSCRIBE round trip, only dl_wait_fds blocks: the
  * waiting itself may be a poll() or a yield to the caller's event loop
  * (client.h). hiredis is used only as a reply parser here: poll() says
- * when to read, then redisBufferRead/redisGetReplyFromReader consume
- * what is there.
+ * when to read, then dl_conn_pump/redisGetReplyFromReader consume what is
+ * there.
  */
 #include "wait.h"
 
@@ -183,7 +183,7 @@ dl_status dl_waiter_subscribe(dl_waiter *w, const char *chan, size_t len,
             if (n < 0 && errno == EINTR)
                 continue;
             if (n > 0)
-                rd = redisBufferRead(w->conn.ctx) == REDIS_OK ? 1 : -1;
+                rd = dl_conn_pump(&w->conn) == 0 ? 1 : -1;
             else if (n < 0)
                 rd = -1;
             else if (dl_now_us() < deadline)
@@ -205,7 +205,7 @@ static void pump(dl_waiter *w)
     int n;
     while ((n = poll(&p, 1, 0)) < 0 && errno == EINTR)
         ;
-    if (n < 0 || (n > 0 && redisBufferRead(w->conn.ctx) != REDIS_OK) ||
+    if (n < 0 || (n > 0 && dl_conn_pump(&w->conn) != 0) ||
         drain(w, NULL, 0) < 0)
         broken(w);
 }
