@@ -49,6 +49,7 @@ $(SO): $(SRC) $(HDR)
 	    echo "dlock: cannot build: pkg-config finds no $(LUA_PC) and/or hiredis."; \
 	    echo "  Install the build dependencies (Debian):"; \
 	    echo "    sudo apt-get install -y build-essential pkg-config $(LUA_DEV) libhiredis-dev"; \
+	    echo "  (and libssl-dev for TLS: without it, rediss:// is not built in)"; \
 	    echo "  or run 'make deps' as root (it also installs the test tools)."; \
 	    exit 1; } >&2
 	@mkdir -p $(BUILD)/dlock

@@ -14,27 +14,30 @@ description = {
     A C core over hiredis with a watchdog thread that renews leases,
     reentrancy per coroutine, fencing tokens and event-driven waiting
     (pub/sub on release), with lock:with(fn) and Lua 5.4 <close>.
-    Lua 5.1, LuaJIT 2.1, 5.3 and 5.4 (not 5.2).
+    Lua 5.1, LuaJIT 2.1, 5.3 and 5.4 (not 5.2). TLS (rediss://) over
+    OpenSSL; without OpenSSL, build with `make TLS=0` instead.
   ]],
   license = "MIT",
 }
 dependencies = { "lua >= 5.1, < 5.5, ~= 5.2" }
 external_dependencies = {
   HIREDIS = { header = "hiredis/hiredis.h", library = "hiredis" },
+  OPENSSL = { header = "openssl/ssl.h", library = "ssl" },
 }
 build = {
   type = "builtin",
   modules = {
     ["dlock.core"] = {
-      sources = { "src/util.c", "src/conn.c", "src/script.c",
+      sources = { "src/util.c", "src/tls.c", "src/conn.c", "src/script.c",
                   "src/registry.c", "src/wait.c", "src/topology.c", "src/op.c",
                   "src/exec.c", "src/batch.c", "src/state.c", "src/watchdog.c", "src/pending.c",
                   "src/client.c", "src/acquire.c", "src/release.c",
                   "src/lua_dlock.c", "src/lua_client.c", "src/lua_connect.c",
                   "src/lua_lock.c" },
-      libraries = { "hiredis", "pthread", "dl", "m" },
-      incdirs = { "src", "$(HIREDIS_INCDIR)" },
-      libdirs = { "$(HIREDIS_LIBDIR)" },
+      defines = { "DL_WITH_TLS" },
+      libraries = { "hiredis", "ssl", "crypto", "pthread", "dl", "m" },
+      incdirs = { "src", "$(HIREDIS_INCDIR)", "$(OPENSSL_INCDIR)" },
+      libdirs = { "$(HIREDIS_LIBDIR)", "$(OPENSSL_LIBDIR)" },
     },
     dlock = "lua/dlock.lua",
   },

@@ -143,11 +143,12 @@ function helper.start_redis(extra, opts)
       c and ("--port 0 --tls-port " .. port) or ("--port " .. port), base, base, base .. ".d",
       extra or "", tls_args, opts.sentinel and " --sentinel" or "")
     local rcli = ("redis-cli -p %d"):format(port)
+    local flags
     if c then
-      rcli = ("%s --tls --cacert %s --cert %s --key %s"):format(rcli, c.ca, c.client_crt,
-        c.client_key)
-      helper.cli_flags[port] = rcli:match("^redis%-cli %-p %d+ (.*)$")
+      flags = ("--tls --cacert %s --cert %s --key %s"):format(c.ca, c.client_crt, c.client_key)
+      rcli = rcli .. " " .. flags
     end
+    helper.cli_flags[port] = flags
     local function pong()
       local r = read(rcli .. " ping 2>&1")
       return r:match("PONG") or r:match("NOAUTH")
@@ -175,6 +176,7 @@ function helper.start_redis(extra, opts)
             helper.wait_for(exited, 3)
             os.remove(base .. ".pid")
             srv.pid = nil
+            helper.cli_flags[port] = nil
           end
         end
         --- SHUTDOWN (persisting whatever its options ask for) and wait
@@ -190,6 +192,7 @@ function helper.start_redis(extra, opts)
         function srv.restart()
           srv.stop()
           for _ = 1, 50 do
+            helper.cli_flags[port] = flags
             if sh(cmd .. " >/dev/null 2>&1") and helper.wait_for(pong, 1, 0.02) then
               srv.pid = helper.wait_for(function()
                 local s = helper.read_file(base .. ".pid")

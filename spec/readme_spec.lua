@@ -5,7 +5,9 @@
 -- server this spec starts; a Redlock block (servers = {...}) runs against as many
 -- fresh servers as it names ports; a Sentinel or Cluster block against the
 -- sentinels or nodes of a topology from spec/topology.lua (tagged #slow: they
--- take a few seconds to start). Before a block runs, each of its loopback
+-- take a few seconds to start); a TLS block (rediss://) against a TLS-only
+-- server that wants client certificates, made by helper.tls_certs, whose
+-- files stand in for the block's /etc/redis/tls/ ones. Before a block runs, each of its loopback
 -- ports is replaced by the port of a server started here, and dlock.connect
 -- refuses any other address, so a block never reaches a server this spec did
 -- not start, and never one off this machine.
@@ -20,7 +22,8 @@ local root = here:match("^(.*)/spec/[^/]*$") or "."
 local README = root .. "/README.md"
 local text = assert(helper.read_file(README), "cannot read " .. README)
 
-local LOOPBACK = "redis://127%.0%.0%.1:(%d+)"
+local LOOPBACK = "rediss?://127%.0%.0%.1:(%d+)"
+local CERTS = "/etc/redis/tls/"
 
 --- The ```lua blocks of a Markdown text: { line = first code line, src = code }.
 local function lua_blocks(md, name)
@@ -48,6 +51,7 @@ local function kind(src)
   if src:find("sentinels%s*=") then return "sentinel" end
   if src:find("cluster%s*=") then return "cluster" end
   if src:find("servers%s*=") then return "redlock" end
+  if src:find("rediss://", 1, true) then return "tls" end
   return "single"
 end
 
@@ -87,12 +91,17 @@ local function urls_of(arg)
 end
 
 --- Run block b with its loopback ports mapped by portmap (README port ->
---- port of a server started here). Raises on an error in the block or on
---- a print that does not match its `-->` comment.
-local function run(b, portmap)
-  local src = b.src:gsub(LOOPBACK, function(p)
-    return "redis://127.0.0.1:" .. assert(portmap[p], "no server for port " .. p)
+--- port of a server started here), and its certificate files by certdir.
+--- Raises on an error in the block or on a print that does not match its
+--- `-->` comment.
+local function run(b, portmap, certdir)
+  local src = b.src:gsub("(rediss?://127%.0%.0%.1:)(%d+)", function(head, p)
+    return head .. assert(portmap[p], "no server for port " .. p)
   end)
+  if certdir then
+    local from, to = CERTS:gsub("%p", "%%%0"), (certdir .. "/"):gsub("%%", "%%%%")
+    src = src:gsub(from, to)
+  end
   local allowed = {}
   for _, to in pairs(portmap) do allowed[tostring(to)] = true end
 
@@ -264,6 +273,18 @@ describe("README.md ```lua blocks", function()
           .. #pool .. " addresses")
         for i, p in ipairs(ps) do map[p] = pool[i].port end
         run(b, map)
+      end)
+    elseif k == "tls" then
+      it("run: " .. where .. " against a TLS server this spec starts", function()
+        if not require("dlock.core").tls_built then
+          error("this dlock was built without TLS (make TLS=0, or no libssl-dev)")
+        end
+        local certs = helper.tls_certs()
+        local s = helper.start_redis(nil, { tls = certs, tls_auth_clients = true })
+        extra[#extra + 1] = s
+        local ps = ports(b.src)
+        assert.same({ "6380" }, ps, "a TLS block connects to rediss://127.0.0.1:6380/0")
+        run(b, { ["6380"] = s.port }, certs.dir)
       end)
     elseif k == "redlock" then
       it("run: " .. where .. " against servers this spec starts", function()

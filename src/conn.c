@@ -351,6 +351,13 @@ dl_status dl_conn_error(dl_conn *c, char *err, size_t errlen)
             what = "timed out";
         else if (c->ctx->err == REDIS_ERR_EOF)
             what = "server closed the connection";
+        /* TLS 1.3 ends the handshake before the server checks the client's
+         * certificate: its refusal (an alert, then a close) may reach us
+         * as a reset that discards the alert. */
+        if (c->tls && !c->replied && c->stale)
+            what = "TLS: the server closed the connection before its first "
+                   "reply (does it want a client certificate? tls.cert_file "
+                   "and tls.key_file)";
     }
     dl_fail(err, errlen, DL_ECONN, "%s (%s)", what,
             where(c, addr, sizeof addr));
@@ -420,7 +427,7 @@ static int send_all(dl_conn *c)
 static int fill(dl_conn *c, int wait)
 {
     char buf[16384], msg[DL_ERRLEN];
-    for (;;) {
+    for (int fed = 0;; fed = 1) {
         ssize_t n;
         if (c->tls) {
             n = dl_tls_read(c->tls, c->ctx->fd, buf, sizeof buf, wait, msg,
@@ -435,6 +442,8 @@ static int fill(dl_conn *c, int wait)
                                         errno == EWOULDBLOCK))
                 n = 0;
         }
+        if (n < 0 && fed)       /* the reader has bytes: they go first, */
+            return REDIS_OK;    /* the failure is met again next time */
         if (n < 0)
             return io_failed(c, n, msg);
         if (n == 0)
@@ -460,8 +469,10 @@ static int get_reply(dl_conn *c, void **r)
     for (;;) {
         if (redisGetReplyFromReader(c->ctx, r) != REDIS_OK)
             return REDIS_ERR;
-        if (*r)
+        if (*r) {
+            c->replied = 1;
             return REDIS_OK;
+        }
         if (fill(c, 1) != REDIS_OK)
             return REDIS_ERR;
     }
@@ -544,6 +555,8 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
                        c->why, (long long)((c->retry_at_us - dl_now_us())
                                            / 1000 + 1));
     c->attempt_us = dl_now_us();
+    c->eno = 0;
+    c->replied = 0;
     if (c->resolve_next && c->resolver) {
         dl_endpoint ep;
         if (c->resolver->resolve(c->resolver->ud, &ep, err, errlen) != 0)
@@ -570,7 +583,6 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
      * bounds its set-up commands, by the connect timeout. */
     int64_t setup_us = c->command_timeout_us > 0 ? c->command_timeout_us
                                                  : c->connect_timeout_us;
-    c->eno = 0;
     if (ep->tls && start_tls(c, err, errlen) != DL_OK)
         return back_off(c, err);
     if (setup_us > 0 && redisSetTimeout(c->ctx, to_tv(setup_us)) != REDIS_OK)

@@ -52,6 +52,7 @@ typedef struct dl_conn {
                                    ctx->reader, conn.c moves the bytes */
     dl_tls *tls;                /* the TLS session on ctx->fd, or NULL */
     int eno;                    /* errno of the last I/O failure */
+    int replied;                /* a reply came since connecting */
     dl_endpoint ep;             /* owned: where it connects */
     const dl_resolver *resolver;/* NULL: ep never changes */
     int resolve_next;           /* ask the resolver before reconnecting */

@@ -103,7 +103,8 @@ static void read_tls(lua_State *L, int t, dl_tls_opts *o)
                            luaL_typename(L, -1)));
     }
     for (int i = 0; keys[i]; i++) {
-        int ty = lua_getfield(L, t, keys[i]);
+        lua_pushstring(L, keys[i]);     /* raw: the table anchors it */
+        int ty = lua_rawget(L, t);
         if (ty == LUA_TSTRING && lua_rawlen(L, -1) > 0 &&
             strlen(lua_tostring(L, -1)) == lua_rawlen(L, -1))
             *dst[i] = lua_tostring(L, -1);  /* stays in opts.tls */
@@ -113,7 +114,8 @@ static void read_tls(lua_State *L, int t, dl_tls_opts *o)
                            keys[i]));
         lua_pop(L, 1);
     }
-    int ty = lua_getfield(L, t, "verify");
+    lua_pushliteral(L, "verify");
+    int ty = lua_rawget(L, t);
     if (ty != LUA_TNIL && ty != LUA_TBOOLEAN)
         dlua_opt_error(L, "dlock.connect", "tls", "field 'verify': a "
                        "boolean expected");
@@ -221,7 +223,8 @@ static void read_args(lua_State *L, conn_args *a)
     if (ty != LUA_TNIL && ty != LUA_TFUNCTION)
         dlua_opt_error(L, "dlock.connect", "on_lost", "function expected");
     lua_pop(L, 1);
-    ty = lua_getfield(L, 1, "tls");
+    lua_pushliteral(L, "tls");          /* raw: opts anchors the table */
+    ty = lua_rawget(L, 1);
     if (ty != LUA_TNIL && ty != LUA_TTABLE)
         dlua_opt_error(L, "dlock.connect", "tls", lua_pushfstring(L,
                        "table expected, got %s", luaL_typename(L, -1)));

@@ -127,7 +127,9 @@ dl_tls_config *dl_tls_config_new(const dl_tls_opts *o, char *err,
         if (cfg && cfg->ctx)
             SSL_CTX_free(cfg->ctx);
         free(cfg);
-        dl_fail(err, errlen, DL_ECONN, "TLS: out of memory");
+        ERR_clear_error();
+        dl_fail(err, errlen, DL_ECONN, "TLS: cannot set up a context (out "
+                "of memory?)");
         return NULL;
     }
     cfg->refs = 1;
@@ -269,6 +271,7 @@ dl_tls *dl_tls_open(dl_tls_config *cfg, int fd, const char *host,
         return NULL;
     }
     for (;;) {
+        ERR_clear_error();      /* SSL_get_error reads the thread's queue */
         int r = SSL_do_handshake(t->ssl);
         if (flush_out(t, fd) != 0) {
             dl_fail(err, errlen, DL_ECONN, "TLS handshake: %s",
@@ -303,11 +306,32 @@ void dl_tls_close(dl_tls *t)
     ERR_clear_error();
 }
 
+/* A send failed: if the server closed the link after a TLS alert (TLS
+ * 1.3 refuses a missing client certificate only after the handshake),
+ * the alert may still be there to read, and says more than EPIPE. */
+static int write_refused(dl_tls *t, int fd, char *err, size_t errlen)
+{
+    int eno = errno;
+    char buf[256];
+    if ((eno == EPIPE || eno == ECONNRESET) && fill_in(t, fd, 0) > 0) {
+        ERR_clear_error();
+        int r = SSL_read(t->ssl, buf, (int)sizeof buf);
+        if (r <= 0 && SSL_get_error(t->ssl, r) == SSL_ERROR_SSL) {
+            tls_failed(t, "read", err, errlen);
+            return DL_TLS_ERR;
+        }
+    }
+    ERR_clear_error();
+    errno = eno;
+    return DL_TLS_EIO;
+}
+
 int dl_tls_write(dl_tls *t, int fd, const char *buf, size_t n, char *err,
                  size_t errlen)
 {
     while (n > 0) {
         int chunk = n > 65536 ? 65536 : (int)n;
+        ERR_clear_error();
         int r = SSL_write(t->ssl, buf, chunk);   /* into memory: all of it */
         if (r <= 0) {
             tls_failed(t, "write", err, errlen);
@@ -316,7 +340,7 @@ int dl_tls_write(dl_tls *t, int fd, const char *buf, size_t n, char *err,
         buf += r;
         n -= (size_t)r;
         if (flush_out(t, fd) != 0)
-            return DL_TLS_EIO;
+            return write_refused(t, fd, err, errlen);
     }
     return 0;
 }
@@ -326,6 +350,7 @@ ssize_t dl_tls_read(dl_tls *t, int fd, char *buf, size_t cap, int wait,
 {
     int want = cap > 65536 ? 65536 : (int)cap;
     for (;;) {
+        ERR_clear_error();
         int r = SSL_read(t->ssl, buf, want);
         /* Reading may have OpenSSL answer (a key update): send that. */
         if (flush_out(t, fd) != 0)

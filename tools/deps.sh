@@ -11,6 +11,9 @@ esac
 pkg-config --exists "$LUA_PC" 2>/dev/null || missing="$missing $LUA_DEV"
 command -v "$LUA" >/dev/null 2>&1 || missing="$missing $LUA"
 pkg-config --exists hiredis 2>/dev/null || missing="$missing libhiredis-dev"
+# TLS (rediss://); spec/tls_spec.lua makes its certificates with openssl
+pkg-config --exists openssl 2>/dev/null || missing="$missing libssl-dev"
+command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
 command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
 command -v busted >/dev/null 2>&1 || missing="$missing lua-busted"
 command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
