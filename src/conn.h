@@ -1,42 +1,19 @@
 /* SPDX-License-Identifier: MIT
- * conn.h: where a Redis server is (URL parsing) and one blocking
- * connection to it, with connect/command timeouts and lazy reconnect.
+ * conn.h: one blocking connection to a Redis server (endpoint.h), with
+ * connect/command timeouts, lazy reconnect and TLS (tls.h).
  * A dl_conn belongs to one thread at a time (hiredis: "A redisContext is
  * not thread-safe").
  */
 #ifndef DLOCK_CONN_H
 #define DLOCK_CONN_H
 
-#include "dlock.h"
-#include "tls.h"
+#include "endpoint.h"
 #include <hiredis/hiredis.h>
 
 #pragma GCC visibility push(hidden)
 
 #define DL_HIREDIS_AT_LEAST(maj, min) \
     (HIREDIS_MAJOR > (maj) || (HIREDIS_MAJOR == (maj) && HIREDIS_MINOR >= (min)))
-
-/* A server address with credentials. Strings are owned (malloc). */
-typedef struct dl_endpoint {
-    char *host;         /* NULL for unix sockets */
-    int port;
-    char *path;         /* unix socket path, or NULL */
-    char *username;     /* NULL: no ACL user */
-    char *password;     /* NULL: no AUTH */
-    int db;
-    int tls;            /* rediss:// */
-    dl_tls_config *tlscfg; /* counted reference, or NULL (no TLS, or not
-                              set up yet: connecting then fails) */
-} dl_endpoint;
-
-/* Parse "redis://[[user][:pass]@][host][:port][/db]" (rediss:// for TLS)
- * or "unix://[[user][:pass]@]/path[?db=N]" into ep (zeroed first).
- * Returns 0, or -1 with a message in err; ep then owns nothing. */
-int dl_endpoint_parse(dl_endpoint *ep, const char *url, size_t len,
-                      char *err, size_t errlen);
-void dl_endpoint_free(dl_endpoint *ep);
-/* Deep copy; returns 0 or -1 on allocation failure. */
-int dl_endpoint_copy(dl_endpoint *dst, const dl_endpoint *src);
 
 /* Where a connection should go now, asked again after a failure: used
  * for Sentinel, whose master moves. Called on the thread that owns the

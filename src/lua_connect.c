@@ -387,8 +387,8 @@ int dlua_connect(lua_State *L)
         dl_client_opts_free(&o);
         if (tls > 0)
             return dlua_fail(L, DL_ECONN, err);
-        return dlua_opt_error(L, "dlock.connect", "tls", lua_pushstring(L,
-                              err));
+        return dlua_opt_error(L, "dlock.connect", "tls",
+                              lua_pushfstring(L, "%s", err));
     }
     dl_client *c;
     dl_status st = dl_client_open(&c, &o, err, sizeof err);
