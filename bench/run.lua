@@ -193,9 +193,10 @@ end
 -- Each M1 run interleaves floor, dlock and plain in SLICES short slices
 -- (order rotated), so that load from elsewhere on the host hits all alike.
 local SLICES = QUICK and 2 or 4
-local IMPLS = { "floor", "dlock", plain and "plain" }
+local IMPLS = { "floor", "dlock", "labelled", plain and "plain" }
 pin_server(true)
-local R = { ping = {}, ping50 = {}, eval = {}, eval50 = {}, floor = {}, dlock = {}, plain = {} }
+local R = { ping = {}, ping50 = {}, eval = {}, eval50 = {}, floor = {}, dlock = {}, labelled = {},
+            plain = {} }
 for rep = 1, CFG.reps do
   log("ceiling and M1, run %d/%d", rep, CFG.reps)
   local rps, p50 = redis_benchmark("PING")
@@ -449,6 +450,10 @@ row("M1 cycle latency p50 / p99 (µs)", ("%s / %s"):format(f0(med(R.dlock, "p50"
     pv(function(i) return ("%s / %s"):format(f0(med(R[i], "p50")), f0(med(R[i], "p99"))) end))
 row("M1 Redis CPU per cycle (µs, INFO commandstats)", f2(med(R.dlock, "srv")),
     pv(function(i) return f2(med(R[i], "srv")) end))
+local l_ratio = med(R.labelled, "cps") / d_cps
+row("M1 with connect{ label = ... }: cycles/s (ratio to M1; the label is set once per connection)",
+    ("%s (%s)"):format(f0(med(R.labelled, "cps")), f2(l_ratio)), "",
+    ("≥ 0.95 (no cost on the lock path): %s"):format(verdict(l_ratio >= 0.95)))
 
 local lost_d, lost_p, over_d, over_p = 0, 0, 0, 0
 for _, s in ipairs(SERIES) do

@@ -16,7 +16,8 @@
 --       RESULT "held lost cpu_s wall_s" (held = locks it still holds, lost =
 --       client:stats().lost, cpu = process CPU time incl. the watchdog thread).
 --
--- IMPL is "dlock", "fair" (dlock's fair lock) or "plain"
+-- IMPL is "dlock", "labelled" (dlock with connect{ label = ... }), "fair"
+-- (dlock's fair lock) or "plain"
 -- (bench/plainlock.lua, same lock interface).
 -- All times come from dlock.now() (CLOCK_MONOTONIC, shared by all processes).
 local dlock = require "dlock"
@@ -26,6 +27,9 @@ local dir = arg[0]:match("^(.*)/[^/]*$") or "."
 package.path = dir .. "/?.lua;" .. package.path
 
 local function impl(name)
+  if name == "labelled" then              -- dlock, its connections named
+    return { connect = function(url) return dlock.connect{ url = url, label = "bench m1" } end }
+  end
   return (name == "dlock" or name == "fair") and dlock or require "plainlock"
 end
 

@@ -153,6 +153,29 @@ static void leave_live(dl_client *c)
     pthread_mutex_unlock(&live_mu);
 }
 
+/* Every connection names itself "dlock:<id>:<label>" (inspect.c), the
+ * label by default "<host name>:<pid>". 0, or -1 out of memory. */
+static int name_endpoints(dl_client *c)
+{
+    char dflt[300], host[256] = "";
+    const char *label = c->opts.label;
+    if (!label) {
+        if (gethostname(host, sizeof host - 1) != 0)
+            snprintf(host, sizeof host, "?");
+        snprintf(dflt, sizeof dflt, "%s:%ld", host, (long)getpid());
+        label = dflt;
+    }
+    char *name = dl_client_name(c->id, label, strlen(label));
+    if (!name)
+        return -1;
+    int bad = 0;
+    for (size_t i = 0; i < c->opts.neps; i++)
+        bad |= !(c->opts.eps[i].name = strdup(name));
+    bad |= !(c->opts.tmpl.name = strdup(name));
+    free(name);
+    return bad ? -1 : 0;
+}
+
 dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
                          char *err, size_t errlen)
 {
@@ -171,7 +194,18 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
     /* A renewal must come back well within the lease it protects. */
     int64_t third = c->opts.lease_ms * 1000 / 3;
     int64_t cmd = c->opts.command_timeout_us;
-    dl_status st = dl_topology_init(&c->topo, c->opts.topo, &c->mu,
+    dl_status st = DL_OK;
+    if (dl_random_hex(c->id, DL_ID_BYTES) != 0)
+        st = dl_fail(err, errlen, DL_ECONN, "no randomness for the client id");
+    else if (name_endpoints(c) != 0)
+        st = dl_fail(err, errlen, DL_ECONN, "out of memory");
+    if (st != DL_OK) {
+        dl_client_opts_free(&c->opts);
+        pthread_mutex_destroy(&c->mu);
+        free(c);
+        return st;
+    }
+    st = dl_topology_init(&c->topo, c->opts.topo, &c->mu,
                                     c->opts.eps, c->opts.neps,
                                     c->opts.master, &c->opts.tmpl,
                                     c->opts.connect_timeout_us, cmd,
@@ -182,8 +216,6 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
     c->opts.master = NULL;
     if (st == DL_OK && dl_registry_init(&c->reg) != 0)
         st = dl_fail(err, errlen, DL_ECONN, "out of memory");
-    if (st == DL_OK && dl_random_hex(c->id, DL_ID_BYTES) != 0)
-        st = dl_fail(err, errlen, DL_ECONN, "no randomness for the client id");
     if (st == DL_OK)
         st = load_scripts(c, err, errlen);
     if (st == DL_OK)

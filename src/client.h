@@ -100,6 +100,39 @@ void dl_client_owner_gone(dl_client *c, uint64_t owner_num);
 
 void dl_client_stats(dl_client *c, dl_stats *out, size_t *held);
 
+/* One owner of a lock, as inspection finds it. */
+typedef struct dl_inspect_owner {
+    char *owner;                /* as stored, a read half's "\0r" cut */
+    size_t ownerlen;
+    int64_t count;              /* its holds */
+    char client[DL_ID_HEX + 1]; /* the client acting for it; "" unknown */
+    char *label;                /* that client's label; NULL unknown */
+    int mode;                   /* 'r' a reader, 'w' a writer, else 0 */
+    int coroutine;              /* a coroutine owner: "<client id>:<n>" */
+} dl_inspect_owner;
+
+typedef struct dl_inspect {
+    int64_t token, ttl_ms;
+    int64_t waiters;            /* approximate: see dl_client_inspect */
+    size_t nowners;
+    dl_inspect_owner *owners;
+} dl_inspect;
+
+/* Who holds lock name now, with no effect on it: DL_OK and *held = 0
+ * when it is free, else *in filled (free it with dl_inspect_free). The
+ * waiters are a fair lock's or a semaphore's queue, or else the clients
+ * listening on the lock's channel (those that waited for it lately too).
+ * Labels come from CLIENT LIST on the lock's server. */
+dl_status dl_client_inspect(dl_client *c, const char *name, size_t len,
+                            int *held, dl_inspect *in, char *err,
+                            size_t errlen);
+void dl_inspect_free(dl_inspect *in);
+
+/* "dlock:<id>:<label>", the label %XX-escaped where Redis would refuse
+ * it: the CLIENT SETNAME of every connection of client id. NULL when out
+ * of memory. */
+char *dl_client_name(const char *id, const char *label, size_t len);
+
 /* Whether the (first) server's maxmemory-policy may evict lock keys: an
  * allkeys-* policy (volatile-* ones may too: every lock key has a TTL). */
 int dl_client_evictable(const dl_client *c);

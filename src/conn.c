@@ -220,7 +220,9 @@ int dl_conn_pump(dl_conn *c)
     return c->ctx && fill(c, 0) == REDIS_OK ? 0 : -1;
 }
 
-/* Run a set-up command on a fresh context; any error reply fails. */
+/* Run a set-up command on a fresh context; any error reply fails, but
+ * for a command that may be refused (what == NULL: CLIENT SETNAME, which
+ * an ACL may forbid; the name is only for diagnostics). */
 static dl_status setup_cmd(dl_conn *c, int argc, const char **argv,
                            const char *what, char *err, size_t errlen)
 {
@@ -230,7 +232,7 @@ static dl_status setup_cmd(dl_conn *c, int argc, const char **argv,
         return dl_conn_error(c, err, errlen);
     redisReply *r = v;
     dl_status st = DL_OK;
-    if (r->type == REDIS_REPLY_ERROR) {
+    if (r->type == REDIS_REPLY_ERROR && what) {
         char addr[128];
         st = dl_fail(err, errlen, DL_ECONN, "%s failed: %s (%s)", what,
                      r->str, where(c, addr, sizeof addr));
@@ -339,6 +341,11 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
         snprintf(db, sizeof db, "%d", ep->db);
         const char *argv[2] = { "SELECT", db };
         if (setup_cmd(c, 2, argv, "SELECT", err, errlen) != DL_OK)
+            return back_off(c, err);
+    }
+    if (ep->name) {             /* who this is, in CLIENT LIST */
+        const char *argv[3] = { "CLIENT", "SETNAME", ep->name };
+        if (setup_cmd(c, 3, argv, NULL, err, errlen) != DL_OK)
             return back_off(c, err);
     }
     if (c->resolver) {

@@ -244,6 +244,7 @@ void dl_endpoint_free(dl_endpoint *ep)
     free(ep->path);
     free(ep->username);
     free(ep->password);
+    free(ep->name);
     dl_tls_config_unref(ep->tlscfg);
     memset(ep, 0, sizeof *ep);
 }
@@ -263,7 +264,8 @@ int dl_endpoint_copy(dl_endpoint *dst, const dl_endpoint *src)
     dst->tlscfg = dl_tls_config_ref(src->tlscfg);
     if (dup_opt(&dst->host, src->host) || dup_opt(&dst->path, src->path) ||
         dup_opt(&dst->username, src->username) ||
-        dup_opt(&dst->password, src->password)) {
+        dup_opt(&dst->password, src->password) ||
+        dup_opt(&dst->name, src->name)) {
         dl_endpoint_free(dst);
         return -1;
     }

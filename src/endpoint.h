@@ -18,6 +18,7 @@ typedef struct dl_endpoint {
     char *password;     /* NULL: no AUTH */
     int db;
     int tls;            /* rediss:// */
+    char *name;         /* CLIENT SETNAME on connecting, or NULL */
     dl_tls_config *tlscfg; /* counted reference, or NULL (no TLS, or not
                               set up yet: connecting then fails) */
 } dl_endpoint;

@@ -177,6 +177,68 @@ static int client_ping(lua_State *L)
     return 1;
 }
 
+/* client:inspect(name) -> nil (free) | { owners = { { label, count,
+ * client, owner, mode }... }, ttl, token, waiters } | nil, err */
+static int client_inspect(lua_State *L)
+{
+    lua_client *lc = dlua_client(L, 1, "inspect");
+    size_t len;
+    if (lua_type(L, 2) != LUA_TSTRING)
+        dlua_arg_error(L, 1, "inspect", lua_pushfstring(L, "lock name (a "
+                       "string) expected, got %s", luaL_typename(L, 2)));
+    const char *name = lua_tolstring(L, 2, &len);
+    if (len == 0)
+        dlua_arg_error(L, 1, "inspect", "lock name must not be empty");
+    char err[DL_ERRLEN];
+    dl_inspect in;
+    int held;
+    dl_status st = dl_client_inspect(lc->c, name, len, &held, &in, err,
+                                     sizeof err);
+    if (st != DL_OK)
+        return dlua_fail(L, st, err);
+    if (!held) {
+        lua_pushnil(L);
+        return 1;
+    }
+    /* Nothing below raises but out of memory; in is freed first. */
+    lua_createtable(L, 0, 4);
+    lua_createtable(L, (int)in.nowners, 0);
+    for (size_t i = 0; i < in.nowners; i++) {
+        const dl_inspect_owner *o = &in.owners[i];
+        lua_createtable(L, 0, 5);
+        lua_pushinteger(L, (lua_Integer)o->count);
+        lua_setfield(L, -2, "count");
+        if (o->label) {
+            lua_pushstring(L, o->label);
+            lua_setfield(L, -2, "label");
+        }
+        if (o->client[0]) {
+            lua_pushstring(L, o->client);
+            lua_setfield(L, -2, "client");
+        }
+        if (!o->coroutine) {
+            lua_pushlstring(L, o->owner, o->ownerlen);
+            lua_setfield(L, -2, "owner");
+        }
+        if (o->mode) {
+            lua_pushstring(L, o->mode == 'r' ? "read" : "write");
+            lua_setfield(L, -2, "mode");
+        }
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "owners");
+    if (in.ttl_ms >= 0) {
+        lua_pushnumber(L, (lua_Number)in.ttl_ms / 1000);
+        lua_setfield(L, -2, "ttl");
+    }
+    lua_pushinteger(L, (lua_Integer)in.token);
+    lua_setfield(L, -2, "token");
+    lua_pushinteger(L, (lua_Integer)in.waiters);
+    lua_setfield(L, -2, "waiters");
+    dl_inspect_free(&in);
+    return 1;
+}
+
 static int client_poll(lua_State *L)
 {
     check_open(L, 1, "poll");
@@ -251,6 +313,7 @@ void dlua_client_open(lua_State *L)
         { "fair_lock", dlua_fair_lock_new },
         { "_permit", dlua_permit_new },
         { "ping", client_ping },
+        { "inspect", client_inspect },
         { "poll", client_poll },
         { "stats", client_stats },
         { "close", client_close },

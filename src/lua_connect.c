@@ -16,7 +16,7 @@ static const char *const CONNECT_KEYS[] = {
     "url", "servers", "sentinels", "master", "cluster", "prefix", "lease",
     "connect_timeout", "command_timeout", "username", "password", "db",
     "on_lost", "max_hold", "sync_replicas", "sync_timeout", "scheduler",
-    "tls", NULL
+    "tls", "label", NULL
 };
 
 static const char *opt_string(lua_State *L, int t, const char *name,
@@ -48,8 +48,8 @@ static char *dup_str(const char *s)
 /* Everything that can raise, before anything is allocated: fills o with
  * borrowed strings and numbers. */
 typedef struct conn_args {
-    const char *url, *prefix, *username, *password, *master;
-    size_t urllen, prefixlen;
+    const char *url, *prefix, *username, *password, *master, *label;
+    size_t urllen, prefixlen, labellen;
     int64_t lease_ms, max_hold_ms, connect_us, command_us, sync_ms;
     int db;                             /* -1: from the URL */
     int sync_replicas;
@@ -197,6 +197,11 @@ static void read_args(lua_State *L, conn_args *a)
         a->prefix = s;
         a->prefixlen = n;
     }
+    a->label = opt_string(L, 1, "label", &a->labellen);
+    if (a->label && (a->labellen == 0 || a->labellen > 200 ||
+                     strlen(a->label) != a->labellen))
+        dlua_opt_error(L, "dlock.connect", "label", "a string of 1 to 200 "
+                       "bytes, no NUL, expected");
     a->username = opt_string(L, 1, "username", &n);
     a->password = opt_string(L, 1, "password", &n);
     if (lua_getfield(L, 1, "db") != LUA_TNIL) {
@@ -378,6 +383,8 @@ int dlua_connect(lua_State *L)
     o.command_timeout_us = a.command_us;
     o.sync_replicas = a.sync_replicas;
     o.sync_timeout_ms = a.sync_ms;
+    if (a.label && !(o.label = dup_str(a.label)))
+        oom = 1;
     if (oom || !o.prefix) {
         dl_client_opts_free(&o);
         return dlua_fail(L, DL_ECONN, "out of memory");

@@ -569,6 +569,39 @@ static const char *const src[DL_S_COUNT] = {
     [DL_S_FAIR_RELEASE] = FAIR_TAKE_OUT RELEASE_BODY(FAIR_KNOWN),
     [DL_S_FAIR_VOID] = FAIR_TAKE_OUT VOID_BODY("unqueue(ARGV[2])\n" FAIR_KNOWN),
     [DL_S_FAIR_DROP] = FAIR_TAKE_OUT DROP_BODY,
+
+    /* Who holds the lock, for diagnostics; changes nothing. KEYS lock
+     * queue; ARGV chan verb ("numsub" or "shardnumsub"). Free: {0}. Held:
+     * {1, token, pttl, {owner, count, ...}, {requester, ...}, queued,
+     * subscribers, writer}: the owners whose holds have not run out, the
+     * requesters "<client id>|<owner>" recorded (which clients act for an
+     * explicit owner), a fair lock's or a semaphore's live queue, and the
+     * clients listening on the lock's channel (waiters, and clients that
+     * waited lately: their subscriptions stay). */
+    [DL_S_INSPECT] =
+        "local k = KEYS[1]\n"
+        NOW
+        "local all, h = redis.call('hgetall', k), {}\n"
+        "for i = 1, #all, 2 do h[all[i]] = all[i + 1] end\n"
+        "if tonumber(h.n or '0') <= 0 then return {0} end\n"
+        "local owners, reqs = {}, {}\n"
+        "for name, v in pairs(h) do\n"
+        "  local c, rest = name:sub(1, 1), name:sub(2)\n"
+        "  if c == 'o' and tonumber(v) > 0 and\n"
+        "     tonumber(h['e' .. rest] or now + 1) > now then\n"
+        "    owners[#owners + 1] = rest\n"
+        "    owners[#owners + 1] = v\n"
+        "  elseif c == 'q' and rest:find('|', 1, true) then\n"
+        "    reqs[#reqs + 1] = rest\n"
+        "  end\n"
+        "end\n"
+        "if #owners == 0 then return {0} end\n"
+        "local queued, kind = 0, redis.call('type', KEYS[2]).ok\n"
+        "if kind == 'hash' then queued = tonumber(redis.call('hget', KEYS[2], 'c') or '0')\n"
+        "elseif kind == 'zset' then queued = redis.call('zcount', KEYS[2], now, '+inf') end\n"
+        "local subs = redis.call('pubsub', ARGV[2], ARGV[1])[2]\n"
+        "return {1, h.t or '0', redis.call('pttl', k), owners, reqs, queued,\n"
+        "        subs, h.w or ''}\n",
 };
 
 const char *dl_script_source(dl_script_id id, const char **name)
@@ -577,7 +610,7 @@ const char *dl_script_source(dl_script_id id, const char **name)
         "acquire", "acquire1", "release", "void", "renew", "extend", "force",
         "drop", "fence", "ttl", "rw_acquire", "rw_renew", "sem_acquire",
         "sem_release", "sem_free", "fair_acquire", "fair_release",
-        "fair_void", "fair_drop"
+        "fair_void", "fair_drop", "inspect"
     };
     *name = names[id];
     return src[id];

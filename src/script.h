@@ -47,6 +47,7 @@ typedef enum {
     DL_S_FAIR_VOID, /* KEYS lock counter queue; ARGV as VOID: and leave
                        the queue                                       */
     DL_S_FAIR_DROP, /* KEYS lock counter queue; ARGV as DROP              */
+    DL_S_INSPECT,   /* KEYS lock queue; ARGV chan numsub-verb: read only  */
     DL_S_COUNT
 } dl_script_id;
 

@@ -32,6 +32,7 @@ void dl_client_opts_free(dl_client_opts *o)
     free(o->master);
     dl_endpoint_free(&o->tmpl);
     free(o->prefix);
+    free(o->label);
     memset(o, 0, sizeof *o);
 }
 

@@ -37,6 +37,8 @@ typedef struct dl_client_opts {
     int64_t command_timeout_us;
     int sync_replicas;          /* WAIT for this many replicas; 0: no */
     int64_t sync_timeout_ms;
+    char *label;                /* owned: diagnostics name; NULL: host
+                                   name and pid */
 } dl_client_opts;
 
 /* Free what opts owns. */
