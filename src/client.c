@@ -190,6 +190,7 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
     c->pid = getpid();
     c->opener = pthread_self();
     pthread_mutex_init(&c->mu, NULL);
+    dl_log_init(&c->log, c->opts.log);
     c->pubverb = c->opts.topo == DL_TOPO_CLUSTER ? "spublish" : "publish";
     /* A renewal must come back well within the lease it protects. */
     int64_t third = c->opts.lease_ms * 1000 / 3;
@@ -202,6 +203,7 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
     if (st != DL_OK) {
         dl_client_opts_free(&c->opts);
         pthread_mutex_destroy(&c->mu);
+        dl_log_free(&c->log);
         free(c);
         return st;
     }
@@ -210,7 +212,7 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
                                     c->opts.master, &c->opts.tmpl,
                                     c->opts.connect_timeout_us, cmd,
                                     cmd > 0 && cmd < third ? cmd : third,
-                                    err, errlen);
+                                    &c->log, err, errlen);
     c->opts.eps = NULL;
     c->opts.neps = 0;
     c->opts.master = NULL;
@@ -278,6 +280,7 @@ void dl_client_close(dl_client *c)
     dl_topology_free(&c->topo);
     dl_registry_free(&c->reg);
     dl_client_opts_free(&c->opts);
+    dl_log_free(&c->log);
     free(c);
 }
 

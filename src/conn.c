@@ -31,6 +31,26 @@ static struct timeval to_tv(int64_t us)
     return tv;
 }
 
+/* Tell the log once that c went down (lost) or could not connect. */
+static void tell_down(dl_conn *c, const char *how, const char *why)
+{
+    c->up = 0;
+    if (c->down_told)
+        return;
+    c->down_told = 1;
+    dl_log_say(c->log, DL_LOG_WARN, "%s connection %s: %s",
+               c->role ? c->role : "a", how, why);
+}
+
+static const char *where(const dl_conn *c, char *buf, size_t n)
+{
+    if (c->ep.path)
+        snprintf(buf, n, "%s", c->ep.path);
+    else
+        snprintf(buf, n, "%s:%d", c->ep.host ? c->ep.host : "?", c->ep.port);
+    return buf;
+}
+
 int dl_conn_init(dl_conn *c, const dl_endpoint *ep,
                  int64_t connect_timeout_us, int64_t command_timeout_us)
 {
@@ -42,6 +62,7 @@ int dl_conn_init(dl_conn *c, const dl_endpoint *ep,
 
 void dl_conn_free(dl_conn *c)
 {
+    c->up = 0;                  /* closing is not losing */
     dl_conn_drop(c);
     dl_endpoint_free(&c->ep);
 }
@@ -55,21 +76,17 @@ void dl_conn_retarget(dl_conn *c)
 
 void dl_conn_drop(dl_conn *c)
 {
+    if (c->up) {
+        char addr[128], why[160];
+        snprintf(why, sizeof why, "closed (%s)", where(c, addr, sizeof addr));
+        tell_down(c, "dropped", why);
+    }
     dl_tls_close(c->tls);
     c->tls = NULL;
     if (c->ctx) {
         redisFree(c->ctx);
         c->ctx = NULL;
     }
-}
-
-static const char *where(const dl_conn *c, char *buf, size_t n)
-{
-    if (c->ep.path)
-        snprintf(buf, n, "%s", c->ep.path);
-    else
-        snprintf(buf, n, "%s:%d", c->ep.host ? c->ep.host : "?", c->ep.port);
-    return buf;
 }
 
 dl_status dl_conn_error(dl_conn *c, char *err, size_t errlen)
@@ -98,6 +115,8 @@ dl_status dl_conn_error(dl_conn *c, char *err, size_t errlen)
     }
     dl_fail(err, errlen, DL_ECONN, "%s (%s)", what,
             where(c, addr, sizeof addr));
+    if (c->up)
+        tell_down(c, "lost", err);
     dl_conn_drop(c);
     return DL_ECONN;
 }
@@ -248,6 +267,7 @@ static dl_status setup_cmd(dl_conn *c, int argc, const char **argv,
  * costs nothing and is tried again at once. */
 static dl_status back_off(dl_conn *c, const char *why)
 {
+    tell_down(c, "failed", why);
     if (c->resolver)
         c->resolve_next = 1;
     if (dl_now_us() - c->attempt_us < 5000)
@@ -376,6 +396,14 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
     c->backoff_us = 0;
     c->retry_at_us = 0;
     c->epoch++;
+    if (c->down_told || c->epoch > 1) {
+        char addr[128];
+        dl_log_say(c->log, DL_LOG_INFO, "%s connection to %s %sconnected",
+                   c->role ? c->role : "a", where(c, addr, sizeof addr),
+                   c->epoch > 1 ? "re" : "");
+    }
+    c->down_told = 0;
+    c->up = 1;
     return DL_OK;
 }
 

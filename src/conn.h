@@ -8,6 +8,7 @@
 #define DLOCK_CONN_H
 
 #include "endpoint.h"
+#include "log.h"
 #include <hiredis/hiredis.h>
 
 #pragma GCC visibility push(hidden)
@@ -30,6 +31,11 @@ typedef struct dl_conn {
     dl_tls *tls;                /* the TLS session on ctx->fd, or NULL */
     int eno;                    /* errno of the last I/O failure */
     int replied;                /* a reply came since connecting */
+    dl_log *log;                /* where its ups and downs are told, or
+                                   NULL; role names it there */
+    const char *role;
+    int up;                     /* connected, set up, not yet failed */
+    int down_told;              /* a failure was told since it was up */
     dl_endpoint ep;             /* owned: where it connects */
     const dl_resolver *resolver;/* NULL: ep never changes */
     int resolve_next;           /* ask the resolver before reconnecting */

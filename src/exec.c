@@ -67,9 +67,13 @@ dl_status dl_exec_verdict(const dl_topology *t, int rule, const char *name,
         res->y = tl->ymax;
         return DL_OK;
     }
-    if (replied < q)
-        return dl_fail(err, errlen, DL_EQUORUM, "quorum: %s: only %zu of "
-                       "%zu servers answered", name, replied, n);
+    if (replied < q) {
+        dl_fail(err, errlen, DL_EQUORUM, "quorum: %s: only %zu of %zu "
+                "servers answered", name, replied, n);
+        if (t->kind == DL_TOPO_REDLOCK)
+            dl_log_say(t->log, DL_LOG_WARN, "%s", err);
+        return DL_EQUORUM;
+    }
     if (tl->no + tl->taken > n - q) {   /* a quorum does not have it */
         res->kind = tl->taken ? DL_V_TAKEN : DL_V_NO;
         return DL_OK;
@@ -87,8 +91,11 @@ dl_status dl_exec_verdict(const dl_topology *t, int rule, const char *name,
         res->split = tl->busy < q;      /* nobody holds a quorum */
         return DL_OK;
     }
-    return dl_fail(err, errlen, DL_EQUORUM, "quorum: %s: %u of %zu servers "
-                   "confirmed", name, tl->yes, n);
+    dl_fail(err, errlen, DL_EQUORUM, "quorum: %s: %u of %zu servers "
+            "confirmed", name, tl->yes, n);
+    if (t->kind == DL_TOPO_REDLOCK)
+        dl_log_say(t->log, DL_LOG_WARN, "%s", err);
+    return DL_EQUORUM;
 }
 
 /* ---- one server ----------------------------------------------------- */

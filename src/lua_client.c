@@ -32,7 +32,8 @@ static lua_client *check_open(lua_State *L, int idx, const char *fname)
 lua_client *dlua_client(lua_State *L, int idx, const char *fname)
 {
     lua_client *lc = check_open(L, idx, fname);
-    if (__atomic_load_n(&lc->c->pending, __ATOMIC_ACQUIRE) &&
+    if ((__atomic_load_n(&lc->c->pending, __ATOMIC_ACQUIRE) ||
+         __atomic_load_n(&lc->c->log.pending, __ATOMIC_ACQUIRE)) &&
         !lc->dispatching) {
         dlua_dispatch(L, idx);
         check_open(L, idx, fname);      /* a callback may have closed it */
@@ -112,6 +113,30 @@ static int deliver(lua_State *L, int refs, int fn, const dl_event *ev,
     return ran;
 }
 
+/* Call the log function at fn with every queued message of c. A
+ * function that raises is reported (lua_warning), not propagated. */
+static void tell(lua_State *L, dl_client *c, int fn)
+{
+    dl_log_msg m[8];
+    size_t n;
+    while ((n = dl_log_take(&c->log, m, 8)) > 0)
+        for (size_t i = 0; i < n && lua_isfunction(L, fn); i++) {
+            lua_pushvalue(L, fn);
+            lua_pushstring(L, dl_log_level(m[i].level));
+            if (m[i].repeats)
+                lua_pushfstring(L, "%s (%d times)", m[i].text,
+                                (int)m[i].repeats + 1);
+            else
+                lua_pushstring(L, m[i].text);
+            if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+                lua_warning(L, "dlock: log raised: ", 1);
+                lua_warning(L, lua_isstring(L, -1) ? lua_tostring(L, -1)
+                                                   : "(not a string)", 0);
+                lua_pop(L, 1);
+            }
+        }
+}
+
 /* Deliver every queued notice of the client at ci; the client may be
  * closed by a callback meanwhile (close then delivers what is left). */
 static int drain(lua_State *L, int ci)
@@ -123,9 +148,14 @@ static int drain(lua_State *L, int ci)
     lua_getiuservalue(L, ci, UV_REFS);
     lua_getiuservalue(L, ci, UV_ONLOST);
     int refs = lua_gettop(L) - 1;
+    lua_getiuservalue(L, ci, UV_LOG);
+    if (lc->c)                  /* first what happened, then who lost */
+        tell(L, lc->c, refs + 2);
     while (lc->c && (n = dl_client_take_events(lc->c, ev, 16)) > 0)
         ran += deliver(L, refs, refs + 1, ev, n);
-    lua_pop(L, 2);
+    if (lc->c)
+        tell(L, lc->c, refs + 2);
+    lua_pop(L, 3);
     return ran;
 }
 
@@ -155,10 +185,15 @@ static int client_close(lua_State *L)
     lc->c = NULL;                       /* every call from here on raises */
     lua_getiuservalue(L, 1, UV_REFS);
     lua_getiuservalue(L, 1, UV_ONLOST);
+    lua_getiuservalue(L, 1, UV_LOG);
     dl_event ev[16];
     size_t n;
+    if (same)
+        tell(L, c, 4);
     while (same && (n = dl_client_take_events(c, ev, 16)) > 0)
         deliver(L, 2, 3, ev, n);
+    if (same)
+        tell(L, c, 4);
     lua_settop(L, 1);
     dl_client_close(c);
     lua_pushnil(L);

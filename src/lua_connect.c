@@ -16,7 +16,7 @@ static const char *const CONNECT_KEYS[] = {
     "url", "servers", "sentinels", "master", "cluster", "prefix", "lease",
     "connect_timeout", "command_timeout", "username", "password", "db",
     "on_lost", "max_hold", "sync_replicas", "sync_timeout", "scheduler",
-    "tls", "label", NULL
+    "tls", "label", "log", NULL
 };
 
 static const char *opt_string(lua_State *L, int t, const char *name,
@@ -57,6 +57,7 @@ typedef struct conn_args {
     const char *list;                   /* option naming the URL list */
     size_t nlist;
     int has_tls;                        /* the tls option was given */
+    int log;                            /* a log function was given */
     dl_tls_opts tls;
 } conn_args;
 
@@ -228,6 +229,12 @@ static void read_args(lua_State *L, conn_args *a)
     if (ty != LUA_TNIL && ty != LUA_TFUNCTION)
         dlua_opt_error(L, "dlock.connect", "on_lost", "function expected");
     lua_pop(L, 1);
+    ty = lua_getfield(L, 1, "log");
+    if (ty != LUA_TNIL && ty != LUA_TFUNCTION)
+        dlua_opt_error(L, "dlock.connect", "log", "function(level, message) "
+                       "expected");
+    a->log = ty == LUA_TFUNCTION;
+    lua_pop(L, 1);
     lua_pushliteral(L, "tls");          /* raw: opts anchors the table */
     ty = lua_rawget(L, 1);
     if (ty != LUA_TNIL && ty != LUA_TTABLE)
@@ -385,6 +392,7 @@ int dlua_connect(lua_State *L)
     o.sync_timeout_ms = a.sync_ms;
     if (a.label && !(o.label = dup_str(a.label)))
         oom = 1;
+    o.log = a.log;
     if (oom || !o.prefix) {
         dl_client_opts_free(&o);
         return dlua_fail(L, DL_ECONN, "out of memory");
@@ -407,6 +415,8 @@ int dlua_connect(lua_State *L)
         lua_setiuservalue(L, -2, UV_ONLOST);
         lua_getfield(L, 1, "scheduler");
         lua_setiuservalue(L, -2, UV_SCHED);
+        lua_getfield(L, 1, "log");
+        lua_setiuservalue(L, -2, UV_LOG);
     }
     lua_newtable(L);
     lua_setiuservalue(L, -2, UV_REFS);

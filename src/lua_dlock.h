@@ -15,7 +15,8 @@
 #define STEP_MT   "dlock.AcquireStep"
 
 /* User values of a client userdata. */
-enum { UV_ONLOST = 1, UV_REFS, UV_OWNERS, UV_SCHED, UV_COUNT = UV_SCHED };
+enum { UV_ONLOST = 1, UV_REFS, UV_OWNERS, UV_SCHED, UV_LOG,
+       UV_COUNT = UV_LOG };
 
 typedef struct lua_client {
     dl_client *c;               /* NULL once closed */

@@ -21,6 +21,8 @@ void dl_client_lose(dl_client *c, dl_hold *h, const char *reason)
         return;
     dl_registry_mark_lost(&c->reg, h, reason);
     c->stats.lost++;
+    dl_log_say(&c->log, DL_LOG_WARN, "%.*s: %s", (int)h->keylen, h->key,
+               reason);
     __atomic_store_n(&c->pending, 1, __ATOMIC_RELEASE);
 }
 

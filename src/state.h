@@ -39,6 +39,7 @@ typedef struct dl_client_opts {
     int64_t sync_timeout_ms;
     char *label;                /* owned: diagnostics name; NULL: host
                                    name and pid */
+    int log;                    /* queue log messages (log.h) */
 } dl_client_opts;
 
 /* Free what opts owns. */
@@ -71,6 +72,7 @@ typedef struct dl_client {
     uint64_t next_owner;
     uint64_t next_seq;          /* request ids; Lua thread only */
     int evictable;              /* the server may evict keys it needs */
+    dl_log log;                 /* messages for connect{ log = fn } */
 } dl_client;
 
 /* Whether this process is the one that opened c. */

@@ -87,6 +87,15 @@ static void free_node(dl_node *n)
     free(n);
 }
 
+/* Where n's connections tell their ups and downs, and as what. */
+static void name_conns(dl_topology *t, dl_node *n)
+{
+    n->cmd.log = n->sub.conn.log = n->wd.log = t->log;
+    n->cmd.role = "command";
+    n->sub.conn.role = "subscriber";
+    n->wd.role = "watchdog";
+}
+
 /* A node for ep (copied), its connections not yet open. */
 static dl_node *new_node(dl_topology *t, const dl_endpoint *ep)
 {
@@ -106,6 +115,7 @@ static dl_node *new_node(dl_topology *t, const dl_endpoint *ep)
         free_node(n);
         return NULL;
     }
+    name_conns(t, n);
     if (t->kind == DL_TOPO_SENTINEL) {
         dl_conn *cs[3] = { &n->cmd, &n->sub.conn, &n->wd };
         for (int i = 0; i < 3; i++) {
@@ -174,6 +184,12 @@ static int sentinel_resolve(void *ud, dl_endpoint *out, char *err,
                 out->host = strdup(r->element[0]->str);
                 out->port = atoi(r->element[1]->str);
                 ok = out->host != NULL && out->port > 0;
+                if (ok)
+                    dl_log_say(t->log, DL_LOG_INFO, "sentinel %s:%d: master "
+                               "'%s' is at %s:%d", t->sentinels[i].host ?
+                               t->sentinels[i].host : "?",
+                               t->sentinels[i].port, t->master, out->host,
+                               out->port);
                 if (!ok)
                     dl_endpoint_free(out);
             } else {
@@ -238,7 +254,10 @@ void dl_topology_sentinel_news(dl_topology *t)
     if (dl_waiter_init(&n->sub, &t->tmpl, t->connect_timeout_us, 0) == 0) {
         n->sub.conn.resolver = &t->resolver;
         n->sub.conn.resolve_next = 1;
+        name_conns(t, n);
     }
+    dl_log_say(t->log, DL_LOG_INFO, "failover: the sentinels announced a "
+               "new master for '%s'; reconnecting", t->master);
     __atomic_store_n(&t->wd_retarget, 1, __ATOMIC_RELEASE);
 }
 
@@ -249,9 +268,11 @@ dl_status dl_topology_init(dl_topology *t, dl_topo_kind kind,
                            size_t neps, char *master, dl_endpoint *tmpl,
                            int64_t connect_timeout_us,
                            int64_t command_timeout_us,
-                           int64_t wd_timeout_us, char *err, size_t errlen)
+                           int64_t wd_timeout_us, dl_log *log, char *err,
+                           size_t errlen)
 {
     memset(t, 0, sizeof *t);
+    t->log = log;
     t->kind = kind;
     t->mu = mu;
     t->tmpl = *tmpl;
@@ -450,6 +471,9 @@ dl_status dl_topology_run(dl_topology *t, const dl_scripts *s, int wd,
         if (!asking && to != DL_NO_NODE)
             t->slots[slot] = (uint16_t)to;
         pthread_mutex_unlock(t->mu);
+        if (!asking)
+            dl_log_say(t->log, DL_LOG_INFO, "cluster: slot %u moved to "
+                       "%s:%d (MOVED)", slot, host, port);
         if (to == DL_NO_NODE)
             return dl_fail(err, errlen, DL_ECONN, "too many cluster nodes");
         if (!asking)                /* the map moved: learn all of it */

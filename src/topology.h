@@ -55,6 +55,7 @@ typedef struct dl_topology {
     size_t sentinel_ok;         /* the sentinel that answered last */
     int wd_retarget;            /* atomic: the watchdog must re-resolve */
     int64_t connect_timeout_us, command_timeout_us, wd_timeout_us;
+    dl_log *log;                /* the client's (log.h), or NULL */
 } dl_topology;
 
 /* Set up t for kind over eps (url | servers | sentinels | cluster seeds);
@@ -64,7 +65,8 @@ dl_status dl_topology_init(dl_topology *t, dl_topo_kind kind,
                            size_t neps, char *master, dl_endpoint *tmpl,
                            int64_t connect_timeout_us,
                            int64_t command_timeout_us,
-                           int64_t wd_timeout_us, char *err, size_t errlen);
+                           int64_t wd_timeout_us, dl_log *log, char *err,
+                           size_t errlen);
 void dl_topology_free(dl_topology *t);
 
 /* Sentinel, Lua thread: look (without blocking) for a failover
