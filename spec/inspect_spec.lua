@@ -85,8 +85,8 @@ describe("client:inspect", function()
   it("names a holder in another process, and counts a waiter", function()
     local c = connect()
     local name = helper.unique_name("other")
-    local holder = worker("held", "hold", ("{ url = %q, label = %q }"):format(srv.url, "cron-7"),
-      name, 3)
+    local holder = worker("held", "hold", ("{ url = %q, label = %q, lease = 1 }"):format(
+      srv.url, "cron-7"), name, 60)
     local info = assert(c:inspect(name))
     assert.equals("cron-7", info.owners[1].label)
     assert.are_not.equal(c.id, info.owners[1].client)
@@ -96,7 +96,8 @@ describe("client:inspect", function()
     assert(helper.wait_for(function()
       local i = c:inspect(name)
       return i and i.waiters >= 1
-    end, 10), "the waiter was not counted")
+    end, 15), "the waiter was not counted")
+    holder.signal("KILL")                           -- its lease ends within 1 s
     assert(helper.wait_for(function() return w2.output():find("release", 1, true) end, 20))
     assert.is_nil(c:inspect(name))
     c:close()
@@ -173,6 +174,7 @@ describe("client:inspect", function()
     assert.equals(1, info.owners[1].count)
     assert.is_nil(info.owners[1].label)             -- CLIENT LIST is refused too
     assert.equals(c.id, info.owners[1].client)
+    assert.is_nil(srv.cli("client", "list"):find(c.id, 1, true))   -- no name was set
     assert(lock:release())
     c:close()
   end)

@@ -87,7 +87,7 @@ describe("connect{ log }", function()
     local ok, err = call(lock.acquire, lock, { wait = 0 })
     assert.is_nil(ok)
     assert.matches("^quorum", err)
-    local q = assert(find("^quorum: acquire: only 1 of 3 servers answered"))
+    local q = assert(find("^quorum: acquire: only %d of 3 servers answered"))
     assert.equals("warn", q.level)
     assert(find("^command connection %a+: .*%(127%.0%.0%.1:%d+%)"), "no connection message")
     call(c.close, c)
@@ -107,6 +107,44 @@ describe("connect{ log }", function()
     assert(lock:acquire())
     assert(lock:release())
     c:close()
+    srv.stop()
+  end)
+
+  it("survives a log function that closes the client, or calls into it", function()
+    local srv = helper.start_redis()
+    local c
+    local pinged = {}
+    c = assert(dlock.connect{ url = srv.url, log = function()
+      pinged[#pinged + 1] = pcall(c.ping, c)       -- re-entering is allowed
+      c:close()                                     -- and so is closing
+    end })
+    srv.cli("client", "kill", "type", "normal")
+    assert.is_true(c:ping())                        -- lost, reconnected: queued
+    assert.has_error(function() c:ping() end, "calling 'ping' on bad self (client is closed)")
+    -- the first message: the client was open; close then told the second
+    assert.same({ true, false }, pinged)
+    srv.stop()
+  end)
+
+  it("tells what is queued when closed, with close's extra arguments too", function()
+    local srv = helper.start_redis()
+    local msgs, lost = {}, {}
+    local c = assert(dlock.connect{ url = srv.url, lease = 0.5,
+      log = function(level, msg) msgs[#msgs + 1] = level .. " " .. msg end,
+      on_lost = function(l, why) lost[#lost + 1] = why end })
+    local name = helper.unique_name("closing")
+    local lock = c:lock(name)
+    assert(lock:acquire())
+    srv.cli("del", "dlock:{" .. name .. "}")
+    dlock.sleep(1.5)                                -- lost, and queued
+    c:close("an error value, as <close> passes")
+    assert.equals(1, #lost)
+    assert.matches("^lost", lost[1])
+    local told
+    for _, m in ipairs(msgs) do
+      if m:find("^warn dlock:{" .. name:gsub("%p", "%%%0") .. "}: lost") then told = true end
+    end
+    assert.is_true(told, table.concat(msgs, "\n"))
     srv.stop()
   end)
 

@@ -266,7 +266,8 @@ void dl_client_close(dl_client *c)
     if (!c)
         return;
     leave_live(c);
-    if (dl_client_same_process(c)) {
+    int same = dl_client_same_process(c);
+    if (same) {
         shut(c);
         pthread_mutex_destroy(&c->mu);
     } else {
@@ -280,7 +281,8 @@ void dl_client_close(dl_client *c)
     dl_topology_free(&c->topo);
     dl_registry_free(&c->reg);
     dl_client_opts_free(&c->opts);
-    dl_log_free(&c->log);
+    if (same)                   /* a child's copy may be locked: as mu */
+        dl_log_free(&c->log);
     free(c);
 }
 

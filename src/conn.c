@@ -239,6 +239,25 @@ int dl_conn_pump(dl_conn *c)
     return c->ctx && fill(c, 0) == REDIS_OK ? 0 : -1;
 }
 
+/* A server that wants credentials refuses every command with NOAUTH (none
+ * were sent) or WRONGPASS: that is a connection failure, told with the
+ * address, like a failed AUTH. Frees r and drops the link when so. */
+static int refused(dl_conn *c, redisReply *r, char *err, size_t errlen)
+{
+    if (r->type != REDIS_REPLY_ERROR || (strncmp(r->str, "NOAUTH", 6) != 0 &&
+                                         strncmp(r->str, "WRONGPASS", 9) != 0))
+        return 0;
+    char addr[128];
+    dl_fail(err, errlen, DL_ECONN, "%s (%s)%s", r->str,
+            where(c, addr, sizeof addr), c->ep.password ? "" :
+            "; no password was given: connect{ password = ... } or "
+            "redis://:password@host");
+    freeReplyObject(r);
+    tell_down(c, "refused", err);
+    dl_conn_drop(c);
+    return 1;
+}
+
 /* Run a set-up command on a fresh context; any error reply fails, but
  * for a command that may be refused (what == NULL: CLIENT SETNAME, which
  * an ACL may forbid; the name is only for diagnostics). */
@@ -251,6 +270,8 @@ static dl_status setup_cmd(dl_conn *c, int argc, const char **argv,
         return dl_conn_error(c, err, errlen);
     redisReply *r = v;
     dl_status st = DL_OK;
+    if (!what && refused(c, r, err, errlen))   /* told plainly, as later */
+        return DL_ECONN;
     if (r->type == REDIS_REPLY_ERROR && what) {
         char addr[128];
         st = dl_fail(err, errlen, DL_ECONN, "%s failed: %s (%s)", what,
@@ -434,24 +455,6 @@ dl_status dl_conn_append(dl_conn *c, int argc, const char **argv,
     if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK)
         return dl_conn_error(c, err, errlen);
     return DL_OK;
-}
-
-/* A server that wants credentials refuses every command with NOAUTH (none
- * were sent) or WRONGPASS: that is a connection failure, told with the
- * address, like a failed AUTH. Frees r and drops the link when so. */
-static int refused(dl_conn *c, redisReply *r, char *err, size_t errlen)
-{
-    if (r->type != REDIS_REPLY_ERROR || (strncmp(r->str, "NOAUTH", 6) != 0 &&
-                                         strncmp(r->str, "WRONGPASS", 9) != 0))
-        return 0;
-    char addr[128];
-    dl_fail(err, errlen, DL_ECONN, "%s (%s)%s", r->str,
-            where(c, addr, sizeof addr), c->ep.password ? "" :
-            "; no password was given: connect{ password = ... } or "
-            "redis://:password@host");
-    freeReplyObject(r);
-    dl_conn_drop(c);
-    return 1;
 }
 
 dl_status dl_conn_read(dl_conn *c, redisReply **out, char *err, size_t errlen)

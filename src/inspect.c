@@ -249,10 +249,22 @@ dl_status dl_client_inspect(dl_client *c, const char *name, size_t len,
         n = t->nnodes;
         size_t got = dl_topology_fan(t, &c->scripts, 0, DL_S_INSPECT, 2,
                                      DL_SCRIPT_HEAD + 4, argv, lens, rs);
+        size_t good = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (well_formed(rs[i]))
+                good++;
+            else if (rs[i] && rs[i]->type == REDIS_REPLY_ERROR &&
+                     st == DL_OK)       /* a refusal is not "free" */
+                st = dl_reply_error(rs[i], err, errlen);
+        }
         if (got < (size_t)t->quorum)
             st = dl_fail(err, errlen, DL_EQUORUM, "quorum: only %zu of %zu "
                          "servers answered", got, t->nnodes);
-        else if ((r = pick(rs, n, t->quorum, &in->ttl_ms)))
+        else if (good >= (size_t)t->quorum)
+            st = DL_OK;
+        else if (st == DL_OK)
+            st = dl_fail(err, errlen, DL_EREDIS, "inspect: bad reply");
+        if (st == DL_OK && (r = pick(rs, n, t->quorum, &in->ttl_ms)))
             dl_topology_fan(t, &c->scripts, 0, -1, 0, 2, list_argv,
                             list_lens, ls);
     } else {

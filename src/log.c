@@ -34,9 +34,12 @@ void dl_log_say(dl_log *lg, int level, const char *fmt, ...)
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
     pthread_mutex_lock(&lg->mu);
-    dl_log_msg *last = lg->n ? &lg->q[lg->n - 1] : NULL;
-    if (last && last->level == level && strcmp(last->text, text) == 0) {
-        last->repeats++;        /* e.g. every connection after a failover */
+    dl_log_msg *same = NULL;    /* e.g. every connection after a failover */
+    for (size_t i = 0; i < lg->n && !same; i++)
+        if (lg->q[i].level == level && strcmp(lg->q[i].text, text) == 0)
+            same = &lg->q[i];
+    if (same) {
+        same->repeats++;
     } else if (lg->n < DL_LOG_MAX) {
         dl_log_msg *m = &lg->q[lg->n++];
         m->level = level;

@@ -113,13 +113,14 @@ static int deliver(lua_State *L, int refs, int fn, const dl_event *ev,
     return ran;
 }
 
-/* Call the log function at fn with every queued message of c. A
- * function that raises is reported (lua_warning), not propagated. */
-static void tell(lua_State *L, dl_client *c, int fn)
+/* Call the log function at fn with every message queued on *pc. A
+ * function that raises is reported (lua_warning), not propagated; one
+ * that closes the client (*pc becomes NULL) ends the telling. */
+static void tell(lua_State *L, dl_client *const *pc, int fn)
 {
     dl_log_msg m[8];
     size_t n;
-    while ((n = dl_log_take(&c->log, m, 8)) > 0)
+    while (*pc && (n = dl_log_take(&(*pc)->log, m, 8)) > 0)
         for (size_t i = 0; i < n && lua_isfunction(L, fn); i++) {
             lua_pushvalue(L, fn);
             lua_pushstring(L, dl_log_level(m[i].level));
@@ -149,12 +150,10 @@ static int drain(lua_State *L, int ci)
     lua_getiuservalue(L, ci, UV_ONLOST);
     int refs = lua_gettop(L) - 1;
     lua_getiuservalue(L, ci, UV_LOG);
-    if (lc->c)                  /* first what happened, then who lost */
-        tell(L, lc->c, refs + 2);
+    tell(L, &lc->c, refs + 2);  /* first what happened, then who lost */
     while (lc->c && (n = dl_client_take_events(lc->c, ev, 16)) > 0)
         ran += deliver(L, refs, refs + 1, ev, n);
-    if (lc->c)
-        tell(L, lc->c, refs + 2);
+    tell(L, &lc->c, refs + 2);
     lua_pop(L, 3);
     return ran;
 }
@@ -181,6 +180,7 @@ static int client_close(lua_State *L)
     dl_client *c = lc->c;
     if (!c)
         return 0;
+    lua_settop(L, 1);                   /* __close passes an error value */
     int same = dl_client_same_process(c);
     lc->c = NULL;                       /* every call from here on raises */
     lua_getiuservalue(L, 1, UV_REFS);
@@ -188,12 +188,11 @@ static int client_close(lua_State *L)
     lua_getiuservalue(L, 1, UV_LOG);
     dl_event ev[16];
     size_t n;
-    if (same)
-        tell(L, c, 4);
+    dl_client *const *pc = same ? &c : &lc->c;   /* lc->c: NULL, none */
+    tell(L, pc, 4);
     while (same && (n = dl_client_take_events(c, ev, 16)) > 0)
         deliver(L, 2, 3, ev, n);
-    if (same)
-        tell(L, c, 4);
+    tell(L, pc, 4);
     lua_settop(L, 1);
     dl_client_close(c);
     lua_pushnil(L);
@@ -209,6 +208,47 @@ static int client_ping(lua_State *L)
     if (st != DL_OK)
         return dlua_fail(L, st, err);
     lua_pushboolean(L, 1);
+    return 1;
+}
+
+/* Push the table of client:inspect for the dl_inspect at 1. */
+static int push_inspect(lua_State *L)
+{
+    const dl_inspect *in = lua_touserdata(L, 1);
+    lua_createtable(L, 0, 4);
+    lua_createtable(L, (int)in->nowners, 0);
+    for (size_t i = 0; i < in->nowners; i++) {
+        const dl_inspect_owner *o = &in->owners[i];
+        lua_createtable(L, 0, 5);
+        lua_pushinteger(L, (lua_Integer)o->count);
+        lua_setfield(L, -2, "count");
+        if (o->label) {
+            lua_pushstring(L, o->label);
+            lua_setfield(L, -2, "label");
+        }
+        if (o->client[0]) {
+            lua_pushstring(L, o->client);
+            lua_setfield(L, -2, "client");
+        }
+        if (!o->coroutine) {
+            lua_pushlstring(L, o->owner, o->ownerlen);
+            lua_setfield(L, -2, "owner");
+        }
+        if (o->mode) {
+            lua_pushstring(L, o->mode == 'r' ? "read" : "write");
+            lua_setfield(L, -2, "mode");
+        }
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "owners");
+    if (in->ttl_ms >= 0) {
+        lua_pushnumber(L, (lua_Number)in->ttl_ms / 1000);
+        lua_setfield(L, -2, "ttl");
+    }
+    lua_pushinteger(L, (lua_Integer)in->token);
+    lua_setfield(L, -2, "token");
+    lua_pushinteger(L, (lua_Integer)in->waiters);
+    lua_setfield(L, -2, "waiters");
     return 1;
 }
 
@@ -235,42 +275,13 @@ static int client_inspect(lua_State *L)
         lua_pushnil(L);
         return 1;
     }
-    /* Nothing below raises but out of memory; in is freed first. */
-    lua_createtable(L, 0, 4);
-    lua_createtable(L, (int)in.nowners, 0);
-    for (size_t i = 0; i < in.nowners; i++) {
-        const dl_inspect_owner *o = &in.owners[i];
-        lua_createtable(L, 0, 5);
-        lua_pushinteger(L, (lua_Integer)o->count);
-        lua_setfield(L, -2, "count");
-        if (o->label) {
-            lua_pushstring(L, o->label);
-            lua_setfield(L, -2, "label");
-        }
-        if (o->client[0]) {
-            lua_pushstring(L, o->client);
-            lua_setfield(L, -2, "client");
-        }
-        if (!o->coroutine) {
-            lua_pushlstring(L, o->owner, o->ownerlen);
-            lua_setfield(L, -2, "owner");
-        }
-        if (o->mode) {
-            lua_pushstring(L, o->mode == 'r' ? "read" : "write");
-            lua_setfield(L, -2, "mode");
-        }
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-    }
-    lua_setfield(L, -2, "owners");
-    if (in.ttl_ms >= 0) {
-        lua_pushnumber(L, (lua_Number)in.ttl_ms / 1000);
-        lua_setfield(L, -2, "ttl");
-    }
-    lua_pushinteger(L, (lua_Integer)in.token);
-    lua_setfield(L, -2, "token");
-    lua_pushinteger(L, (lua_Integer)in.waiters);
-    lua_setfield(L, -2, "waiters");
+    /* The table is built under a pcall: in is freed however it ends. */
+    lua_pushcfunction(L, push_inspect);
+    lua_pushlightuserdata(L, &in);
+    int rc = lua_pcall(L, 1, 1, 0);
     dl_inspect_free(&in);
+    if (rc != LUA_OK)
+        return lua_error(L);            /* out of memory */
     return 1;
 }
 

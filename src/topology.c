@@ -254,7 +254,8 @@ void dl_topology_sentinel_news(dl_topology *t)
     if (dl_waiter_init(&n->sub, &t->tmpl, t->connect_timeout_us, 0) == 0) {
         n->sub.conn.resolver = &t->resolver;
         n->sub.conn.resolve_next = 1;
-        name_conns(t, n);
+        n->sub.conn.log = t->log;       /* not the watchdog's: its thread */
+        n->sub.conn.role = "subscriber";
     }
     dl_log_say(t->log, DL_LOG_INFO, "failover: the sentinels announced a "
                "new master for '%s'; reconnecting", t->master);

@@ -120,7 +120,12 @@ static int drain(dl_waiter *w, const char *chan, size_t len)
 static void broken(dl_waiter *w)
 {
     forget_all(w);
-    dl_conn_drop(&w->conn);
+    if (w->conn.ctx && w->conn.ctx->err) {   /* lost: say why, and drop */
+        char err[DL_ERRLEN];
+        dl_conn_error(&w->conn, err, sizeof err);
+    } else {
+        dl_conn_drop(&w->conn);
+    }
 }
 
 static void evict_lru(dl_waiter *w)
