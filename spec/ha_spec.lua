@@ -56,17 +56,30 @@ local function lifecycle(opts)
 end
 
 -- A fair lock: two waiters that queued one after the other get it in that
--- order, from one release; and it excludes like any lock.
-local function fair(opts, n)
+-- order, from one release; and it excludes like any lock. Redlock passes
+-- its live masters: each must have queued a waiter before the next comes
+-- (elsewhere the one queue is asked through client:inspect).
+local function fair(opts, n, masters)
   local c = assert(dlock.connect(opts))
   local name = helper.unique_name("fair")
   local l = c:fair_lock(name)
   assert(l:acquire())
   local ws = {}
+  local function queued(i)
+    if not masters then
+      local info = c:inspect(name)
+      return info and info.waiters >= i
+    end
+    for _, m in ipairs(masters) do
+      if tonumber(m.cli("hget", "dlock:{" .. name .. "}:q", "c")) ~= i then return false end
+    end
+    return true
+  end
   for i = 1, n or 2 do
     ws[i] = helper.spawn("fair_wait", literal(opts), name, 0.2)
     assert(helper.wait_for(function() return ws[i].output():match("waiting") end, 10))
-    dlock.sleep(0.5)                            -- queued before the next one comes
+    assert(helper.wait_for(function() return queued(i) end, 15),
+      "waiter " .. i .. " was not queued everywhere")  -- before the next one comes
   end
   assert(l:release())
   local at = {}
@@ -103,7 +116,7 @@ describe("Redlock (servers)", function()
   end)
 
   it("serves a fair lock's waiters in order, each grant confirmed by a quorum", function()
-    fair(opts)
+    fair(opts, 2, topo.servers)
   end)
 
   it("takes a multi-lock on a quorum, one token per name", function()
@@ -165,7 +178,8 @@ describe("Redlock (servers)", function()
     local m = c:lock(helper.unique_name())
     assert(m:acquire())
     assert(m:release())
-    fair(opts, 4)           -- with two masters silent, waiters keep their places
+    fair(opts, 4, { topo.servers[1], topo.servers[2], topo.servers[3] })
+    -- with two masters silent, waiters keep their places
     dlock.sleep(1.2)
     assert.is_true(l:held())                      -- renewed on 3 of 5
     topo.servers[3].stop()

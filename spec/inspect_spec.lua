@@ -6,13 +6,6 @@ local dlock = require "dlock"
 local helper = require "helper"
 local topology = require "topology"
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
 --- A worker process (spec/worker.lua) and a wait for its first line.
 local function worker(want, mode, ...)
   local w = helper.spawn(mode, ...)
@@ -72,8 +65,8 @@ describe("client:inspect", function()
     local name = helper.unique_name("default")
     local lock = c:lock(name)
     assert(lock:acquire())
-    local host = read("/proc/sys/kernel/hostname"):gsub("%s+$", "")
-    local pid = read("/proc/self/stat"):match("^(%d+)")
+    local host = helper.read_file("/proc/sys/kernel/hostname"):gsub("%s+$", "")
+    local pid = helper.read_file("/proc/self/stat"):match("^(%d+)")
     assert.equals(host .. ":" .. pid, c:inspect(name).owners[1].label)
     -- and the server shows who is who
     assert.matches("name=dlock:" .. c.id .. ":" .. host:gsub("%p", "%%%0") .. ":" .. pid,
