@@ -146,7 +146,10 @@ static dl_status run_one(dl_topology *t, const dl_scripts *s, dl_op *op,
     dl_tally tl;
     memset(&tl, 0, sizeof tl);
     op->decode(r, &v);
-    freeReplyObject(r);
+    if (op->keep)
+        op->keep[0] = r;
+    else
+        freeReplyObject(r);
     dl_tally_add(&tl, &v);
     res->x = v.x;
     char what[64];
@@ -190,6 +193,10 @@ static void fan(dl_topology *t, const dl_scripts *s, dl_op *op,
         if (v.kind == DL_V_YES && xs)
             xs[tl->yes] = v.x;
         dl_tally_add(tl, &v);
+        if (op->keep) {                 /* the caller's now */
+            op->keep[i] = rs[i];
+            rs[i] = NULL;
+        }
     }
     free_all(rs, t->nnodes);
 }

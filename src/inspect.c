@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "client.h"
+#include "exec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,7 +133,6 @@ static int decode(const redisReply *r, const redisReply *list,
     const redisReply *owners = r->element[3], *reqs = r->element[4];
     const redisReply *writer = r->element[7];
     in->token = int_of(r->element[1]);
-    in->ttl_ms = int_of(r->element[2]);
     int64_t queued = int_of(r->element[5]), subs = int_of(r->element[6]);
     in->waiters = queued > subs ? queued : subs;
     size_t n = owners->elements / 2;
@@ -168,54 +168,26 @@ static int decode(const redisReply *r, const redisReply *list,
 
 static int well_formed(const redisReply *r)
 {
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER)
-        return 0;
-    if (r->element[0]->integer == 0)
-        return 1;
-    return r->elements == 8 && r->element[3]->type == REDIS_REPLY_ARRAY &&
+    return r && r->type == REDIS_REPLY_ARRAY && r->elements == 8 &&
+           r->element[0]->type == REDIS_REPLY_INTEGER &&
+           r->element[0]->integer == 1 &&
+           r->element[1]->type == REDIS_REPLY_STRING &&
+           r->element[3]->type == REDIS_REPLY_ARRAY &&
            r->element[4]->type == REDIS_REPLY_ARRAY &&
            r->element[7]->type == REDIS_REPLY_STRING;
 }
 
-static int64_t token_of(const redisReply *r)
+static void free_kept(redisReply **rs)
 {
-    return r->element[0]->integer ? int_of(r->element[1]) : -1;
-}
-
-/* Redlock: held when a quorum of masters says so; the owners of the one
- * with the highest token, the TTL that a quorum still has. */
-static const redisReply *pick(redisReply **rs, size_t n, int quorum,
-                              int64_t *ttl_ms)
-{
-    const redisReply *best = NULL;
-    int64_t ttls[DL_MAX_NODES];
-    size_t held = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!well_formed(rs[i]) || !rs[i]->element[0]->integer)
-            continue;
-        ttls[held++] = int_of(rs[i]->element[2]);
-        if (!best || token_of(rs[i]) > token_of(best))
-            best = rs[i];
-    }
-    if (held < (size_t)quorum)
-        return NULL;
-    for (size_t i = 0; i < held; i++)           /* descending, small n */
-        for (size_t j = i + 1; j < held; j++)
-            if (ttls[j] > ttls[i]) {
-                int64_t x = ttls[i];
-                ttls[i] = ttls[j];
-                ttls[j] = x;
-            }
-    *ttl_ms = ttls[quorum - 1];
-    return best;
+    for (size_t i = 0; i < DL_MAX_NODES; i++)
+        if (rs[i])
+            freeReplyObject(rs[i]);
 }
 
 dl_status dl_client_inspect(dl_client *c, const char *name, size_t len,
                             int *held, dl_inspect *in, char *err,
                             size_t errlen)
 {
-    dl_topology *t = &c->topo;
     size_t plen = c->opts.prefixlen, klen = plen + len + 2;
     char *buf = malloc(3 * klen + 8);
     *held = 0;
@@ -223,6 +195,8 @@ dl_status dl_client_inspect(dl_client *c, const char *name, size_t len,
     if (!buf)
         return dl_fail(err, errlen, DL_ECONN, "out of memory");
     /* P{name}, P{name}:q, P{name}:ch */
+    dl_lockref l;
+    memset(&l, 0, sizeof l);
     char *key = buf, *queue = buf + klen + 1, *chan = queue + klen + 3;
     memcpy(key, c->opts.prefix, plen);          /* name may hold NULs */
     key[plen] = '{';
@@ -232,74 +206,38 @@ dl_status dl_client_inspect(dl_client *c, const char *name, size_t len,
     memcpy(queue + klen, ":q", 3);
     memcpy(chan, key, klen);
     memcpy(chan + klen, ":ch", 4);
-    const char *argv[DL_SCRIPT_HEAD + 4] = { 0 };
-    size_t lens[DL_SCRIPT_HEAD + 4] = { 0 };
-    argv[3] = key;   lens[3] = klen;
-    argv[4] = queue; lens[4] = klen + 2;
-    argv[5] = chan;  lens[5] = klen + 3;
-    argv[6] = t->kind == DL_TOPO_CLUSTER ? "shardnumsub" : "numsub";
-    lens[6] = strlen(argv[6]);
-    const char *list_argv[2] = { "CLIENT", "LIST" };
-    size_t list_lens[2] = { 6, 4 };
+    l.key = key;     l.keylen = klen;
+    l.queue = queue; l.queuelen = klen + 2;
+    l.chan = chan;   l.chanlen = klen + 3;
+
     redisReply *rs[DL_MAX_NODES] = { 0 }, *ls[DL_MAX_NODES] = { 0 };
-    const redisReply *r = NULL, *list = NULL;
-    dl_status st = DL_OK;
-    size_t n = 1;
-    if (t->kind == DL_TOPO_REDLOCK) {
-        n = t->nnodes;
-        size_t got = dl_topology_fan(t, &c->scripts, 0, DL_S_INSPECT, 2,
-                                     DL_SCRIPT_HEAD + 4, argv, lens, rs);
-        size_t good = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (well_formed(rs[i]))
-                good++;
-            else if (rs[i] && rs[i]->type == REDIS_REPLY_ERROR &&
-                     st == DL_OK)       /* a refusal is not "free" */
-                st = dl_reply_error(rs[i], err, errlen);
-        }
-        if (got < (size_t)t->quorum)
-            st = dl_fail(err, errlen, DL_EQUORUM, "quorum: only %zu of %zu "
-                         "servers answered", got, t->nnodes);
-        else if (good >= (size_t)t->quorum)
-            st = DL_OK;
-        else if (st == DL_OK)
-            st = dl_fail(err, errlen, DL_EREDIS, "inspect: bad reply");
-        if (st == DL_OK && (r = pick(rs, n, t->quorum, &in->ttl_ms)))
-            dl_topology_fan(t, &c->scripts, 0, -1, 0, 2, list_argv,
-                            list_lens, ls);
-    } else {
-        st = dl_topology_run(t, &c->scripts, 0, key, klen, DL_S_INSPECT, 2,
-                             DL_SCRIPT_HEAD + 4, argv, lens, &rs[0], err,
-                             errlen);
-        if (st == DL_OK && !well_formed(rs[0]))
-            st = dl_fail(err, errlen, DL_EREDIS, "inspect: bad reply");
-        if (st == DL_OK && rs[0]->element[0]->integer) {
-            r = rs[0];
-            char e[DL_ERRLEN];          /* no labels: still an answer */
-            (void)dl_topology_run(t, &c->scripts, 0, key, klen, -1, 0, 2,
-                                  list_argv, list_lens, &ls[0], e, sizeof e);
-        }
-    }
-    if (st == DL_OK && r) {
-        for (size_t i = 0; i < n; i++)          /* the node r came from */
-            if (rs[i] == r)
-                list = ls[i];
-        int64_t ttl = in->ttl_ms;
-        if (decode(r, list, in) != 0) {
+    dl_op op;
+    dl_result res;
+    dl_op_inspect(&op, &l, c->opts.topo == DL_TOPO_CLUSTER ? "shardnumsub"
+                                                          : "numsub", rs);
+    dl_status st = dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);
+    size_t best = DL_MAX_NODES;         /* held: the reply with the highest
+                                           token (Redlock), else the one */
+    for (size_t i = 0; st == DL_OK && res.kind == DL_V_YES &&
+                       i < DL_MAX_NODES; i++)
+        if (well_formed(rs[i]) && (best == DL_MAX_NODES ||
+                                   int_of(rs[i]->element[1]) >
+                                   int_of(rs[best]->element[1])))
+            best = i;
+    if (best < DL_MAX_NODES) {
+        in->ttl_ms = res.x;             /* Redlock: what a quorum has */
+        char e[DL_ERRLEN];              /* no labels: still an answer */
+        dl_op_clients(&op, &l, ls);
+        (void)dl_exec(&c->topo, &c->scripts, &op, &res, e, sizeof e);
+        if (decode(rs[best], ls[best], in) != 0) {
             dl_inspect_free(in);
             st = dl_fail(err, errlen, DL_ECONN, "out of memory");
         } else {
-            if (t->kind == DL_TOPO_REDLOCK)
-                in->ttl_ms = ttl;
             *held = 1;
         }
     }
-    for (size_t i = 0; i < n; i++) {
-        if (rs[i])
-            freeReplyObject(rs[i]);
-        if (ls[i])
-            freeReplyObject(ls[i]);
-    }
+    free_kept(rs);
+    free_kept(ls);
     free(buf);
     return st;
 }

@@ -6,6 +6,7 @@
 
 #include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void init(dl_op *op, const char *name, int id, int nkeys,
@@ -318,6 +319,42 @@ void dl_op_sync(dl_op *op, const dl_lockref *l, int n, int64_t ms)
     add_i(op, n);
     add_i(op, ms);
     op->block_us = ms * 1000;
+}
+
+/* {0} free | {1, token, pttl, owners, requesters, queued, subs, writer} */
+static void inspect_vote(const redisReply *r, dl_vote *v)
+{
+    int64_t code;
+    v->kind = DL_V_BAD;
+    if (dl_reply_int(r, 0, &code) || (code != 0 && code != 1))
+        return;
+    v->kind = code ? DL_V_YES : DL_V_NO;
+    if (code && r->elements >= 3 && !dl_reply_int(r, 2, &v->x) &&
+        r->element[1]->type == REDIS_REPLY_STRING)
+        v->y = strtoll(r->element[1]->str, NULL, 10);
+    else if (code)
+        v->kind = DL_V_BAD;
+}
+
+void dl_op_inspect(dl_op *op, const dl_lockref *l, const char *verb,
+                   redisReply **keep)
+{
+    init(op, "inspect", DL_S_INSPECT, 2, l->key, l->keylen, inspect_vote);
+    add(op, l->key, l->keylen);
+    add(op, l->queue, l->queuelen);
+    add(op, l->chan, l->chanlen);
+    add_s(op, verb);
+    op->rule = DL_RULE_READ;
+    op->keep = keep;
+}
+
+void dl_op_clients(dl_op *op, const dl_lockref *l, redisReply **keep)
+{
+    init(op, "client list", DL_OP_COMMAND, 0, l->key, l->keylen, reply_vote);
+    add_s(op, "CLIENT");
+    add_s(op, "LIST");
+    op->rule = DL_RULE_READ;
+    op->keep = keep;
 }
 
 void dl_op_renew(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token)

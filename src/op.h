@@ -83,6 +83,9 @@ typedef struct dl_op {
     int batch;                  /* > 1: calls may carry this many ops of
                                    this script (one key each), and decode
                                    reads one element of the reply */
+    redisReply **keep;          /* non-NULL: each server's reply is put
+                                   here (keep[i]: Redlock master i; else
+                                   keep[0]) for the caller to free */
 } dl_op;
 
 /* Take l (a fresh hold when expect is 0, else join the hold of count
@@ -119,6 +122,14 @@ void dl_op_ping(dl_op *op);
 void dl_op_free(dl_op *op, const dl_lockref *l);
 /* WAIT for n replicas, at most ms, on l's node. */
 void dl_op_sync(dl_op *op, const dl_lockref *l, int n, int64_t ms);
+
+/* Who holds l (its key, queue and channel), changing nothing; verb is
+ * "numsub", or "shardnumsub" on Cluster. A held lock votes yes with x its
+ * TTL (ms) and y its token. Every server's reply is kept in keep. */
+void dl_op_inspect(dl_op *op, const dl_lockref *l, const char *verb,
+                   redisReply **keep);
+/* CLIENT LIST on l's server (every Redlock master), the replies kept. */
+void dl_op_clients(dl_op *op, const dl_lockref *l, redisReply **keep);
 
 /* Set l's TTL to ms if its tenancy is still token's (batchable). */
 void dl_op_renew(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token);
