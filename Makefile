@@ -10,6 +10,7 @@ LUA_VER  ?= $(if $(filter luajit,$(LUA_PC)),5.1,$(patsubst lua%,%,$(LUA_PC)))
 LUA_DEV  ?= $(if $(filter luajit,$(LUA_PC)),libluajit-5.1-dev,$(if $(filter 5.1,$(LUA_VER)),liblua5.1-0-dev,liblua$(LUA_VER)-dev))
 LIBDIR   ?= $(PREFIX)/lib/lua/$(LUA_VER)
 SHAREDIR ?= $(PREFIX)/share/lua/$(LUA_VER)
+BINDIR   ?= $(PREFIX)/bin
 
 WARN = -std=c99 -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes \
        -Wstrict-prototypes -Wpointer-arith -Wformat=2
@@ -27,7 +28,8 @@ endif
 SRC = src/util.c src/log.c src/tls.c src/endpoint.c src/conn.c src/script.c src/registry.c src/wait.c \
       src/topology.c src/op.c src/exec.c src/batch.c src/state.c src/watchdog.c \
       src/pending.c src/client.c src/inspect.c src/acquire.c src/release.c \
-      src/lua_dlock.c src/lua_client.c src/lua_connect.c src/lua_lock.c
+      src/lua_dlock.c src/lua_client.c src/lua_connect.c src/lua_lock.c \
+      src/lua_process.c
 HDR = $(wildcard src/*.h)
 BUILD ?= build
 SO  = $(BUILD)/dlock/core.so
@@ -126,10 +128,17 @@ lint:                      ## cppcheck, and the rule that only the binding sees 
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
 	    --std=c99 --suppress=missingIncludeSystem --inline-suppr -Isrc src
 
+# The `dlock` command goes to $(BINDIR), run by $(LUA) and told where the
+# module is (its @PATHS@ line), so it works whatever LUA_PATH says.
 install: all
-	install -d $(DESTDIR)$(LIBDIR)/dlock $(DESTDIR)$(SHAREDIR)
+	install -d $(DESTDIR)$(LIBDIR)/dlock $(DESTDIR)$(SHAREDIR) $(DESTDIR)$(BINDIR)
 	install -m 0755 $(SO) $(DESTDIR)$(LIBDIR)/dlock/core.so
 	install -m 0644 lua/dlock.lua $(DESTDIR)$(SHAREDIR)/dlock.lua
+	sed -e '1s|.*|#!/usr/bin/env $(LUA)|' \
+	    -e 's|^-- @PATHS@.*|package.path = "$(SHAREDIR)/?.lua;" .. package.path; package.cpath = "$(LIBDIR)/?.so;" .. package.cpath|' \
+	    bin/dlock >$(DESTDIR)$(BINDIR)/dlock.tmp
+	chmod 0755 $(DESTDIR)$(BINDIR)/dlock.tmp
+	mv $(DESTDIR)$(BINDIR)/dlock.tmp $(DESTDIR)$(BINDIR)/dlock
 
 # The release: tools/dist.sh checks that every version agrees, then
 # writes the tarball, its rockspec and a .src.rock that installs offline.

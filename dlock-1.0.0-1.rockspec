@@ -33,7 +33,7 @@ build = {
                   "src/exec.c", "src/batch.c", "src/state.c", "src/watchdog.c", "src/pending.c",
                   "src/client.c", "src/inspect.c", "src/acquire.c", "src/release.c",
                   "src/lua_dlock.c", "src/lua_client.c", "src/lua_connect.c",
-                  "src/lua_lock.c" },
+                  "src/lua_lock.c", "src/lua_process.c" },
       defines = { "DL_WITH_TLS" },
       libraries = { "hiredis", "ssl", "crypto", "pthread", "dl", "m" },
       incdirs = { "src", "$(HIREDIS_INCDIR)", "$(OPENSSL_INCDIR)" },
@@ -41,5 +41,7 @@ build = {
     },
     dlock = "lua/dlock.lua",
   },
+  -- The `dlock` command: luarocks puts a wrapper for it in the tree's bin/.
+  install = { bin = { dlock = "bin/dlock" } },
 }
 test = { type = "busted" }

@@ -241,6 +241,8 @@ describe("install", function()
     local b, home, log, out = run_block(1, "luarocks")
     assert.truthy(out:match("holding stock:42, fencing token %d+"), out)
     assert.truthy(out:match("with:%s+true%s+42"), out)
+    -- and the dlock command, found on the PATH that `luarocks path` set
+    assert.truthy(out:find("\ndlock " .. VERSION .. "\n", 1, true), out)
     -- luarocks installed this release under HOME, and the quickstart
     -- loaded it from there.
     assert.truthy(must(("find %s -path '*/lib/luarocks/rocks-5.4/dlock/%s' -type d")
@@ -262,6 +264,11 @@ describe("install", function()
   it("README: the second ```sh block of Install (make install PREFIX) loads from the prefix", function()
     local b, home, log, out = run_block(2, "make install")
     assert.truthy(out:find("\ndlock " .. VERSION .. "\n", 1, true) or starts(out, "dlock " .. VERSION .. "\n"), out)
+    -- the dlock command too: twice the version line, and it runs from the prefix
+    local _, versions = out:gsub("dlock " .. VERSION:gsub("%p", "%%%0") .. "\n", "")
+    assert.equals(2, versions, out)
+    assert.truthy(must("sed -n 4p " .. q(home .. "/.local/bin/dlock"))
+      :find('package.path = "' .. home .. '/.local/share/lua/5.4/?.lua;"', 1, true))
     assert_loaded_from(log, function(a0) return a0 == "lua5.4" end, home, "lua5.4 -e")
     assert_copy_clean(b)
   end)

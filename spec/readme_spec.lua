@@ -301,3 +301,67 @@ describe("README.md ```lua blocks", function()
     end
   end
 end)
+
+-- "## The dlock command": its ```sh blocks run with `sh -e`, with `dlock`
+-- on PATH (this tree's bin/dlock) and the block's redis://127.0.0.1:6379
+-- replaced by a server this spec starts; its plain ``` block is the shape
+-- of what `dlock status` prints.
+describe("README.md's dlock command section", function()
+  local section = assert(text:match("\n## The dlock command\n(.-)\n## "), "no section")
+  local function fenced(lang)                  -- the bodies of ```lang blocks
+    local t, cur, open = {}, nil, nil
+    for line in (section .. "\n"):gmatch("([^\n]*)\n") do
+      if open then
+        if line:match("^```%s*$") then
+          if open == lang then t[#t + 1] = table.concat(cur, "\n") end
+          open = nil
+        else
+          cur[#cur + 1] = line
+        end
+      elseif line:match("^```") then
+        open, cur = line:match("^```(%S*)"), {}
+      end
+    end
+    return t
+  end
+
+  it("runs its shell examples as written", function()
+    local sh_blocks = fenced("sh")
+    assert.is_true(#sh_blocks >= 1)
+    local srv = helper.start_redis()
+    local bin = helper.tmp .. "/readme-bin"
+    local p0 = assert(io.popen("cd '" .. root .. "' && pwd"))
+    local top = p0:read("*l")                 -- the checkout, absolute
+    p0:close()
+    assert(os.execute("mkdir -p '" .. bin .. "'"))
+    local w = assert(io.open(bin .. "/dlock", "wb"))
+    w:write(("#!/bin/sh\nexec env %s '%s/bin/dlock' \"$@\"\n"):format(helper.lua_cmd(), top))
+    w:close()
+    assert(os.execute("chmod +x '" .. bin .. "/dlock'"))
+    local out = ""
+    for i, b in ipairs(sh_blocks) do
+      local src = b:gsub("redis://127%.0%.0%.1:6379", "redis://127.0.0.1:" .. srv.port)
+      local file = ("%s/readme-dlock-%d.sh"):format(helper.tmp, i)
+      local f = assert(io.open(file, "wb"))
+      f:write(src, "\n")
+      f:close()
+      local p = assert(io.popen(("cd '%s' && PATH='%s':\"$PATH\" sh -e '%s' 2>&1; echo \"exit=$?\"")
+        :format(helper.tmp, bin, file)))
+      local o = p:read("*a")
+      p:close()
+      assert.truthy(o:match("exit=0%s*$"), "README dlock block " .. i .. ":\n" .. b .. "\n---\n" .. o)
+      out = out .. o
+    end
+    srv.stop()
+    assert.truthy(out:match("reporting, fencing token %d+\n"), out)
+    assert.truthy(out:find("deploying\n", 1, true), out)
+    assert.truthy(out:find("backup was free\n", 1, true), out)
+    -- what status printed has the shape the README shows
+    local function shape(s)
+      return (s:gsub("%x%x%x%x%x%x%x%x+", "ID"):gsub("%d+%.?%d*", "N"):gsub("%s+$", ""))
+    end
+    local sample = assert(fenced("")[1], "no sample of dlock status")
+    local got = assert(out:match("(backup: held.-)\n[^ ]"), out)
+    assert.equals(shape(sample), shape(got))
+  end)
+end)

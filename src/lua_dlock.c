@@ -3,7 +3,7 @@
  * errors that point at the user's line, argument checks, durations, and
  * the helpers tests, examples and benchmarks use. The Client class is in
  * lua_client.c, connect's options in lua_connect.c, the Lock class in
- * lua_lock.c.
+ * lua_lock.c, the `dlock` command's process plumbing in lua_process.c.
  */
 #define _GNU_SOURCE
 #include "lua_dlock.h"
@@ -284,5 +284,7 @@ int luaopen_dlock_core(lua_State *L)
     lua_setfield(L, -2, "_VERSION");
     lua_pushboolean(L, dl_tls_built());         /* rediss:// works */
     lua_setfield(L, -2, "tls_built");
+    dlua_process_open(L);                       /* for bin/dlock only */
+    lua_setfield(L, -2, "process");
     return 1;
 }

@@ -90,5 +90,9 @@ int dlua_permit_new(lua_State *L);
 /* Register the Lock class; leaves its methods table on the stack. */
 void dlua_lock_open(lua_State *L);
 
+/* lua_process.c: pushes dlock.core.process, the `dlock` command's
+ * process plumbing (signal handlers: for the command only). */
+void dlua_process_open(lua_State *L);
+
 #pragma GCC visibility pop
 #endif

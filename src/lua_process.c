@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: MIT
+ * lua_process.c: dlock.core.process, the process plumbing of the `dlock`
+ * command (bin/dlock): start the command, hear signals and the command's
+ * end through one pipe, pass signals on, reap it.
+ *
+ * Only the command calls these. They change process-wide state (signal
+ * handlers), which a library must not do to its host; the command owns its
+ * process. The command runs in a process group of its own, so that a
+ * signal passed on, or the SIGTERM/SIGKILL of a lost lock, reaches every
+ * process it started.
+ */
+#define _GNU_SOURCE
+#include "lua_dlock.h"
+#include "wait.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* The signals the command passes on to the command it runs. */
+static const struct { const char *name; int sig; } SIGNALS[] = {
+    { "HUP", SIGHUP }, { "INT", SIGINT }, { "QUIT", SIGQUIT },
+    { "TERM", SIGTERM }, { "USR1", SIGUSR1 }, { "USR2", SIGUSR2 },
+    { "ALRM", SIGALRM }, { "WINCH", SIGWINCH }, { "KILL", SIGKILL },
+    { "CHLD", SIGCHLD },
+};
+#define NSIGNALS (sizeof SIGNALS / sizeof SIGNALS[0])
+#define NTRAPPED (NSIGNALS - 2)         /* all but KILL; CHLD apart */
+
+/* The self-pipe: a handler writes the signal's number, the command's loop
+ * polls the read end. Both ends non-blocking and close-on-exec. */
+static int sigpipe[2] = { -1, -1 };
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    ssize_t r = write(sigpipe[1], &b, 1);       /* full pipe: already awake */
+    (void)r;
+    errno = saved;
+}
+
+static const char *signame(int sig)
+{
+    for (size_t i = 0; i < NSIGNALS; i++)
+        if (SIGNALS[i].sig == sig)
+            return SIGNALS[i].name;
+    return "?";
+}
+
+static int signum(lua_State *L, int idx)
+{
+    const char *name = luaL_checkstring(L, idx);
+    for (size_t i = 0; i < NSIGNALS; i++)
+        if (strcmp(SIGNALS[i].name, name) == 0)
+            return SIGNALS[i].sig;
+    return luaL_argerror(L, idx, "unknown signal name");
+}
+
+static int nonblock_cloexec(int fd)
+{
+    return fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0 ||
+           fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 ? -1 : 0;
+}
+
+/* process.trap(): from now on the passed-on signals and SIGCHLD are
+ * caught into the pipe. Once per process; later calls do nothing. */
+static int process_trap(lua_State *L)
+{
+    if (sigpipe[0] >= 0)
+        return 0;
+    if (pipe(sigpipe) < 0 || nonblock_cloexec(sigpipe[0]) < 0 ||
+        nonblock_cloexec(sigpipe[1]) < 0)
+        return luaL_error(L, "dlock: pipe: %s", strerror(errno));
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < NSIGNALS; i++)
+        if (SIGNALS[i].sig != SIGKILL)
+            sigaction(SIGNALS[i].sig, &sa, NULL);
+    return 0;
+}
+
+/* process.wait(seconds [, fd]) -> { "TERM", "CHLD", ... }: the signals
+ * caught since the last call, waiting up to seconds for one (or for fd to
+ * turn readable). */
+static int process_wait(lua_State *L)
+{
+    double s = luaL_checknumber(L, 1);
+    int fds[2] = { sigpipe[0], (int)luaL_optinteger(L, 2, -1) };
+    if (sigpipe[0] < 0)
+        return luaL_error(L, "dlock: process.wait before process.trap");
+    if (s > 0)
+        dl_wait_fds(fds, fds[1] >= 0 ? 2 : 1, dl_now_us() + (int64_t)(s * 1e6));
+    lua_newtable(L);
+    unsigned char buf[64];
+    int n = 0;
+    for (ssize_t k; (k = read(sigpipe[0], buf, sizeof buf)) > 0;)
+        for (ssize_t i = 0; i < k; i++) {
+            lua_pushstring(L, signame(buf[i]));
+            lua_rawseti(L, -2, ++n);
+        }
+    return 1;
+}
+
+/* process.spawn(argv, env) -> pid | nil, message, errno name: runs argv[1]
+ * (searched in PATH) with argv, in a process group of its own, with the
+ * environment plus env's NAME=value pairs (which replace any of the same
+ * name), signal dispositions and mask as at dlock's start. */
+static int process_spawn(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    size_t argc = lua_rawlen(L, 1), envc = lua_rawlen(L, 2), ours = 0;
+    if (argc == 0)
+        return luaL_argerror(L, 1, "no command");
+    while (environ[ours])
+        ours++;
+    const char **argv = lua_newuserdata(L, (argc + 1) * sizeof *argv);
+    const char **envp = lua_newuserdata(L, (ours + envc + 1) * sizeof *envp);
+    for (size_t i = 0; i < argc; i++) {
+        lua_rawgeti(L, 1, (lua_Integer)i + 1);
+        argv[i] = luaL_checkstring(L, -1);      /* kept alive by table 1 */
+        lua_pop(L, 1);
+    }
+    argv[argc] = NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < envc; i++) {
+        lua_rawgeti(L, 2, (lua_Integer)i + 1);
+        envp[k++] = luaL_checkstring(L, -1);
+        lua_pop(L, 1);
+    }
+    for (size_t i = 0; i < ours; i++) {         /* environ minus overridden */
+        size_t n = strcspn(environ[i], "="), j = 0;
+        for (; j < envc; j++)
+            if (strncmp(envp[j], environ[i], n + 1) == 0)
+                break;
+        if (j == envc)
+            envp[k++] = environ[i];
+    }
+    envp[k] = NULL;
+
+    posix_spawnattr_t attr;
+    sigset_t none, dflt;
+    sigemptyset(&none);
+    sigemptyset(&dflt);
+    for (size_t i = 0; i < NSIGNALS; i++)
+        if (SIGNALS[i].sig != SIGKILL)
+            sigaddset(&dflt, SIGNALS[i].sig);
+    sigaddset(&dflt, SIGPIPE);
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP |
+                             POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &dflt);
+    pid_t pid;
+    int err = posix_spawnp(&pid, argv[0], NULL, &attr, (char *const *)argv,
+                           (char *const *)envp);
+    posix_spawnattr_destroy(&attr);
+    if (err != 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, strerror(err));
+        lua_pushstring(L, err == ENOENT ? "ENOENT" : "EEXEC");
+        return 3;
+    }
+    lua_pushinteger(L, pid);
+    return 1;
+}
+
+/* process.reap(pid) -> nil while it runs, else its exit status: the
+ * status it exited with, or 128 + N when signal N ended it; and the
+ * signal's name then. */
+static int process_reap(lua_State *L)
+{
+    pid_t pid = (pid_t)luaL_checkinteger(L, 1);
+    int st;
+    pid_t r;
+    while ((r = waitpid(pid, &st, WNOHANG)) < 0 && errno == EINTR)
+        ;
+    if (r <= 0)
+        return r < 0 ? luaL_error(L, "dlock: waitpid: %s", strerror(errno)) : 0;
+    if (WIFSIGNALED(st)) {
+        lua_pushinteger(L, 128 + WTERMSIG(st));
+        lua_pushstring(L, signame(WTERMSIG(st)));
+        return 2;
+    }
+    lua_pushinteger(L, WEXITSTATUS(st));
+    return 1;
+}
+
+/* process.kill(pid, name) -> true, or nil, message: sends the signal to
+ * the command's process group (and to pid itself, should it have left
+ * the group). */
+static int process_kill(lua_State *L)
+{
+    pid_t pid = (pid_t)luaL_checkinteger(L, 1);
+    int sig = signum(L, 2);
+    if (pid <= 0)
+        return luaL_argerror(L, 1, "not a process id");
+    if (kill(-pid, sig) == 0 || (errno == ESRCH && kill(pid, sig) == 0)) {
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    lua_pushnil(L);
+    lua_pushstring(L, strerror(errno));
+    return 2;
+}
+
+/* process.signals() -> { HUP = 1, ... }: the signals passed on, by
+ * name, with their numbers on this system. */
+static int process_signals(lua_State *L)
+{
+    lua_createtable(L, 0, (int)NTRAPPED);
+    for (size_t i = 0; i < NTRAPPED; i++) {
+        lua_pushinteger(L, SIGNALS[i].sig);
+        lua_setfield(L, -2, SIGNALS[i].name);
+    }
+    return 1;
+}
+
+void dlua_process_open(lua_State *L)
+{
+    static const luaL_Reg funcs[] = {
+        { "trap", process_trap },
+        { "wait", process_wait },
+        { "spawn", process_spawn },
+        { "reap", process_reap },
+        { "kill", process_kill },
+        { "signals", process_signals },
+        { NULL, NULL }
+    };
+    luaL_newlib(L, funcs);
+}
