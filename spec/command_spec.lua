@@ -29,13 +29,15 @@ local function run(args)
 end
 
 local n = 0
+local started = {}                            -- every spawn, for after_each
 --- Start dlock with args in the background, under a shell that records its
---- exit status. Returns a handle.
-local function spawn(args)
+--- exit status (and that ignores signal `ignore`, if given, as nohup does).
+--- Returns a handle.
+local function spawn(args, ignore)
   n = n + 1
   local base = ("%s/cmd-%d-%d"):format(helper.tmp, n, math.random(1, 1e9))
-  local script = ("%s >%s.out 2>&1 & echo $! >%s.pid; wait $!; echo $? >%s.code")
-    :format(dlock_cmd(args), base, base, base)
+  local script = ("%s%s >%s.out 2>&1 & echo $! >%s.pid; wait $!; echo $? >%s.code")
+    :format(ignore and ("trap '' %s; "):format(ignore) or "", dlock_cmd(args), base, base, base)
   assert(os.execute(("sh -c %s >/dev/null 2>&1 &"):format(q(script))))
   local pid = helper.wait_for(function()
     local s = helper.read_file(base .. ".pid")
@@ -52,6 +54,7 @@ local function spawn(args)
   function h.finish(timeout)
     return helper.wait_for(h.code, timeout or 20, 0.05)
   end
+  started[#started + 1] = h
   return h
 end
 
@@ -61,9 +64,33 @@ local function file_has(path, text)
   return function() return (helper.read_file(path) or ""):find(text, 1, true) end
 end
 
+--- The processes (pid, process group, state) in process group g, but
+--- zombies (which an init that does not reap may keep a while).
+local function group_members(g)
+  local p = assert(io.popen("ps -e -o pid=,pgid=,stat="))
+  local t = {}
+  for pid, pgid, stat in p:read("*a"):gmatch("(%d+)%s+(%d+)%s+(%S+)") do
+    if tonumber(pgid) == g and not stat:match("^Z") then t[#t + 1] = { tonumber(pid), stat } end
+  end
+  p:close()
+  return t
+end
+
 describe("the dlock command", function()
   setup(function() srv = helper.start_redis() end)
   teardown(function() if srv then srv.stop() end end)
+  -- a failed spec leaves no dlock (nor its command) running
+  after_each(function()
+    for _, h in ipairs(started) do
+      if not h.code() then
+        h.signal("CONT")
+        h.signal("TERM")
+        if not h.finish(5) then h.signal("KILL") end
+      end
+    end
+    started = {}
+    srv.cli("client", "unpause")
+  end)
 
   it("runs the command holding the lock, passes DLOCK_NAME and DLOCK_TOKEN, and its exit status", function()
     local name = helper.unique_name("cmd")
@@ -133,9 +160,14 @@ describe("the dlock command", function()
     local holder = spawn(("%s -- sh -c 'echo held; exec sleep 60'"):format(q(name)))
     assert(helper.wait_for(function() return holder.output():find("held") end, 10))
     local waiter = spawn(("%s -- sh -c 'echo second'"):format(q(name)))
-    assert.is_nil(waiter.finish(0.3))
-    holder.signal("INT")                        -- passed on: sh dies of it
-    assert.equals(128 + 2, holder.finish())
+    assert(helper.wait_for(function()          -- it waits, on the lock's channel
+      return srv.cli("pubsub", "numsub", key(name) .. ":ch"):match("\n1$")
+    end, 10))
+    assert.is_nil(waiter.code())
+    -- passed on: the command dies of it (not INT or QUIT: the shell that
+    -- started this dlock in the background made it ignore those)
+    holder.signal("HUP")
+    assert.equals(128 + 1, holder.finish())
     assert.equals(0, waiter.finish())
     assert.truthy(waiter.output():find("second"))
   end)
@@ -143,7 +175,7 @@ describe("the dlock command", function()
   it("kills the command when the lock is deleted under it, and exits 124", function()
     local name = helper.unique_name("lost")
     local log = helper.tmp .. "/" .. name:gsub("%W", "_") .. ".log"
-    local h = spawn(("--lease 1 %s -- sh -c %s"):format(q(name), q(
+    local h = spawn(("--lease 3 %s -- sh -c %s"):format(q(name), q(
       ("trap 'echo TERM >>%s; exit 3' TERM; echo started >>%s; sleep 60 & wait"):format(q(log), q(log)))))
     assert(helper.wait_for(file_has(log, "started"), 10), h.output())
     assert.equals("1", srv.cli("del", key(name)))
@@ -166,14 +198,8 @@ describe("the dlock command", function()
     assert.truthy(out:find("sending SIGTERM", 1, true), out)
     assert.truthy(out:find("sending SIGKILL", 1, true), out)
     -- the command's whole process group is gone (its shell led it)
-    -- (its processes may stay zombies a moment, until init reaps them)
-    local function left()
-      local p = assert(io.popen("pgrep -g " .. group .. " 2>/dev/null"))
-      local pids = p:read("*a")
-      p:close()
-      return pids
-    end
-    assert.equals("", helper.wait_for(function() return left() == "" and "" end, 10) or left())
+    assert.same({}, helper.wait_for(function()
+      return #group_members(group) == 0 and {} end, 10) or group_members(group))
   end)
 
   it("passes signals on to the command, and releases however it ends", function()
@@ -222,6 +248,101 @@ describe("the dlock command", function()
     assert.equals(128 + 15, holder.finish())
   end)
 
+  it("SIGKILLs the rest of the command's group --kill-after a loss, after its leader has ended", function()
+    local name = helper.unique_name("orphans")
+    local log = helper.tmp .. "/" .. name:gsub("%W", "_") .. ".log"
+    local h = spawn(("--kill-after 1 %s -- sh -c %s"):format(q(name), q(
+      ("echo \"started $$\" >>%s; (trap '' TERM; sleep 60) & wait"):format(q(log)))))
+    assert(helper.wait_for(file_has(log, "started"), 10), h.output())
+    local group = assert(tonumber(helper.read_file(log):match("started (%d+)")))
+    assert.equals(0, (run("release --force " .. q(name))))
+    assert.equals(124, h.finish(20), h.output())
+    assert.truthy(h.output():find("sending SIGKILL", 1, true), h.output())
+    assert.same({}, group_members(group))
+  end)
+
+  it("leaves a signal ignored at its start ignored, in itself and the command (nohup)", function()
+    local name = helper.unique_name("nohup")
+    local log = helper.tmp .. "/" .. name:gsub("%W", "_") .. ".log"
+    local h = spawn(("%s -- sh -c %s"):format(q(name), q(
+      ("echo started >>%s; sleep 0.5; kill -HUP $$; echo survived >>%s"):format(q(log), q(log)))), "HUP")
+    assert(helper.wait_for(file_has(log, "started"), 10), h.output())
+    h.signal("HUP")
+    assert.equals(0, h.finish(), h.output())
+    assert.truthy(helper.read_file(log):find("survived", 1, true))
+  end)
+
+  it("stops with the command on SIGTSTP (Ctrl-Z), and both go on after SIGCONT", function()
+    local name = helper.unique_name("tstp")
+    local log = helper.tmp .. "/" .. name:gsub("%W", "_") .. ".ticks"
+    local h = spawn(("%s -- sh -c %s"):format(q(name), q(
+      ("i=0; while :; do i=$((i + 1)); echo \"$$ $i\" >%s; sleep 0.02; done"):format(q(log)))))
+    assert(helper.wait_for(function() return helper.read_file(log) end, 10), h.output())
+    local group = assert(tonumber(helper.read_file(log):match("^(%d+)")))
+    local function stopped()
+      local p = assert(io.popen("ps -o stat= -p " .. h.pid))
+      local st = p:read("*a")
+      p:close()
+      if not st:match("^T") then return false end
+      for _, m in ipairs(group_members(group)) do
+        if not m[2]:match("^T") then return false end
+      end
+      return true
+    end
+    h.signal("TSTP")
+    assert(helper.wait_for(stopped, 10), "dlock and its command did not stop")
+    local ticks = helper.read_file(log)
+    dlock.sleep(0.2)
+    assert.equals(ticks, helper.read_file(log))  -- stopped processes write nothing
+    h.signal("CONT")
+    assert(helper.wait_for(function() return helper.read_file(log) ~= ticks end, 10))
+    assert.is_false(helper.is_free(srv, key(name)))
+    h.signal("TERM")
+    assert.equals(128 + 15, h.finish())
+    assert.is_true(helper.is_free(srv, key(name)))
+  end)
+
+  it("on a terminal, the command shares dlock's group: it reads the terminal, Ctrl-C reaches it once", function()
+    if not os.execute("command -v script >/dev/null 2>&1") then
+      return pending("needs script(1) (util-linux) for a pseudo-terminal")
+    end
+    local name = helper.unique_name("tty")
+    local base = ("%s/tty-%d"):format(helper.tmp, math.random(1, 1e9))
+    -- script(1) runs dlock on a pseudo-terminal and passes on what the fifo
+    -- gets as typed keys; a line is typed once the command is ready, then ^C
+    local cmd = dlock_cmd(("%s -- sh -c %s"):format(q(name), q(
+      [[n=0; trap 'n=$((n + 1))' INT; echo ready; read line; echo "got:$line"; sleep 30 & wait; kill $!; sleep 0.5; echo "INT x$n"]])))
+    local function typed(what, after)
+      return ("i=0; until grep -q %s %s.out 2>/dev/null || [ $i -gt 200 ]; do sleep 0.05; i=$((i + 1)); done; printf %s >&3")
+        :format(q(after), q(base), q(what))
+    end
+    local sh = table.concat({
+      ("mkfifo %s.in"):format(q(base)),
+      ("(script -qec %s /dev/null <%s.in >%s.out 2>&1; echo \"exit=$?\" >>%s.out) &"):format(
+        q(cmd), q(base), q(base), q(base)),
+      ("exec 3>%s.in"):format(q(base)),
+      typed("hello\\n", "ready"), typed("\\003", "got:hello"),
+      ("i=0; until grep -q exit= %s.out || [ $i -gt 400 ]; do sleep 0.05; i=$((i + 1)); done"):format(q(base)),
+      "exec 3>&-",
+    }, "\n")
+    assert(os.execute(("sh -c %s"):format(q(sh))))
+    local out = helper.read_file(base .. ".out") or ""
+    assert.truthy(out:find("got:hello", 1, true), out)
+    -- the terminal's SIGINT reached the command once (dlock did not pass it
+    -- on again), and the command then ended normally
+    assert.truthy(out:find("INT x1", 1, true), out)
+    assert.truthy(out:match("exit=0%s*$"), out)
+    assert.is_true(helper.is_free(srv, key(name)))
+  end)
+
+  it("says when the release is not confirmed, and still exits with the command's status", function()
+    local name = helper.unique_name("unconfirmed")
+    local code, out = run(("%s -- sh -c %s"):format(q(name),
+      q(("redis-cli -p %d client pause 2500 all >/dev/null; exit 3"):format(srv.port))))
+    assert.equals(3, code, out)
+    assert.truthy(out:find(name .. ": the release was not confirmed (connection: ", 1, true), out)
+  end)
+
   it("status says who holds a lock and how many wait; release --force frees it", function()
     local name = helper.unique_name("status")
     local code, out = run("status " .. q(name))
@@ -247,6 +368,17 @@ describe("the dlock command", function()
     code, out = run("release --force " .. q(name))
     assert.equals(1, code, out)
     assert.equals(name .. ": was free\n", out)
+    -- a key without a TTL (persisted by hand) has "no expiry"
+    local c = assert(helper.client{ url = srv.url, label = "by-hand" })
+    local l = c:lock(name)
+    assert(l:acquire{ expire = 100 })
+    assert.equals("1", srv.cli("persist", key(name)))
+    code, out = run("status " .. q(name))
+    assert.equals(0, code, out)
+    assert.truthy(out:find(name .. ": held, ttl no expiry, token ", 1, true), out)
+    assert.truthy(out:find("\n  by-hand  x1  client " .. c.id, 1, true), out)
+    assert(l:release())
+    c:close()
   end)
 
   it("reports bad use with 125, and a command it cannot run with 127 or 126", function()
@@ -268,6 +400,8 @@ describe("the dlock command", function()
       { "--url ftp://x " .. q(name) .. " -- true", "scheme" },
       { "--force " .. q(name) .. " -- true", "--force goes with release" },
       { "status", "usage: dlock [options] status NAME" },
+      { "status ''", "the lock NAME is empty" },
+      { "--label -- " .. q(name) .. " -- true", "--label needs a value" },
     } do
       local code, out = run(c[1])
       assert.equals(125, code, c[1] .. ": " .. out)
@@ -281,8 +415,11 @@ describe("the dlock command", function()
     code, out = run(q(name) .. " -- " .. q(root .. "/README.md"))
     assert.equals(126, code, out)
     assert.is_true(helper.is_free(srv, key(name)))
-    -- a lock named like a subcommand, with --
+    -- a lock named like a subcommand, with --; one that starts with -
     assert.equals(0, (run("status -- true")))
+    code, out = run("-n -- -dash -- sh -c 'echo \"$DLOCK_NAME\"'")
+    assert.equals(0, code, out)
+    assert.equals("-dash\n", out)
   end)
 
   it("--help documents every option and exit status; --version", function()

@@ -5,9 +5,8 @@
  *
  * Only the command calls these. They change process-wide state (signal
  * handlers), which a library must not do to its host; the command owns its
- * process. The command runs in a process group of its own, so that a
- * signal passed on, or the SIGTERM/SIGKILL of a lost lock, reaches every
- * process it started.
+ * process. Signals ignored when dlock started stay ignored, in dlock and in
+ * the command (nohup).
  */
 #define _GNU_SOURCE
 #include "lua_dlock.h"
@@ -24,24 +23,30 @@
 
 extern char **environ;
 
-/* The signals the command passes on to the command it runs. */
+/* The signals the command hears (all but KILL and STOP, which it only
+ * sends). */
 static const struct { const char *name; int sig; } SIGNALS[] = {
     { "HUP", SIGHUP }, { "INT", SIGINT }, { "QUIT", SIGQUIT },
     { "TERM", SIGTERM }, { "USR1", SIGUSR1 }, { "USR2", SIGUSR2 },
-    { "ALRM", SIGALRM }, { "WINCH", SIGWINCH }, { "KILL", SIGKILL },
-    { "CHLD", SIGCHLD },
+    { "ALRM", SIGALRM }, { "WINCH", SIGWINCH }, { "TSTP", SIGTSTP },
+    { "CONT", SIGCONT }, { "CHLD", SIGCHLD },
+    { "KILL", SIGKILL }, { "STOP", SIGSTOP },
 };
 #define NSIGNALS (sizeof SIGNALS / sizeof SIGNALS[0])
-#define NTRAPPED (NSIGNALS - 2)         /* all but KILL; CHLD apart */
+#define NTRAPPED (NSIGNALS - 2)
 
-/* The self-pipe: a handler writes the signal's number, the command's loop
- * polls the read end. Both ends non-blocking and close-on-exec. */
+/* The self-pipe: a handler writes the signal's number, plus 0x80 when the
+ * kernel sent it (the terminal's Ctrl-C, say) rather than a process; the
+ * command's loop polls the read end. Both ends non-blocking, close-on-exec.
+ * `ignored`: the signals ignored at start, left alone. */
 static int sigpipe[2] = { -1, -1 };
+static sigset_t ignored;
 
-static void on_signal(int sig)
+static void on_signal(int sig, siginfo_t *info, void *ctx)
 {
+    (void)ctx;
     int saved = errno;
-    unsigned char b = (unsigned char)sig;
+    unsigned char b = (unsigned char)(sig | (info && info->si_code > 0 ? 0x80 : 0));
     ssize_t r = write(sigpipe[1], &b, 1);       /* full pipe: already awake */
     (void)r;
     errno = saved;
@@ -70,8 +75,8 @@ static int nonblock_cloexec(int fd)
            fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 ? -1 : 0;
 }
 
-/* process.trap(): from now on the passed-on signals and SIGCHLD are
- * caught into the pipe. Once per process; later calls do nothing. */
+/* process.trap(): from now on the signals of SIGNALS (but those ignored
+ * at start) are caught into the pipe. Once per process. */
 static int process_trap(lua_State *L)
 {
     if (sigpipe[0] >= 0)
@@ -79,20 +84,25 @@ static int process_trap(lua_State *L)
     if (pipe(sigpipe) < 0 || nonblock_cloexec(sigpipe[0]) < 0 ||
         nonblock_cloexec(sigpipe[1]) < 0)
         return luaL_error(L, "dlock: pipe: %s", strerror(errno));
-    struct sigaction sa;
+    struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < NSIGNALS; i++)
-        if (SIGNALS[i].sig != SIGKILL)
+    sigemptyset(&ignored);
+    for (size_t i = 0; i < NTRAPPED; i++) {
+        if (sigaction(SIGNALS[i].sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+            sigaddset(&ignored, SIGNALS[i].sig);
+        else
             sigaction(SIGNALS[i].sig, &sa, NULL);
+    }
     return 0;
 }
 
-/* process.wait(seconds [, fd]) -> { "TERM", "CHLD", ... }: the signals
- * caught since the last call, waiting up to seconds for one (or for fd to
- * turn readable). */
+/* process.wait(seconds [, fd]) -> names, from_kernel: the signals caught
+ * since the last call ({ "TERM", "CHLD", ... }), and for each whether the
+ * kernel sent it (the terminal) rather than a process; waiting up to
+ * seconds for one (or for fd to turn readable). */
 static int process_wait(lua_State *L)
 {
     double s = luaL_checknumber(L, 1);
@@ -102,20 +112,25 @@ static int process_wait(lua_State *L)
     if (s > 0)
         dl_wait_fds(fds, fds[1] >= 0 ? 2 : 1, dl_now_us() + (int64_t)(s * 1e6));
     lua_newtable(L);
+    lua_newtable(L);
     unsigned char buf[64];
     int n = 0;
     for (ssize_t k; (k = read(sigpipe[0], buf, sizeof buf)) > 0;)
         for (ssize_t i = 0; i < k; i++) {
-            lua_pushstring(L, signame(buf[i]));
-            lua_rawseti(L, -2, ++n);
+            lua_pushstring(L, signame(buf[i] & 0x7f));
+            lua_rawseti(L, -3, ++n);
+            lua_pushboolean(L, buf[i] & 0x80);
+            lua_rawseti(L, -2, n);
         }
-    return 1;
+    return 2;
 }
 
-/* process.spawn(argv, env) -> pid | nil, message, errno name: runs argv[1]
- * (searched in PATH) with argv, in a process group of its own, with the
- * environment plus env's NAME=value pairs (which replace any of the same
- * name), signal dispositions and mask as at dlock's start. */
+/* process.spawn(argv, env, own_group) -> pid | nil, message, errno name:
+ * runs argv[1] (searched in PATH) with argv, in a process group of its
+ * own when own_group (its pid is the group's id), with the environment
+ * plus env's NAME=value pairs (which replace any of the same name), an
+ * empty signal mask, and the signals dlock caught at their defaults (those
+ * ignored at start stay ignored). */
 static int process_spawn(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -149,16 +164,16 @@ static int process_spawn(lua_State *L)
     }
     envp[k] = NULL;
 
+    int own_group = lua_toboolean(L, 3);
     posix_spawnattr_t attr;
     sigset_t none, dflt;
     sigemptyset(&none);
     sigemptyset(&dflt);
-    for (size_t i = 0; i < NSIGNALS; i++)
-        if (SIGNALS[i].sig != SIGKILL)
+    for (size_t i = 0; i < NTRAPPED; i++)
+        if (!sigismember(&ignored, SIGNALS[i].sig))
             sigaddset(&dflt, SIGNALS[i].sig);
-    sigaddset(&dflt, SIGPIPE);
     posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP |
+    posix_spawnattr_setflags(&attr, (own_group ? POSIX_SPAWN_SETPGROUP : 0) |
                              POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     posix_spawnattr_setpgroup(&attr, 0);
     posix_spawnattr_setsigmask(&attr, &none);
@@ -198,16 +213,22 @@ static int process_reap(lua_State *L)
     return 1;
 }
 
-/* process.kill(pid, name) -> true, or nil, message: sends the signal to
- * the command's process group (and to pid itself, should it have left
- * the group). */
+/* process.kill(pid, name [, to]) -> true, or nil, message: sends the
+ * signal (0: none, a probe) to pid; to = "group": to the process group pid
+ * leads (or to pid, should the group be gone); "group only": never to pid
+ * alone (once pid is reaped, its number may be another process's). */
 static int process_kill(lua_State *L)
 {
     pid_t pid = (pid_t)luaL_checkinteger(L, 1);
-    int sig = signum(L, 2);
+    int sig = lua_isnumber(L, 2) && lua_tointeger(L, 2) == 0 ? 0 : signum(L, 2);
+    const char *to = luaL_optstring(L, 3, "pid");
+    int group = strcmp(to, "pid") != 0, only = strcmp(to, "group only") == 0;
     if (pid <= 0)
         return luaL_argerror(L, 1, "not a process id");
-    if (kill(-pid, sig) == 0 || (errno == ESRCH && kill(pid, sig) == 0)) {
+    if (group && !only && strcmp(to, "group") != 0)
+        return luaL_argerror(L, 3, "'pid', 'group' or 'group only'");
+    if ((group && kill(-pid, sig) == 0) ||
+        (!only && (!group || errno == ESRCH) && kill(pid, sig) == 0)) {
         lua_pushboolean(L, 1);
         return 1;
     }
@@ -216,8 +237,23 @@ static int process_kill(lua_State *L)
     return 2;
 }
 
-/* process.signals() -> { HUP = 1, ... }: the signals passed on, by
- * name, with their numbers on this system. */
+/* process.stop(): stop this process (SIGSTOP) until a SIGCONT. */
+static int process_stop(lua_State *L)
+{
+    (void)L;
+    kill(getpid(), SIGSTOP);
+    return 0;
+}
+
+/* process.tty() -> whether standard input is a terminal. */
+static int process_tty(lua_State *L)
+{
+    lua_pushboolean(L, isatty(0));
+    return 1;
+}
+
+/* process.signals() -> { HUP = 1, ... }: the signals heard, by name, with
+ * their numbers on this system. */
 static int process_signals(lua_State *L)
 {
     lua_createtable(L, 0, (int)NTRAPPED);
@@ -237,6 +273,8 @@ void dlua_process_open(lua_State *L)
         { "reap", process_reap },
         { "kill", process_kill },
         { "signals", process_signals },
+        { "stop", process_stop },
+        { "tty", process_tty },
         { NULL, NULL }
     };
     luaL_newlib(L, funcs);
