@@ -64,13 +64,23 @@ local function file_has(path, text)
   return function() return (helper.read_file(path) or ""):find(text, 1, true) end
 end
 
---- The processes (pid, process group, state) in process group g, but
---- zombies (which an init that does not reap may keep a while).
+--- The state letter and process group of process pid (from /proc: ps
+--- may not be installed), or nil when there is no such process.
+local function proc_stat(pid)
+  local st = helper.read_file("/proc/" .. pid .. "/stat")
+  if not st then return nil end
+  local state, pgrp = st:match("^.*%) (%S) %-?%d+ (%d+)")
+  return state, tonumber(pgrp)
+end
+
+--- The processes { pid, state } in process group g, but zombies (which
+--- an init that does not reap may keep a while).
 local function group_members(g)
-  local p = assert(io.popen("ps -e -o pid=,pgid=,stat="))
+  local p = assert(io.popen("ls /proc"))
   local t = {}
-  for pid, pgid, stat in p:read("*a"):gmatch("(%d+)%s+(%d+)%s+(%S+)") do
-    if tonumber(pgid) == g and not stat:match("^Z") then t[#t + 1] = { tonumber(pid), stat } end
+  for pid in p:read("*a"):gmatch("%d+") do
+    local state, pgrp = proc_stat(pid)
+    if pgrp == g and state ~= "Z" then t[#t + 1] = { tonumber(pid), state } end
   end
   p:close()
   return t
@@ -280,10 +290,7 @@ describe("the dlock command", function()
     assert(helper.wait_for(function() return helper.read_file(log) end, 10), h.output())
     local group = assert(tonumber(helper.read_file(log):match("^(%d+)")))
     local function stopped()
-      local p = assert(io.popen("ps -o stat= -p " .. h.pid))
-      local st = p:read("*a")
-      p:close()
-      if not st:match("^T") then return false end
+      if proc_stat(h.pid) ~= "T" then return false end
       for _, m in ipairs(group_members(group)) do
         if not m[2]:match("^T") then return false end
       end
