@@ -4,21 +4,26 @@
  * end through one pipe, pass signals on, reap it.
  *
  * Only the command calls these. They change process-wide state (signal
- * handlers), which a library must not do to its host; the command owns its
- * process. Signals ignored when dlock started stay ignored, in dlock and in
- * the command (nohup).
+ * handlers, the terminal's foreground group), which a library must not do
+ * to its host; the command owns its process. The command runs in a process
+ * group of its own, which gets the terminal while it runs in the
+ * foreground, as a shell does with a job. Signals ignored when dlock
+ * started stay ignored, in dlock and in the command (nohup); but SIGCHLD,
+ * which dlock needs.
  */
 #define _GNU_SOURCE
 #include "lua_dlock.h"
 #include "wait.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -35,18 +40,18 @@ static const struct { const char *name; int sig; } SIGNALS[] = {
 #define NSIGNALS (sizeof SIGNALS / sizeof SIGNALS[0])
 #define NTRAPPED (NSIGNALS - 2)
 
-/* The self-pipe: a handler writes the signal's number, plus 0x80 when the
- * kernel sent it (the terminal's Ctrl-C, say) rather than a process; the
- * command's loop polls the read end. Both ends non-blocking, close-on-exec.
- * `ignored`: the signals ignored at start, left alone. */
+/* The self-pipe: a handler writes the signal's number, the command's loop
+ * polls the read end. Both ends non-blocking, close-on-exec. `ignored`:
+ * the signals ignored at start, left alone. `tty`: the controlling
+ * terminal, or -1. */
 static int sigpipe[2] = { -1, -1 };
 static sigset_t ignored;
+static int tty = -1;
 
-static void on_signal(int sig, siginfo_t *info, void *ctx)
+static void on_signal(int sig)
 {
-    (void)ctx;
     int saved = errno;
-    unsigned char b = (unsigned char)(sig | (info && info->si_code > 0 ? 0x80 : 0));
+    unsigned char b = (unsigned char)sig;
     ssize_t r = write(sigpipe[1], &b, 1);       /* full pipe: already awake */
     (void)r;
     errno = saved;
@@ -86,23 +91,24 @@ static int process_trap(lua_State *L)
         return luaL_error(L, "dlock: pipe: %s", strerror(errno));
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_RESTART | SA_SIGINFO;
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigemptyset(&ignored);
     for (size_t i = 0; i < NTRAPPED; i++) {
-        if (sigaction(SIGNALS[i].sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
-            sigaddset(&ignored, SIGNALS[i].sig);
+        int sig = SIGNALS[i].sig;
+        if (sig != SIGCHLD && sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+            sigaddset(&ignored, sig);
         else
-            sigaction(SIGNALS[i].sig, &sa, NULL);
+            sigaction(sig, &sa, NULL);
     }
+    tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
     return 0;
 }
 
-/* process.wait(seconds [, fd]) -> names, from_kernel: the signals caught
- * since the last call ({ "TERM", "CHLD", ... }), and for each whether the
- * kernel sent it (the terminal) rather than a process; waiting up to
- * seconds for one (or for fd to turn readable). */
+/* process.wait(seconds [, fd]) -> { "TERM", "CHLD", ... }: the signals
+ * caught since the last call, waiting up to seconds for one (or for fd to
+ * turn readable). */
 static int process_wait(lua_State *L)
 {
     double s = luaL_checknumber(L, 1);
@@ -112,25 +118,22 @@ static int process_wait(lua_State *L)
     if (s > 0)
         dl_wait_fds(fds, fds[1] >= 0 ? 2 : 1, dl_now_us() + (int64_t)(s * 1e6));
     lua_newtable(L);
-    lua_newtable(L);
     unsigned char buf[64];
     int n = 0;
     for (ssize_t k; (k = read(sigpipe[0], buf, sizeof buf)) > 0;)
         for (ssize_t i = 0; i < k; i++) {
-            lua_pushstring(L, signame(buf[i] & 0x7f));
-            lua_rawseti(L, -3, ++n);
-            lua_pushboolean(L, buf[i] & 0x80);
-            lua_rawseti(L, -2, n);
+            lua_pushstring(L, signame(buf[i]));
+            lua_rawseti(L, -2, ++n);
         }
-    return 2;
+    return 1;
 }
 
-/* process.spawn(argv, env, own_group) -> pid | nil, message, errno name:
- * runs argv[1] (searched in PATH) with argv, in a process group of its
- * own when own_group (its pid is the group's id), with the environment
- * plus env's NAME=value pairs (which replace any of the same name), an
- * empty signal mask, and the signals dlock caught at their defaults (those
- * ignored at start stay ignored). */
+/* process.spawn(argv, env) -> pid | nil, message, errno name: runs
+ * argv[1] (searched in PATH) with argv, in a process group of its own (its
+ * pid is the group's id), with the environment plus env's NAME=value pairs
+ * (which replace any of the same name), an empty signal mask, and the
+ * signals dlock caught at their defaults (those ignored at start stay
+ * ignored). */
 static int process_spawn(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -164,7 +167,6 @@ static int process_spawn(lua_State *L)
     }
     envp[k] = NULL;
 
-    int own_group = lua_toboolean(L, 3);
     posix_spawnattr_t attr;
     sigset_t none, dflt;
     sigemptyset(&none);
@@ -173,7 +175,7 @@ static int process_spawn(lua_State *L)
         if (!sigismember(&ignored, SIGNALS[i].sig))
             sigaddset(&dflt, SIGNALS[i].sig);
     posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, (own_group ? POSIX_SPAWN_SETPGROUP : 0) |
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP |
                              POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     posix_spawnattr_setpgroup(&attr, 0);
     posix_spawnattr_setsigmask(&attr, &none);
@@ -192,18 +194,23 @@ static int process_spawn(lua_State *L)
     return 1;
 }
 
-/* process.reap(pid) -> nil while it runs, else its exit status: the
- * status it exited with, or 128 + N when signal N ended it; and the
- * signal's name then. */
+/* process.reap(pid) -> nil while it runs; "stopped" and the signal's name
+ * when a signal stopped it; else its exit status: the status it exited
+ * with, or 128 + N when signal N ended it, and the signal's name then. */
 static int process_reap(lua_State *L)
 {
     pid_t pid = (pid_t)luaL_checkinteger(L, 1);
     int st;
     pid_t r;
-    while ((r = waitpid(pid, &st, WNOHANG)) < 0 && errno == EINTR)
+    while ((r = waitpid(pid, &st, WNOHANG | WUNTRACED)) < 0 && errno == EINTR)
         ;
     if (r <= 0)
         return r < 0 ? luaL_error(L, "dlock: waitpid: %s", strerror(errno)) : 0;
+    if (WIFSTOPPED(st)) {
+        lua_pushliteral(L, "stopped");
+        lua_pushstring(L, signame(WSTOPSIG(st)));
+        return 2;
+    }
     if (WIFSIGNALED(st)) {
         lua_pushinteger(L, 128 + WTERMSIG(st));
         lua_pushstring(L, signame(WTERMSIG(st)));
@@ -245,10 +252,27 @@ static int process_stop(lua_State *L)
     return 0;
 }
 
-/* process.tty() -> whether standard input is a terminal. */
-static int process_tty(lua_State *L)
+/* process.foreground() -> whether dlock's process group has its
+ * terminal now (false without one). */
+static int process_foreground(lua_State *L)
 {
-    lua_pushboolean(L, isatty(0));
+    lua_pushboolean(L, tty >= 0 && tcgetpgrp(tty) == getpgrp());
+    return 1;
+}
+
+/* process.terminal(pgid) -> whether the terminal's foreground group is now
+ * pgid (dlock's own group when pgid is nil). SIGTTOU, which a group not in
+ * the foreground gets for this, is blocked meanwhile. */
+static int process_terminal(lua_State *L)
+{
+    pid_t pg = lua_isnoneornil(L, 1) ? getpgrp() : (pid_t)luaL_checkinteger(L, 1);
+    sigset_t ttou, old;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    pthread_sigmask(SIG_BLOCK, &ttou, &old);
+    int ok = tty >= 0 && tcsetpgrp(tty, pg) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    lua_pushboolean(L, ok);
     return 1;
 }
 
@@ -274,7 +298,8 @@ void dlua_process_open(lua_State *L)
         { "kill", process_kill },
         { "signals", process_signals },
         { "stop", process_stop },
-        { "tty", process_tty },
+        { "foreground", process_foreground },
+        { "terminal", process_terminal },
         { NULL, NULL }
     };
     luaL_newlib(L, funcs);
