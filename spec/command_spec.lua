@@ -64,6 +64,17 @@ local function file_has(path, text)
   return function() return (helper.read_file(path) or ""):find(text, 1, true) end
 end
 
+--- Start `dlock OPTS NAME -- sh -c SCRIPT` (LOG in SCRIPT is a log file of
+--- its own; SCRIPT writes "started $$" to it) and wait until the command
+--- has started. Returns the handle, the log's path and the command's
+--- process group.
+local function start_logged(name, opts, script, ignore)
+  local log = helper.tmp .. "/" .. name:gsub("%W", "_") .. ".log"
+  local h = spawn(("%s %s -- sh -c %s"):format(opts, q(name), q((script:gsub("LOG", q(log))))), ignore)
+  assert(helper.wait_for(file_has(log, "started"), 10), h.output())
+  return h, log, tonumber(helper.read_file(log):match("started (%d+)"))
+end
+
 --- The state letter and process group of process pid (from /proc: ps
 --- may not be installed), or nil when there is no such process.
 local function proc_stat(pid)
@@ -184,10 +195,8 @@ describe("the dlock command", function()
 
   it("kills the command when the lock is deleted under it, and exits 124", function()
     local name = helper.unique_name("lost")
-    local log = helper.tmp .. "/" .. name:gsub("%W", "_") .. ".log"
-    local h = spawn(("--lease 3 %s -- sh -c %s"):format(q(name), q(
-      ("trap 'echo TERM >>%s; exit 3' TERM; echo started >>%s; sleep 60 & wait"):format(q(log), q(log)))))
-    assert(helper.wait_for(file_has(log, "started"), 10), h.output())
+    local h, log = start_logged(name, "--lease 3",
+      [[trap 'echo TERM >>LOG; exit 3' TERM; echo "started $$" >>LOG; sleep 60 & wait]])
     assert.equals("1", srv.cli("del", key(name)))
     assert.equals(124, h.finish(10), h.output())
     assert.truthy((helper.read_file(log)):find("TERM"))
@@ -196,11 +205,8 @@ describe("the dlock command", function()
 
   it("SIGKILLs a command that ignores SIGTERM, --kill-after the loss (CLIENT PAUSE past the lease)", function()
     local name = helper.unique_name("paused")
-    local log = helper.tmp .. "/" .. name:gsub("%W", "_") .. ".log"
-    local h = spawn(("--lease 1 --kill-after 0.5 %s -- sh -c %s"):format(q(name), q(
-      ("trap '' TERM; echo \"started $$\" >>%s; while :; do sleep 0.05; done"):format(q(log)))))
-    assert(helper.wait_for(file_has(log, "started"), 10), h.output())
-    local group = assert(tonumber(helper.read_file(log):match("started (%d+)")))
+    local h, _, group = start_logged(name, "--lease 1 --kill-after 0.5",
+      [[trap '' TERM; echo "started $$" >>LOG; while :; do sleep 0.05; done]])
     assert.equals("OK", srv.cli("client", "pause", "3000", "write"))
     assert.equals(124, h.finish(20), h.output())
     srv.cli("client", "unpause")
@@ -260,11 +266,8 @@ describe("the dlock command", function()
 
   it("SIGKILLs the rest of the command's group --kill-after a loss, after its leader has ended", function()
     local name = helper.unique_name("orphans")
-    local log = helper.tmp .. "/" .. name:gsub("%W", "_") .. ".log"
-    local h = spawn(("--kill-after 1 %s -- sh -c %s"):format(q(name), q(
-      ("echo \"started $$\" >>%s; (trap '' TERM; sleep 60) & wait"):format(q(log)))))
-    assert(helper.wait_for(file_has(log, "started"), 10), h.output())
-    local group = assert(tonumber(helper.read_file(log):match("started (%d+)")))
+    local h, _, group = start_logged(name, "--kill-after 1",
+      [[echo "started $$" >>LOG; (trap '' TERM; sleep 60) & wait]])
     assert.equals(0, (run("release --force " .. q(name))))
     assert.equals(124, h.finish(20), h.output())
     assert.truthy(h.output():find("sending SIGKILL", 1, true), h.output())
@@ -274,10 +277,8 @@ describe("the dlock command", function()
 
   it("leaves a signal ignored at its start ignored, in itself and the command (nohup)", function()
     local name = helper.unique_name("nohup")
-    local log = helper.tmp .. "/" .. name:gsub("%W", "_") .. ".log"
-    local h = spawn(("%s -- sh -c %s"):format(q(name), q(
-      ("echo started >>%s; sleep 0.5; kill -HUP $$; echo survived >>%s"):format(q(log), q(log)))), "HUP")
-    assert(helper.wait_for(file_has(log, "started"), 10), h.output())
+    local h, log = start_logged(name, "",
+      [[echo "started $$" >>LOG; sleep 0.5; kill -HUP $$; echo survived >>LOG]], "HUP")
     h.signal("HUP")
     assert.equals(0, h.finish(), h.output())
     assert.truthy(helper.read_file(log):find("survived", 1, true))
