@@ -15,8 +15,11 @@ end
 local function q(s) return "'" .. tostring(s):gsub("'", [['\'']]) .. "'" end
 
 local srv
-local function dlock_cmd(args)
-  return ("REDIS_URL=%s %s %s/bin/dlock %s"):format(q(srv.url), helper.lua_cmd(), q(root), args)
+-- Started under setsid (no controlling terminal), unless on_tty: a dlock
+-- run by `make test` at a terminal must not hand that terminal over.
+local function dlock_cmd(args, on_tty)
+  return ("REDIS_URL=%s %s%s %s/bin/dlock %s"):format(q(srv.url), on_tty and "" or "setsid -w env ",
+    helper.lua_cmd(), q(root), args)
 end
 
 --- Run dlock with args (a shell fragment) to its end: its exit status and
@@ -72,7 +75,8 @@ local function start_logged(name, opts, script, ignore)
   local log = helper.tmp .. "/" .. name:gsub("%W", "_") .. ".log"
   local h = spawn(("%s %s -- sh -c %s"):format(opts, q(name), q((script:gsub("LOG", q(log))))), ignore)
   assert(helper.wait_for(file_has(log, "started"), 10), h.output())
-  return h, log, tonumber(helper.read_file(log):match("started (%d+)"))
+  h.group = tonumber(helper.read_file(log):match("started (%d+)"))
+  return h, log, h.group
 end
 
 --- The state letter and process group of process pid (from /proc: ps
@@ -108,6 +112,7 @@ describe("the dlock command", function()
         h.signal("TERM")
         if not h.finish(5) then h.signal("KILL") end
       end
+      if h.group then os.execute("kill -KILL -" .. h.group .. " 2>/dev/null") end
     end
     started = {}
     srv.cli("client", "unpause")
@@ -211,8 +216,8 @@ describe("the dlock command", function()
     assert.equals(124, h.finish(20), h.output())
     srv.cli("client", "unpause")
     local out = h.output()
-    assert.truthy(out:find("sending SIGTERM", 1, true), out)
-    assert.truthy(out:find("sending SIGKILL", 1, true), out)
+    assert.truthy(out:find("sent SIGTERM", 1, true), out)
+    assert.truthy(out:find("sent SIGKILL", 1, true), out)
     -- the command's whole process group is gone (its shell led it)
     assert.same({}, helper.wait_for(function()
       return #group_members(group) == 0 and {} end, 10) or group_members(group))
@@ -270,7 +275,7 @@ describe("the dlock command", function()
       [[echo "started $$" >>LOG; (trap '' TERM; sleep 60) & wait]])
     assert.equals(0, (run("release --force " .. q(name))))
     assert.equals(124, h.finish(20), h.output())
-    assert.truthy(h.output():find("sending SIGKILL", 1, true), h.output())
+    assert.truthy(h.output():find("sent SIGKILL", 1, true), h.output())
     assert.same({}, helper.wait_for(function()
       return #group_members(group) == 0 and {} end, 10) or group_members(group))
   end)
@@ -322,7 +327,7 @@ describe("the dlock command", function()
     -- waits in its loop (which ends once the trap has run)
     local cmd = dlock_cmd(("%s -- sh -c %s"):format(q(name), q(
       [[n=0; trap 'n=$((n + 1))' INT; echo ready; read line; echo "got:$line"; ]] ..
-      [[while [ $n -eq 0 ]; do echo looping; sleep 0.05 & wait; done; sleep 0.5; echo "INT x$n"]])))
+      [[while [ $n -eq 0 ]; do echo looping; sleep 0.05 & wait; done; sleep 0.5; echo "INT x$n"]])), true)
     local function typed(what, after)
       return ("i=0; until grep -q %s %s.out 2>/dev/null || [ $i -gt 400 ]; do sleep 0.05; i=$((i + 1)); done; printf %s >&3")
         :format(q(after), q(base), q(what))
@@ -331,7 +336,7 @@ describe("the dlock command", function()
     -- have SIGINT ignored, and so would the command); the typing, behind it
     local sh = table.concat({
       ("mkfifo %s.in"):format(q(base)),
-      ("(exec 3>%s.in; %s; %s; sleep 30) &"):format(q(base), typed("hello\\n", "ready"), typed("\\003", "looping")),
+      ("(exec 3>%s.in; %s; %s; exec sleep 30) >/dev/null 2>&1 &"):format(q(base), typed("hello\\n", "ready"), typed("\\003", "looping")),
       ("typist=$!; timeout -k 5 60 script -qec %s /dev/null <%s.in >%s.out 2>&1; echo \"exit=$?\" >>%s.out; kill $typist"):format(
         q(cmd), q(base), q(base), q(base)),
     }, "\n")
@@ -343,6 +348,35 @@ describe("the dlock command", function()
     assert.truthy(out:find("INT x1", 1, true), out)
     assert.truthy(out:match("exit=0%s*$"), out)
     assert.is_true(helper.is_free(srv, key(name)))
+  end)
+
+  it("keeps renewing while something else stops the command (SIGSTOP); a lease lost while stopped is SIGTERM before SIGCONT", function()
+    local name = helper.unique_name("stopped")
+    local h, _, group = start_logged(name, "--lease 1",
+      [[echo "started $$" >>LOG; while :; do sleep 0.05; done]])
+    assert(os.execute("kill -STOP " .. group))
+    dlock.sleep(2.5)                              -- 2.5 leases
+    assert.is_not.equals("T", (proc_stat(h.pid)))  -- dlock runs on, and renews
+    assert.is_false(helper.is_free(srv, key(name)))
+    assert(os.execute("kill -CONT " .. group))
+    h.signal("TERM")
+    assert.equals(128 + 15, h.finish())
+
+    -- stopped with dlock (TSTP) past the lease: on SIGCONT the command is
+    -- sent SIGTERM before it is continued, and never runs unlocked
+    name = helper.unique_name("stopped")
+    local log
+    h, log = start_logged(name, "--lease 1", [[trap 'echo CONT >>LOG' CONT; ]] ..
+      [[trap 'echo TERM >>LOG; exit 9' TERM; echo "started $$" >>LOG; while :; do sleep 0.05; done]])
+    h.signal("TSTP")
+    assert(helper.wait_for(function() return proc_stat(h.pid) == "T" end, 10))
+    assert(helper.wait_for(function() return srv.cli("exists", key(name)) == "0" end, 15))
+    h.signal("CONT")
+    assert.equals(124, h.finish(), h.output())
+    local text = helper.read_file(log)
+    assert.truthy(text:find("TERM", 1, true), text)
+    assert.is_nil(text:find("CONT\n.*TERM"), text)  -- no CONT trap ran before the TERM one
+    assert.truthy(h.output():find("while stopped; sent SIGTERM", 1, true), h.output())
   end)
 
   it("says when the release is not confirmed, and still exits with the command's status", function()

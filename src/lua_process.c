@@ -103,6 +103,12 @@ static int process_trap(lua_State *L)
             sigaction(sig, &sa, NULL);
     }
     tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    /* dlock writes to the terminal while the command has it: never let
+     * that stop dlock (stty tostop) */
+    sigset_t ttou;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    pthread_sigmask(SIG_BLOCK, &ttou, NULL);
     return 0;
 }
 
@@ -244,11 +250,11 @@ static int process_kill(lua_State *L)
     return 2;
 }
 
-/* process.stop(): stop this process (SIGSTOP) until a SIGCONT. */
+/* process.stop([group]): stop this process (SIGSTOP), or with group its
+ * whole process group, until a SIGCONT. */
 static int process_stop(lua_State *L)
 {
-    (void)L;
-    kill(getpid(), SIGSTOP);
+    kill(lua_toboolean(L, 1) ? 0 : getpid(), SIGSTOP);
     return 0;
 }
 
@@ -260,19 +266,17 @@ static int process_foreground(lua_State *L)
     return 1;
 }
 
-/* process.terminal(pgid) -> whether the terminal's foreground group is now
- * pgid (dlock's own group when pgid is nil). SIGTTOU, which a group not in
- * the foreground gets for this, is blocked meanwhile. */
+/* process.terminal(to, from) -> whether the terminal's foreground group
+ * went from group `from` to group `to`: (pid, nil) gives it to the command
+ * while dlock's group has it; (nil, pid) takes it back for dlock's group
+ * only while the command's group still has it (never from a shell that
+ * took it meanwhile). SIGTTOU, which a background group gets for this, is
+ * blocked since process.trap. */
 static int process_terminal(lua_State *L)
 {
-    pid_t pg = lua_isnoneornil(L, 1) ? getpgrp() : (pid_t)luaL_checkinteger(L, 1);
-    sigset_t ttou, old;
-    sigemptyset(&ttou);
-    sigaddset(&ttou, SIGTTOU);
-    pthread_sigmask(SIG_BLOCK, &ttou, &old);
-    int ok = tty >= 0 && tcsetpgrp(tty, pg) == 0;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    lua_pushboolean(L, ok);
+    pid_t to = lua_isnoneornil(L, 1) ? getpgrp() : (pid_t)luaL_checkinteger(L, 1);
+    pid_t from = lua_isnoneornil(L, 2) ? getpgrp() : (pid_t)luaL_checkinteger(L, 2);
+    lua_pushboolean(L, tty >= 0 && tcgetpgrp(tty) == from && tcsetpgrp(tty, to) == 0);
     return 1;
 }
 
