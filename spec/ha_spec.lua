@@ -401,4 +401,30 @@ describe("Cluster (cluster)", function()
     assert.is_true(helper.is_free(topo.nodes[to], "dlock:{" .. name .. "}"))
     c:close()
   end)
+
+  -- Issue 27, item 1: a Cluster node given as url= (an everyday mistake)
+  -- crashed the process (SIGSEGV) on the first name whose slot lives on
+  -- another node. Run in a child, so that a crash fails this test only.
+  it("gives a clear error, not a crash, to a url= client of a Cluster node", function()
+    local ok, out = helper.run_lua(([[
+      local dlock = require "dlock"
+      local c = assert(dlock.connect{ url = %q, command_timeout = 0.5, lease = 1 })
+      local held, moved = 0, 0
+      for i = 1, 20 do
+        local l = c:lock("misrouted" .. i)
+        local got, err = l:acquire{ wait = 0 }
+        if got then held = held + 1; assert(l:release())
+        else
+          assert(err:match("^redis: MOVED %%d+ 127%%.0%%.0%%.1:%%d+ %%(the server is a " ..
+                           "Redis Cluster node: connect with connect{ cluster = "), err)
+          moved = moved + 1
+        end
+      end
+      print("held " .. held .. " moved " .. moved)
+      c:close()
+    ]]):format(topo.urls[1]))
+    assert.is_true(ok, out)
+    local held, moved = out:match("held (%d+) moved (%d+)")
+    assert.is_true(tonumber(held) > 0 and tonumber(moved) > 0, out)
+  end)
 end)

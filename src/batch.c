@@ -158,12 +158,16 @@ static void send_calls(dl_topology *t, const dl_scripts *s, int wd,
 /* What a node's error reply asks of the calls after it. */
 enum { FINE = 0, NOSCRIPT = 1, MIGRATING = 2, MOVED = 4, DEMOTED = 8 };
 
-static int classify(const redisReply *r)
+static int classify(const dl_topology *t, const redisReply *r)
 {
     if (dl_script_noscript(r))
         return NOSCRIPT;
     if (r->type != REDIS_REPLY_ERROR)
         return FINE;
+    if (t->kind != DL_TOPO_CLUSTER && (!strncmp(r->str, "ASK ", 4) ||
+                                       !strncmp(r->str, "TRYAGAIN", 8) ||
+                                       !strncmp(r->str, "MOVED ", 6)))
+        return FINE;                    /* not followed: an error reply */
     if (!strncmp(r->str, "ASK ", 4) || !strncmp(r->str, "TRYAGAIN", 8))
         return MIGRATING;               /* some keys moved already */
     if (!strncmp(r->str, "MOVED ", 6))
@@ -194,7 +198,7 @@ static void read_calls(dl_topology *t, int wd, dl_batch *b, int redo,
             count(b, k, NULL);
             continue;
         }
-        int c = classify(r);
+        int c = classify(t, r);
         if (c == NOSCRIPT && !redo)
             k->redo = 1;
         else if (c == MIGRATING)

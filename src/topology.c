@@ -126,13 +126,22 @@ static dl_node *new_node(dl_topology *t, const dl_endpoint *ep)
     return n;
 }
 
-size_t dl_topology_node_at(dl_topology *t, const char *host, int port)
+/* The index of the node at host:port, or DL_NO_NODE. Expects t->mu. */
+static size_t find_node(const dl_topology *t, const char *host, int port)
 {
     for (size_t i = 0; i < t->nnodes; i++) {
         const dl_endpoint *ep = &t->nodes[i]->ep;
         if (ep->port == port && ep->host && strcmp(ep->host, host) == 0)
             return i;
     }
+    return DL_NO_NODE;
+}
+
+size_t dl_topology_node_at(dl_topology *t, const char *host, int port)
+{
+    size_t found = find_node(t, host, port);
+    if (found != DL_NO_NODE)
+        return found;
     if (t->nnodes == DL_MAX_NODES)
         return DL_NO_NODE;
     dl_endpoint ep;
@@ -351,6 +360,8 @@ size_t dl_topology_route(dl_topology *t, const char *key, size_t len)
 dl_status dl_topology_refresh(dl_topology *t, size_t via, int wd,
                               char *err, size_t errlen)
 {
+    if (t->kind != DL_TOPO_CLUSTER)     /* no slot map to learn */
+        return dl_fail(err, errlen, DL_EREDIS, "not a Cluster client");
     pthread_mutex_lock(t->mu);
     dl_node *n = via < t->nnodes ? t->nodes[via] : NULL;
     pthread_mutex_unlock(t->mu);
@@ -392,6 +403,53 @@ dl_status dl_topology_refresh(dl_topology *t, size_t via, int wd,
     pthread_mutex_unlock(t->mu);
     freeReplyObject(r);
     return DL_OK;
+}
+
+/* Cluster: whether the cluster, asked through node `via`, names
+ * host:port among its members (CLUSTER NODES: "<id> <ip:port@cport[,
+ * hostname]> <flags> ..."); if so, the node is added. A slot being
+ * imported by a node that owns no slot yet is found only this way. */
+static int named_member(dl_topology *t, size_t via, int wd, const char *host,
+                        int port)
+{
+    char err[DL_ERRLEN];
+    pthread_mutex_lock(t->mu);
+    dl_node *n = t->nodes[via];
+    pthread_mutex_unlock(t->mu);
+    const char *argv[2] = { "CLUSTER", "NODES" };
+    redisReply *r;
+    if (dl_conn_call(wd ? &n->wd : &n->cmd, 2, argv, NULL, &r, err,
+                     sizeof err) != DL_OK)
+        return 0;
+    int named = 0;
+    size_t hlen = strlen(host);
+    for (const char *line = r->type == REDIS_REPLY_STRING ? r->str : NULL;
+         line && *line && !named; line = strchr(line, '\n'),
+                                  line = line ? line + 1 : NULL) {
+        const char *addr = strchr(line, ' '), *eol = strchr(line, '\n');
+        if (!addr || (eol && addr > eol))
+            continue;
+        addr++;
+        const char *at = strchr(addr, '@'), *sp = strchr(addr, ' ');
+        if (!at || (sp && at > sp) || (eol && at > eol))
+            continue;
+        const char *colon = at;
+        while (colon > addr && colon[-1] != ':')
+            colon--;
+        if (colon == addr || (size_t)(colon - 1 - addr) != hlen ||
+            memcmp(addr, host, hlen) != 0 || atoi(colon) != port)
+            continue;
+        const char *flags = sp ? sp + 1 : "";
+        named = strncmp(flags, "noaddr", 6) != 0 &&
+                strncmp(flags, "handshake", 9) != 0;
+    }
+    freeReplyObject(r);
+    if (named) {
+        pthread_mutex_lock(t->mu);
+        named = dl_topology_node_at(t, host, port) != DL_NO_NODE;
+        pthread_mutex_unlock(t->mu);
+    }
+    return named;
 }
 
 /* Parse "MOVED 3999 127.0.0.1:6381" / "ASK ..." in msg. */
@@ -465,20 +523,41 @@ dl_status dl_topology_run(dl_topology *t, const dl_scripts *s, int wd,
         int port;
         char host[256], msg[DL_ERRLEN];
         snprintf(msg, sizeof msg, "%s", err);
+        if (t->kind != DL_TOPO_CLUSTER)     /* nothing goes elsewhere */
+            return dl_fail(err, errlen, DL_EREDIS, "%s (the server is a "
+                           "Redis Cluster node: connect with connect{ "
+                           "cluster = { url, ... } })", msg);
         if (parse_redirect(msg, &asking, &slot, host, sizeof host, &port))
             return dl_fail(err, errlen, DL_EREDIS, "%s", msg);
         pthread_mutex_lock(t->mu);
-        size_t to = dl_topology_node_at(t, host, port);
-        if (!asking && to != DL_NO_NODE)
-            t->slots[slot] = (uint16_t)to;
+        size_t to = find_node(t, host, port);
         pthread_mutex_unlock(t->mu);
-        if (!asking)
+        if (to == DL_NO_NODE) {
+            /* An address we were not told of: credentials go there only
+             * if the cluster's own topology names it. */
+            (void)dl_topology_refresh(t, idx, wd, err, errlen);
+            pthread_mutex_lock(t->mu);
+            to = find_node(t, host, port);
+            pthread_mutex_unlock(t->mu);
+            if (to == DL_NO_NODE && named_member(t, idx, wd, host, port)) {
+                pthread_mutex_lock(t->mu);
+                to = find_node(t, host, port);
+                pthread_mutex_unlock(t->mu);
+            }
+            if (to == DL_NO_NODE)
+                return dl_fail(err, errlen, DL_EREDIS, "%s: not followed, "
+                               "the cluster does not name %s:%d among its "
+                               "nodes", msg, host, port);
+        }
+        if (!asking) {
+            pthread_mutex_lock(t->mu);
+            t->slots[slot] = (uint16_t)to;
+            pthread_mutex_unlock(t->mu);
             dl_log_say(t->log, DL_LOG_INFO, "cluster: slot %u moved to "
                        "%s:%d (MOVED)", slot, host, port);
-        if (to == DL_NO_NODE)
-            return dl_fail(err, errlen, DL_ECONN, "too many cluster nodes");
-        if (!asking)                /* the map moved: learn all of it */
+            /* the map moved: learn all of it */
             (void)dl_topology_refresh(t, to, wd, msg, sizeof msg);
+        }
         idx = to;
     }
     return dl_fail(err, errlen, DL_ECONN, "too many cluster redirects");
