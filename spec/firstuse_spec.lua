@@ -71,6 +71,32 @@ describe("credentials", function()
     assert.matches("redis://:password@host", err, 1, true)
     assert.is_nil(err:find("s3cret", 1, true))
   end)
+
+  -- Issue 27, item 3: userinfo ends at the last '@' (a password may hold
+  -- '/', '?', ':' or '@'), and no error quotes any part of it.
+  it("takes a password holding '/', '?', ':' or '@' up to the last '@'", function()
+    for _, pw in ipairs({ "s3/cret", "s3?cr:et", "s3@cret" }) do
+      local c, err = dlock.connect(("redis://:%s@127.0.0.1:%d"):format(pw, srv.port))
+      assert.is_nil(c)                          -- parsed: the server refused it
+      assert.matches("^connection: AUTH failed", err)
+      assert.is_nil(err:find(pw, 1, true))
+    end
+  end)
+
+  it("never quotes a part of the password in a URL error", function()
+    for _, url in ipairs({ "redis://:Sup3r/Secr3t@127.0.0.1:1/0",
+                           "redis://:Sup3r/Secr3t@127.0.0.1:x/0",
+                           "redis://:Sup3r?Secr3t@127.0.0.1:1/db",
+                           "Sup3r:Secr3t@127.0.0.1:6379",
+                           "unix://:Sup3r/Secr3t@" }) do
+      local ok, c, err = pcall(dlock.connect, url)
+      if ok and c then c:close() end
+      local msg = ok and err or c               -- nil, err; or raised
+      assert.is_string(msg)
+      assert.is_nil(msg:find("Sup3r", 1, true), msg)
+      assert.is_nil(msg:find("Secr3t", 1, true), msg)
+    end
+  end)
 end)
 
 describe("error messages", function()

@@ -142,20 +142,29 @@ static int parse_query(urlerr *e, dl_endpoint *ep, const char *s,
                      &ep->db);
 }
 
+/* The last '@' in s[0..end), or NULL. Userinfo ends there, as in URL
+ * parsers: a password may hold '/', '?', ':' or '@' written plainly, and
+ * nothing after the host may hold an '@'. */
+static const char *last_at(const char *s, const char *end)
+{
+    const char *at = NULL;
+    for (const char *p = s; p < end; p++)
+        if (*p == '@')
+            at = p;
+    return at;
+}
+
 static int parse_tcp(urlerr *e, dl_endpoint *ep, const char *s,
                      const char *end)
 {
-    const char *q = memfind(s, end, '?');
-    const char *slash = memfind(s, q, '/');
-    const char *at = NULL;
-    for (const char *p = s; p < slash; p++)
-        if (*p == '@')
-            at = p;                         /* the last '@' ends userinfo */
+    const char *at = last_at(s, end);
     if (at) {
         if (parse_userinfo(e, ep, s, at) != 0)
             return -1;
         s = at + 1;
     }
+    const char *q = memfind(s, end, '?');
+    const char *slash = memfind(s, q, '/');
     const char *hend, *rest;
     if (s < slash && *s == '[') {           /* [ipv6] */
         hend = memfind(s, slash, ']');
@@ -194,14 +203,18 @@ static int parse_tcp(urlerr *e, dl_endpoint *ep, const char *s,
 static int parse_unix(urlerr *e, dl_endpoint *ep, const char *s,
                       const char *end)
 {
-    const char *q = memfind(s, end, '?');
-    const char *slash = memfind(s, q, '/');
-    const char *at = memfind(s, slash, '@');
-    if (at < slash) {
+    /* unix://[userinfo@]/path: userinfo ends at the last "@/" */
+    const char *at = NULL;
+    for (const char *p = s; p + 1 < end; p++)
+        if (p[0] == '@' && p[1] == '/')
+            at = p;
+    if (at) {
         if (parse_userinfo(e, ep, s, at) != 0)
             return -1;
         s = at + 1;
     }
+    const char *q = memfind(s, end, '?');
+    const char *slash = memfind(s, q, '/');
     if (s != slash || q - s < 2)
         return bad(e, "expected an absolute socket path: unix:///path");
     if (decode_part(e, "path", &ep->path, s, (size_t)(q - s)) != 0)
@@ -226,8 +239,11 @@ int dl_endpoint_parse(dl_endpoint *ep, const char *url, size_t len,
         ep->tls = 1;
         rc = parse_tcp(&e, ep, url + 9, end);
     } else {
+        /* quote what looks like a scheme, never userinfo */
         const char *colon = memchr(url, ':', len);
         size_t n = colon ? (size_t)(colon - url) : 0;
+        if (colon && (memchr(url, '@', len) || n > 20))
+            colon = NULL, n = 0;
         return bad(&e, "%s%.*s%sexpected redis://[[user]:password@]host"
                    "[:port][/db] (rediss:// for TLS) or unix:///path[?db=N]",
                    colon ? "scheme '" : "", (int)(n > 20 ? 20 : n), url,
