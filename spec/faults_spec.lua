@@ -170,3 +170,35 @@ describe("fork() #fork", function()
     c:close()
   end)
 end)
+
+-- Issue 27, item 7: any client allowed to write a held lock's key can give
+-- it a huge TTL. The wait bound computed from it overflowed (UBSan), and
+-- acquire{ wait = 1 } sent some 24,000 scripts in its second.
+describe("a held lock with a huge TTL", function()
+  local srv
+  lazy_setup(function() srv = helper.start_redis() end)
+  lazy_teardown(function() srv.stop() end)
+
+  local function evalsha_calls()
+    local s = srv.cli("info", "commandstats")
+    return tonumber(s:match("cmdstat_evalsha:calls=(%d+)")) or 0
+  end
+
+  it("makes a waiter wait for a release, not spin", function()
+    local name = helper.unique_name("hugettl")
+    local holder = assert(dlock.connect{ url = srv.url })
+    assert(holder:lock(name):acquire{ lease = 60 })
+    assert.equals("1", srv.cli("pexpire", "dlock:{" .. name .. "}", "9223000000000000000"))
+    local c = assert(dlock.connect{ url = srv.url })
+    local l = c:lock(name)
+    local before = evalsha_calls()
+    local ok, err, retry = l:acquire{ wait = 1 }
+    local sent = evalsha_calls() - before
+    assert.is_nil(ok)
+    assert.matches("^timeout", err)
+    assert.is_true(retry == nil or retry > 0)
+    assert.is_true(sent < 50, sent .. " scripts in one second of waiting")
+    c:close()
+    holder:close()
+  end)
+end)

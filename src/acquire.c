@@ -179,6 +179,18 @@ static int take_grant(dl_client *c, dl_hold *h, const dl_lockref *l,
 }
 
 /* Come back at until_us, or earlier when one of fds is readable. */
+/* How long to wait for a release message before trying again: until a
+ * second after the holder's TTL runs out (busy_ms, from the server), but
+ * at most a minute, so that any TTL a client of the server may set (one
+ * near INT64_MAX too) gives a positive, bounded wait; 0.1 s when the TTL
+ * is unknown. */
+static int64_t busy_bound_us(int64_t busy_ms)
+{
+    if (busy_ms <= 0)
+        return 100000;
+    return busy_ms < 59000 ? busy_ms * 1000 + 1000 : 60000000;
+}
+
 static dl_status wait_for(dl_acquire *op, const int *fds, size_t nfds,
                           int64_t until_us)
 {
@@ -346,7 +358,7 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
         }
         int fds[DL_MAX_NODES];
         size_t nfds = dl_waiter_fds(ws, nws, l->chan, l->chanlen, fds);
-        int64_t bound = a.busy_ms > 0 ? a.busy_ms * 1000 + 1000 : 100000;
+        int64_t bound = busy_bound_us(a.busy_ms);
         if (nfds == 0 && bound > 100000)    /* no subscriber: nap */
             bound = 100000;
         st = wait_for(op, fds, nfds, now + bound);

@@ -60,7 +60,7 @@ static void acquire_vote(const redisReply *r, dl_vote *v)
     if (code == 1 && !dl_reply_int(r, 1, &v->x) && !dl_reply_int(r, 2, &v->y))
         v->kind = DL_V_YES;
     else if (code == 0 && !dl_reply_int(r, 1, &v->x))
-        v->kind = DL_V_BUSY;
+        v->kind = DL_V_BUSY, v->x = v->x < 0 ? 0 : v->x;  /* the TTL */
     else if (code == -1)
         v->kind = DL_V_NO;
     else if (code == -2)
