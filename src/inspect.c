@@ -166,13 +166,24 @@ static int decode(const redisReply *r, const redisReply *list,
     return 0;
 }
 
+/* Owners come in (owner string, count) pairs. */
+static int owner_pairs(const redisReply *o)
+{
+    if (o->type != REDIS_REPLY_ARRAY || o->elements % 2 != 0)
+        return 0;
+    for (size_t i = 0; i < o->elements; i += 2)
+        if (o->element[i]->type != REDIS_REPLY_STRING)
+            return 0;
+    return 1;
+}
+
 static int well_formed(const redisReply *r)
 {
     return r && r->type == REDIS_REPLY_ARRAY && r->elements == 8 &&
            r->element[0]->type == REDIS_REPLY_INTEGER &&
            r->element[0]->integer == 1 &&
            r->element[1]->type == REDIS_REPLY_STRING &&
-           r->element[3]->type == REDIS_REPLY_ARRAY &&
+           owner_pairs(r->element[3]) &&
            r->element[4]->type == REDIS_REPLY_ARRAY &&
            r->element[7]->type == REDIS_REPLY_STRING;
 }
@@ -224,6 +235,8 @@ dl_status dl_client_inspect(dl_client *c, const char *name, size_t len,
                                    int_of(rs[i]->element[1]) >
                                    int_of(rs[best]->element[1])))
             best = i;
+    if (st == DL_OK && res.kind == DL_V_YES && best == DL_MAX_NODES)
+        st = dl_fail(err, errlen, DL_EREDIS, "unexpected inspect reply");
     if (best < DL_MAX_NODES) {
         in->ttl_ms = res.x;             /* Redlock: what a quorum has */
         char e[DL_ERRLEN];              /* no labels: still an answer */
