@@ -82,6 +82,30 @@ describe("TLS", function()
     c:close()
   end)
 
+  it("warns once per client, through its log, that verify = false checks nothing", function()
+    local said = {}
+    local c = assert(connect{ tls = { ca_file = certs.other_ca, verify = false },
+      log = function(level, msg) said[#said + 1] = level .. " " .. msg end })
+    for _ = 1, 3 do assert.is_true(c:ping()) end
+    local lock = c:lock(helper.unique_name("insecure"))
+    assert(lock:acquire()); assert(lock:release())
+    local n = 0
+    for _, m in ipairs(said) do
+      if m:find("tls.verify = false", 1, true) then
+        n = n + 1
+        assert.matches("^warn ", m)
+      end
+    end
+    assert.equals(1, n)
+    c:close()
+    said = {}                                   -- a verified client: no warning
+    c = assert(connect{ tls = { ca_file = certs.ca },
+      log = function(level, msg) said[#said + 1] = level .. " " .. msg end })
+    assert.is_true(c:ping())
+    for _, m in ipairs(said) do assert.is_nil(m:find("verify", 1, true)) end
+    c:close()
+  end)
+
   it("sends a client certificate when the server requires one", function()
     local strict = helper.start_redis(nil, { tls = certs, tls_auth_clients = true })
     local c, err = dlock.connect{ url = strict.url, tls = { ca_file = certs.ca } }

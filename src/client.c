@@ -207,6 +207,13 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
         free(c);
         return st;
     }
+    int unverified = dl_tls_config_unverified(c->opts.tmpl.tlscfg);
+    for (size_t i = 0; i < c->opts.neps; i++)
+        unverified |= dl_tls_config_unverified(c->opts.eps[i].tlscfg);
+    if (unverified)                     /* once per client */
+        dl_log_say(&c->log, DL_LOG_WARN, "tls.verify = false: the servers' "
+                   "certificates are not checked, so anyone on the path "
+                   "can pose as a server (for tests only)");
     st = dl_topology_init(&c->topo, c->opts.topo, &c->mu,
                                     c->opts.eps, c->opts.neps,
                                     c->opts.master, &c->opts.tmpl,

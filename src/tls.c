@@ -38,6 +38,7 @@ dl_tls_config *dl_tls_config_new(const dl_tls_opts *o, char *err,
 
 dl_tls_config *dl_tls_config_ref(dl_tls_config *cfg) { return cfg; }
 void dl_tls_config_unref(dl_tls_config *cfg) { (void)cfg; }
+int dl_tls_config_unverified(const dl_tls_config *cfg) { (void)cfg; return 0; }
 
 dl_tls *dl_tls_open(dl_tls_config *cfg, int fd, const char *host,
                     char *err, size_t errlen)
@@ -155,6 +156,11 @@ dl_tls_config *dl_tls_config_new(const dl_tls_opts *o, char *err,
         return load_failed(cfg, err, errlen, o->key_file ? "key_file" :
                            "cert_file", key);
     return cfg;
+}
+
+int dl_tls_config_unverified(const dl_tls_config *cfg)
+{
+    return cfg && !cfg->verify;
 }
 
 dl_tls_config *dl_tls_config_ref(dl_tls_config *cfg)

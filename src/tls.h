@@ -33,6 +33,8 @@ dl_tls_config *dl_tls_config_new(const dl_tls_opts *o, char *err,
                                  size_t errlen);
 dl_tls_config *dl_tls_config_ref(dl_tls_config *cfg);
 void dl_tls_config_unref(dl_tls_config *cfg);
+/* Whether cfg (NULL: no TLS) skips checking the server's certificate. */
+int dl_tls_config_unverified(const dl_tls_config *cfg);
 
 /* One TLS session on a connected socket. */
 typedef struct dl_tls dl_tls;
