@@ -178,7 +178,6 @@ static int take_grant(dl_client *c, dl_hold *h, const dl_lockref *l,
     return 1;
 }
 
-/* Come back at until_us, or earlier when one of fds is readable. */
 /* How long to wait for a release message before trying again: until a
  * second after the holder's TTL runs out (busy_ms, from the server), but
  * at most a minute, so that any TTL a client of the server may set (one
@@ -191,6 +190,7 @@ static int64_t busy_bound_us(int64_t busy_ms)
     return busy_ms < 59000 ? busy_ms * 1000 + 1000 : 60000000;
 }
 
+/* Come back at until_us, or earlier when one of fds is readable. */
 static dl_status wait_for(dl_acquire *op, const int *fds, size_t nfds,
                           int64_t until_us)
 {
