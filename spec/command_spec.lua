@@ -16,16 +16,17 @@ local function q(s) return "'" .. tostring(s):gsub("'", [['\'']]) .. "'" end
 
 local srv
 -- Started under setsid (no controlling terminal), unless on_tty: a dlock
--- run by `make test` at a terminal must not hand that terminal over.
-local function dlock_cmd(args, on_tty)
-  return ("REDIS_URL=%s %s%s %s/bin/dlock %s"):format(q(srv.url), on_tty and "" or "setsid -w env ",
-    helper.lua_cmd(), q(root), args)
+-- run by `make test` at a terminal must not hand that terminal over. env
+-- (a shell fragment, optional) sets variables for it, after REDIS_URL.
+local function dlock_cmd(args, on_tty, env)
+  return ("REDIS_URL=%s %s%s%s %s/bin/dlock %s"):format(q(srv.url), env and env .. " " or "",
+    on_tty and "" or "setsid -w env ", helper.lua_cmd(), q(root), args)
 end
 
 --- Run dlock with args (a shell fragment) to its end: its exit status and
 --- its output (stdout and stderr).
-local function run(args)
-  local f = assert(io.popen(dlock_cmd(args) .. " 2>&1; echo \"exit=$?\""))
+local function run(args, env)
+  local f = assert(io.popen(dlock_cmd(args, nil, env) .. " 2>&1; echo \"exit=$?\""))
   local out = f:read("*a")
   f:close()
   return tonumber(out:match("exit=(%d+)%s*$")), (out:gsub("exit=%d+%s*$", ""))
@@ -34,13 +35,13 @@ end
 local n = 0
 local started = {}                            -- every spawn, for after_each
 --- Start dlock with args in the background, under a shell that records its
---- exit status (and that ignores signal `ignore`, if given, as nohup does).
---- Returns a handle.
-local function spawn(args, ignore)
+--- exit status (and that ignores signal `ignore`, if given, as nohup does;
+--- env as for dlock_cmd). Returns a handle.
+local function spawn(args, ignore, env)
   n = n + 1
   local base = ("%s/cmd-%d-%d"):format(helper.tmp, n, math.random(1, 1e9))
   local script = ("%s%s >%s.out 2>&1 & echo $! >%s.pid; wait $!; echo $? >%s.code")
-    :format(ignore and ("trap '' %s; "):format(ignore) or "", dlock_cmd(args), base, base, base)
+    :format(ignore and ("trap '' %s; "):format(ignore) or "", dlock_cmd(args, nil, env), base, base, base)
   assert(os.execute(("sh -c %s >/dev/null 2>&1 &"):format(q(script))))
   local pid = helper.wait_for(function()
     local s = helper.read_file(base .. ".pid")
@@ -101,9 +102,40 @@ local function group_members(g)
   return t
 end
 
+--- The argv (NULs as spaces) of every process whose argv has `text`.
+local function cmdlines(text)
+  local p = assert(io.popen("ls /proc"))
+  local t = {}
+  for pid in p:read("*a"):gmatch("%d+") do
+    local argv = helper.read_file("/proc/" .. pid .. "/cmdline")
+    if argv and argv:find(text, 1, true) then t[#t + 1] = (argv:gsub("%z", " ")) end
+  end
+  p:close()
+  return t
+end
+
+-- A password with bytes a URL must %-encode, and the same %-encoded.
+local PASSWORD, ENCODED = "s3cr:t@/%x y", "s3cr%3At%40%2F%25x%20y"
+local authed                                 -- passworded()'s servers, once started
+--- Three redis-servers that want PASSWORD (or user alice's), from a
+--- config file: not on their command lines, which a spec here reads.
+local function passworded()
+  if authed then return authed end
+  local conf = helper.tmp .. "/requirepass.conf"
+  local f = assert(io.open(conf, "w"))
+  f:write(('requirepass "%s"\nuser alice on ">alice-%s" ~* &* +@all\n'):format(PASSWORD, PASSWORD))
+  f:close()
+  authed = {}
+  for i = 1, 3 do authed[i] = helper.start_redis(nil, { conf = conf }) end
+  return authed
+end
+
 describe("the dlock command", function()
   setup(function() srv = helper.start_redis() end)
-  teardown(function() if srv then srv.stop() end end)
+  teardown(function()
+    if srv then srv.stop() end
+    for _, s in ipairs(authed or {}) do s.stop() end
+  end)
   -- a failed spec leaves no dlock (nor its command) running
   after_each(function()
     for _, h in ipairs(started) do
@@ -472,6 +504,159 @@ describe("the dlock command", function()
     assert.equals("-dash\n", out)
   end)
 
+  it("takes the password from REDIS_PASSWORD or --password-file, never from its command line", function()
+    local s = passworded()
+    local name = helper.unique_name("auth")
+    local servers = ("--servers %s,%s,%s"):format(q(s[1].url), q(s[2].url), q(s[3].url))
+    local file = helper.tmp .. "/password"
+    local f = assert(io.open(file, "w"))
+    f:write(PASSWORD, "\n")
+    f:close()
+    -- REDIS_PASSWORD read from the file by the shell: the password is on
+    -- no command line, not even the shell's
+    local env = ("REDIS_PASSWORD=\"$(cat %s)\""):format(q(file))
+    local go = helper.tmp .. "/" .. name:gsub("%W", "_") .. ".go"
+    local h = spawn(("%s %s -- sh -c %s"):format(servers, q(name),
+      q(("echo held; while [ ! -e %s ]; do sleep 0.05; done"):format(q(go)))), nil, env)
+    assert(helper.wait_for(function() return h.output():find("held") end, 10), h.output())
+    local argvs, seen = cmdlines(name), false
+    for _, a in ipairs(argvs) do
+      assert.falsy(a:find("s3cr", 1, true), a)
+      seen = seen or a:match("^%S+ %S+/bin/dlock %-%-servers ") ~= nil
+    end
+    assert.is_true(seen, table.concat(argvs, "\n"))  -- dlock's own was among them
+    -- --password-file: its first line, with --url and with --servers
+    local code, out = run(("--password-file %s --url %s status %s"):format(q(file), q(s[1].url), q(name)))
+    assert.equals(0, code, out)
+    assert.truthy(out:find(name .. ": held", 1, true), out)
+    code, out = run(("--password-file=%s %s status %s"):format(q(file), servers, q(name)))
+    assert.equals(0, code, out)
+    assert.is_nil(h.code())
+    assert(io.open(go, "w")):close()
+    assert.equals(0, h.finish(), h.output())
+    -- with REDIS_URL, and REDIS_PASSWORD with --url
+    code, out = run(("--password-file %s %s -- true"):format(q(file), q(name)), "REDIS_URL=" .. q(s[2].url))
+    assert.equals(0, code, out)
+    code, out = run(("--url %s status %s"):format(q(s[1].url), q(name)), env)
+    assert.equals(1, code, out)
+    -- REDIS_USERNAME; a URL's own credentials are its own
+    f = assert(io.open(file .. ".alice", "w"))
+    f:write("alice-", PASSWORD)
+    f:close()
+    code, out = run(("--password-file %s --url %s status %s"):format(q(file .. ".alice"), q(s[1].url), q(name)),
+      "REDIS_USERNAME=alice")
+    assert.equals(1, code, out)
+    code, out = run(("--url %s status %s"):format(q(("redis://:%s@127.0.0.1:%d/0"):format(ENCODED, s[1].port)), q(name)),
+      "REDIS_PASSWORD=wrong")
+    assert.equals(1, code, out)
+    -- a wrong password; a file that cannot be read, or is empty: 125, and
+    -- no password shown
+    code, out = run(("%s status %s"):format(servers, q(name)), "REDIS_PASSWORD=" .. q("wrong" .. PASSWORD))
+    assert.equals(125, code, out)
+    assert.falsy(out:find("s3cr", 1, true), out)
+    code, out = run("--password-file /nonexistent/dlock-password status " .. q(name))
+    assert.equals(125, code, out)
+    assert.truthy(out:find("--password-file", 1, true), out)
+    assert.truthy(out:find("/nonexistent/dlock-password", 1, true), out)
+    code, out = run("--password-file /dev/null status " .. q(name))
+    assert.equals(125, code, out)
+    assert.truthy(out:find("/dev/null", 1, true), out)
+  end)
+
+  it("with --sentinel, REDIS_PASSWORD or --password-file is the master's, REDIS_SENTINEL_PASSWORD the sentinels'", function()
+    local master = passworded()[1]
+    local conf = helper.tmp .. "/sentinel-auth.conf"
+    local f = assert(io.open(conf, "w"))
+    f:write(table.concat({ "bind 127.0.0.1", "daemonize yes", "dir " .. helper.tmp,
+      "sentinel resolve-hostnames no",
+      ("sentinel monitor authed 127.0.0.1 %d 1"):format(master.port),
+      ('sentinel auth-pass authed "%s"'):format(PASSWORD),
+      'requirepass "sentinel-pw"', "" }, "\n"))
+    f:close()
+    local sentinel = helper.start_redis(nil, { conf = conf, sentinel = true })
+    local file = helper.tmp .. "/password.sentinel"
+    f = assert(io.open(file, "w"))
+    f:write(PASSWORD, "\n")
+    f:close()
+    local name = helper.unique_name("sentinel-auth")
+    local args = ("--sentinel redis://127.0.0.1:%d --master authed"):format(sentinel.port)
+    local code, out = run(("%s --password-file %s %s -- true"):format(args, q(file), q(name)),
+      "REDIS_SENTINEL_PASSWORD=sentinel-pw")
+    local code2, out2 = run(("%s status %s"):format(args, q(name)), "REDIS_PASSWORD=\"$(cat " .. q(file) .. ")\"")
+    local code3, out3 = run(("%s status %s"):format(args, q(name)), "REDIS_SENTINEL_PASSWORD=sentinel-pw")
+    sentinel.stop()
+    assert.equals(0, code, out)
+    -- without the sentinels' password, or without the master's
+    assert.equals(125, code2, out2)
+    assert.truthy(out2:find(("NOAUTH .*%%(127%%.0%%.0%%.1:%d%%).*REDIS_SENTINEL_PASSWORD"):format(sentinel.port)), out2)
+    assert.equals(125, code3, out3)
+    assert.truthy(out3:find(("NOAUTH .*%%(127%%.0%%.0%%.1:%d%%).*REDIS_PASSWORD"):format(master.port)), out3)
+  end)
+
+  it("says where the password goes when the server wants one (NOAUTH): no Lua advice", function()
+    local s = passworded()
+    local name = helper.unique_name("noauth")
+    for _, args in ipairs { ("--url %s status %s"):format(q(s[1].url), q(name)),
+                            ("--url %s %s -- true"):format(q(s[1].url), q(name)) } do
+      local code, out = run(args)
+      assert.equals(125, code, out)
+      assert.truthy(out:find("NOAUTH", 1, true), out)
+      assert.truthy(out:find("REDIS_PASSWORD", 1, true), out)
+      assert.truthy(out:find("--password-file", 1, true), out)
+      assert.falsy(out:find("connect{", 1, true), out)
+    end
+  end)
+
+  it("escapes control bytes from Redis (labels, owners) and from its arguments in all it prints", function()
+    local name = helper.unique_name("evil")
+    local c = assert(helper.client{ url = srv.url, label = "evil\27]0;pwned\7\27[2J" })
+    local l = c:lock(name)
+    assert(l:acquire{ expire = 100 })
+    local owned = c:lock(name .. "-owned", { owner = "job\27[2J\r\n  forged" })
+    assert(owned:acquire{ expire = 100 })
+    local code, out = run("status " .. q(name))
+    assert.equals(0, code, out)
+    assert.falsy(out:find("[\27\7]"), out)
+    assert.truthy(out:find("\n  evil\\x1b]0;pwned\\x07\\x1b[2J  x1  client " .. c.id, 1, true), out)
+    code, out = run("status " .. q(name .. "-owned"))
+    assert.equals(0, code, out)
+    assert.falsy(out:find("[\27\r]"), out)
+    assert.truthy(out:find("  owner job\\x1b[2J\\x0d\\x0a  forged\n", 1, true), out)
+    assert(l:release())
+    assert(owned:release())
+    c:close()
+    -- a NAME, and an option's value quoted in an error
+    code, out = run("status " .. q("n\27[2J\7"))
+    assert.equals(1, code, out)
+    assert.equals("n\\x1b[2J\\x07: free\n", out)
+    code, out = run("--wait " .. q("\27]0;x\7") .. " " .. q(name) .. " -- true")
+    assert.equals(125, code, out)
+    assert.falsy(out:find("[\27\7]"), out)
+    assert.truthy(out:find("not '\\x1b]0;x\\x07'", 1, true), out)
+  end)
+
+  it("--insecure warns on stderr, once, that the certificate is not verified", function()
+    if not require("dlock.core").tls_built then
+      return pending("needs a dlock built with TLS")
+    end
+    local certs = helper.tls_certs()
+    local tls = helper.start_redis(nil, { tls = certs })
+    local name = helper.unique_name("insecure")
+    local function stderr(args)              -- stderr alone, and the exit status
+      local f = assert(io.popen(dlock_cmd(args) .. " 2>&1 >/dev/null; echo \"exit=$?\""))
+      local out = f:read("*a")
+      f:close()
+      return tonumber(out:match("exit=(%d+)%s*$")), (out:gsub("exit=%d+%s*$", ""))
+    end
+    local code, err = stderr(("--url %s --insecure status %s"):format(q(tls.url), q(name)))
+    local code2, err2 = stderr(("--url %s --cacert %s status %s"):format(q(tls.url), q(certs.ca), q(name)))
+    tls.stop()
+    assert.equals(1, code, err)
+    assert.equals("dlock: warning: --insecure: the server's TLS certificate is not verified\n", err)
+    assert.equals(1, code2, err2)
+    assert.equals("", err2)
+  end)
+
   it("--help documents every option and exit status; --version", function()
     local code, out = run("--help")
     assert.equals(0, code)
@@ -479,6 +664,7 @@ describe("the dlock command", function()
         "--kill-after", "--label", "--url", "--cluster", "--sentinel", "--master",
         "--servers", "--prefix", "--cacert", "--cert", "--key", "--insecure",
         "status NAME", "release --force NAME", "DLOCK_NAME", "DLOCK_TOKEN", "REDIS_URL",
+        "REDIS_PASSWORD", "REDIS_USERNAME", "--password-file",
         "124", "125", "126", "127", "128+N" } do
       assert.truthy(out:find(opt, 1, true), opt)
     end
