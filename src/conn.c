@@ -328,6 +328,13 @@ static dl_status start_tls(dl_conn *c, char *err, size_t errlen)
 
 dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
 {
+    uint64_t moved = c->moved ? __atomic_load_n(c->moved, __ATOMIC_ACQUIRE)
+                              : 0;
+    if (moved != c->moved_seen) {       /* another address now */
+        dl_conn_retarget(c);
+        c->moved_seen = moved;
+        c->retry_at_us = c->backoff_us = 0;
+    }
     if (c->ctx)
         return DL_OK;
     if (c->retry_at_us && dl_now_us() < c->retry_at_us)
@@ -389,7 +396,7 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
         if (setup_cmd(c, 3, argv, NULL, err, errlen) != DL_OK)
             return back_off(c, err);
     }
-    if (c->resolver) {
+    if (c->resolver && c->resolver->master_only) {
         /* Sentinel gave this address: make sure it is a master now (a
          * sentinel that has not caught up may name a demoted one). */
         void *v = NULL;
@@ -504,6 +511,7 @@ dl_status dl_conn_call_led(dl_conn *c, const char *lead, int argc,
     int reused = c->ctx != NULL;
     if (send_read(c, lead, argc, argv, lens, out, err, errlen) == DL_OK) {
         if ((*out)->type != REDIS_REPLY_ERROR || !c->resolver ||
+            !c->resolver->master_only ||
             strncmp((*out)->str, "READONLY", 8) != 0)
             return DL_OK;
         /* Sentinel: the master was demoted. Find the new one, resend. */

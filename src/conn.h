@@ -17,11 +17,14 @@
     (HIREDIS_MAJOR > (maj) || (HIREDIS_MAJOR == (maj) && HIREDIS_MINOR >= (min)))
 
 /* Where a connection should go now, asked again after a failure: used
- * for Sentinel, whose master moves. Called on the thread that owns the
- * connection; fills *ep (zeroed first). Returns 0, or -1 with err. */
+ * for Sentinel, whose master moves, and for a Cluster node's entry given
+ * to another address. Called on the thread that owns the connection;
+ * fills *ep (zeroed first). Returns 0, or -1 with err. */
 typedef struct dl_resolver {
     int (*resolve)(void *ud, dl_endpoint *ep, char *err, size_t errlen);
     void *ud;
+    int master_only;            /* Sentinel: the address must answer ROLE
+                                   as a master; READONLY asks again */
 } dl_resolver;
 
 typedef struct dl_conn {
@@ -39,6 +42,11 @@ typedef struct dl_conn {
     dl_endpoint ep;             /* owned: where it connects */
     const dl_resolver *resolver;/* NULL: ep never changes */
     int resolve_next;           /* ask the resolver before reconnecting */
+    const uint64_t *moved;      /* atomic, or NULL: when the count changes,
+                                   the connection is dropped and the
+                                   resolver asked (a Cluster node's table
+                                   entry given to another address) */
+    uint64_t moved_seen;
     int64_t connect_timeout_us;
     int64_t command_timeout_us; /* 0: block without a bound */
     int64_t retry_at_us;        /* no connect attempt before this */

@@ -96,6 +96,18 @@ static void name_conns(dl_topology *t, dl_node *n)
     n->wd.role = "watchdog";
 }
 
+/* A Cluster node's resolver: the address its entry has now. */
+static int node_resolve(void *ud, dl_endpoint *out, char *err, size_t errlen)
+{
+    dl_node *n = ud;
+    pthread_mutex_lock(n->topo->mu);
+    int bad = dl_endpoint_copy(out, &n->ep);
+    pthread_mutex_unlock(n->topo->mu);
+    if (bad)
+        dl_fail(err, errlen, DL_ECONN, "out of memory");
+    return bad ? -1 : 0;
+}
+
 /* A node for ep (copied), its connections not yet open. */
 static dl_node *new_node(dl_topology *t, const dl_endpoint *ep)
 {
@@ -116,11 +128,20 @@ static dl_node *new_node(dl_topology *t, const dl_endpoint *ep)
         return NULL;
     }
     name_conns(t, n);
-    if (t->kind == DL_TOPO_SENTINEL) {
-        dl_conn *cs[3] = { &n->cmd, &n->sub.conn, &n->wd };
+    dl_conn *cs[3] = { &n->cmd, &n->sub.conn, &n->wd };
+    if (t->kind == DL_TOPO_SENTINEL)
         for (int i = 0; i < 3; i++) {
             cs[i]->resolver = &t->resolver;
             cs[i]->resolve_next = 1;
+        }
+    if (t->kind == DL_TOPO_CLUSTER) {
+        n->topo = t;
+        n->resolver.resolve = node_resolve;
+        n->resolver.ud = n;
+        n->named = 1;
+        for (int i = 0; i < 3; i++) {
+            cs[i]->resolver = &n->resolver;
+            cs[i]->moved = &n->moved;
         }
     }
     return n;
@@ -142,7 +163,12 @@ size_t dl_topology_node_at(dl_topology *t, const char *host, int port)
     size_t found = find_node(t, host, port);
     if (found != DL_NO_NODE)
         return found;
-    if (t->nnodes == DL_MAX_NODES)
+    size_t reuse = DL_NO_NODE;
+    for (size_t i = t->nseeds; t->nnodes == DL_MAX_NODES &&
+                               reuse == DL_NO_NODE && i < t->nnodes; i++)
+        if (!t->nodes[i]->named)
+            reuse = i;
+    if (t->nnodes == DL_MAX_NODES && reuse == DL_NO_NODE)
         return DL_NO_NODE;
     dl_endpoint ep;
     if (dl_endpoint_copy(&ep, &t->tmpl) != 0)
@@ -152,6 +178,20 @@ size_t dl_topology_node_at(dl_topology *t, const char *host, int port)
     ep.path = NULL;
     ep.host = strdup(host);
     ep.port = port;
+    if (reuse != DL_NO_NODE && ep.host) {
+        /* The entry of a node the cluster no longer names: each of its
+         * connections, on its own thread, is dropped and reconnects here
+         * the next time it is used. No slot maps to it (the map that
+         * dropped it replaced every slot). */
+        dl_node *n = t->nodes[reuse];
+        dl_endpoint_free(&n->ep);
+        n->ep = ep;
+        n->named = 1;
+        __atomic_add_fetch(&n->moved, 1, __ATOMIC_RELEASE);
+        dl_log_say(t->log, DL_LOG_INFO, "cluster: node entry %zu now "
+                   "%s:%d", reuse, host, port);
+        return reuse;
+    }
     dl_node *n = ep.host ? new_node(t, &ep) : NULL;
     dl_endpoint_free(&ep);
     if (!n)
@@ -294,6 +334,7 @@ dl_status dl_topology_init(dl_topology *t, dl_topo_kind kind,
     t->quorum = kind == DL_TOPO_REDLOCK ? (int)(neps / 2 + 1) : 1;
     t->resolver.resolve = sentinel_resolve;
     t->resolver.ud = t;
+    t->resolver.master_only = 1;
     dl_status st = DL_OK;
     if (neps == 0 || neps > DL_MAX_NODES)
         st = dl_fail(err, errlen, DL_ECONN, "between 1 and %d servers",
@@ -309,6 +350,7 @@ dl_status dl_topology_init(dl_topology *t, dl_topo_kind kind,
             t->nodes[t->nnodes++] = n;
     }
     if (st == DL_OK && kind == DL_TOPO_CLUSTER) {
+        t->nseeds = neps;
         t->slots = malloc(DL_SLOTS * sizeof *t->slots);
         if (!t->slots)
             st = dl_fail(err, errlen, DL_ECONN, "out of memory");
@@ -357,6 +399,33 @@ size_t dl_topology_route(dl_topology *t, const char *key, size_t len)
     return idx == DL_NO_NODE ? 0 : idx;
 }
 
+/* One entry of a CLUSTER SLOTS reply: {lo, hi, {host, port, ...}, ...}.
+ * An empty or "?" host is the node asked (n, under mu). 0, or -1 when
+ * malformed or out of range. */
+static int slots_entry(const redisReply *e, const dl_node *n,
+                       const char **host, int *port, long long *lo,
+                       long long *hi)
+{
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+        e->element[0]->type != REDIS_REPLY_INTEGER ||
+        e->element[1]->type != REDIS_REPLY_INTEGER ||
+        e->element[2]->type != REDIS_REPLY_ARRAY ||
+        e->element[2]->elements < 2 ||
+        e->element[2]->element[0]->type != REDIS_REPLY_STRING ||
+        e->element[2]->element[1]->type != REDIS_REPLY_INTEGER)
+        return -1;
+    *lo = e->element[0]->integer;
+    *hi = e->element[1]->integer;
+    long long p = e->element[2]->element[1]->integer;
+    if (*lo < 0 || *hi >= DL_SLOTS || *lo > *hi || p <= 0 || p > 65535)
+        return -1;
+    *port = (int)p;
+    *host = e->element[2]->element[0]->str;
+    if (!**host || strcmp(*host, "?") == 0)
+        *host = n->ep.host ? n->ep.host : "127.0.0.1";
+    return 0;
+}
+
 dl_status dl_topology_refresh(dl_topology *t, size_t via, int wd,
                               char *err, size_t errlen)
 {
@@ -379,27 +448,39 @@ dl_status dl_topology_refresh(dl_topology *t, size_t via, int wd,
         freeReplyObject(r);
         return st;
     }
+    /* Two passes: first the nodes we know are named again, so that a
+     * new node is never given the entry of one named further on. */
     pthread_mutex_lock(t->mu);
-    for (size_t i = 0; i < r->elements; i++) {
-        redisReply *e = r->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
-            e->element[0]->type != REDIS_REPLY_INTEGER ||
-            e->element[1]->type != REDIS_REPLY_INTEGER ||
-            e->element[2]->type != REDIS_REPLY_ARRAY ||
-            e->element[2]->elements < 2 ||
-            e->element[2]->element[0]->type != REDIS_REPLY_STRING ||
-            e->element[2]->element[1]->type != REDIS_REPLY_INTEGER)
-            continue;
-        const char *host = e->element[2]->element[0]->str;
-        if (!*host || strcmp(host, "?") == 0)
-            host = n->ep.host ? n->ep.host : "127.0.0.1";
-        size_t idx = dl_topology_node_at(t, host,
-                                        (int)e->element[2]->element[1]->integer);
-        long long lo = e->element[0]->integer, hi = e->element[1]->integer;
-        for (long long s = lo; idx != DL_NO_NODE && s <= hi && s < DL_SLOTS
-             && s >= 0; s++)
-            t->slots[s] = (uint16_t)idx;
-    }
+    size_t valid = 0;
+    for (size_t i = t->nseeds; i < t->nnodes; i++)
+        t->nodes[i]->was_named = t->nodes[i]->named, t->nodes[i]->named = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < r->elements; i++) {
+            const char *host;
+            int port;
+            long long lo, hi;
+            if (slots_entry(r->element[i], n, &host, &port, &lo, &hi) != 0)
+                continue;
+            size_t idx = find_node(t, host, port);
+            if (pass == 0) {
+                if (idx != DL_NO_NODE)
+                    t->nodes[idx]->named = 1;
+                valid++;
+                continue;
+            }
+            if (idx == DL_NO_NODE)
+                idx = dl_topology_node_at(t, host, port);
+            for (long long sl = lo; idx != DL_NO_NODE && sl <= hi; sl++)
+                t->slots[sl] = (uint16_t)idx;
+        }
+    /* Nodes this map does not name are dropped from it: no slot goes to
+     * them, and their entries may be given to new nodes. A reply with
+     * nothing usable in it changes nothing. */
+    for (size_t i = t->nseeds; !valid && i < t->nnodes; i++)
+        t->nodes[i]->named = t->nodes[i]->was_named;
+    for (size_t sl = 0; valid && sl < DL_SLOTS; sl++)
+        if (t->slots[sl] != DL_NO_NODE && !t->nodes[t->slots[sl]]->named)
+            t->slots[sl] = DL_NO_NODE;
     pthread_mutex_unlock(t->mu);
     freeReplyObject(r);
     return DL_OK;

@@ -26,7 +26,13 @@ typedef enum {
 
 /* One server and the three connections dlock keeps to it. */
 typedef struct dl_node {
-    dl_endpoint ep;             /* configured or discovered address */
+    dl_endpoint ep;             /* configured or discovered address; a
+                                   Cluster node's changes under mu */
+    struct dl_topology *topo;   /* Cluster: its resolver's */
+    dl_resolver resolver;       /* Cluster: ep, read under mu */
+    uint64_t moved;             /* atomic: ep changed this many times */
+    int named, was_named;       /* Cluster: in the last map learnt (or
+                                   a seed); under mu */
     dl_conn cmd;                /* Lua thread only */
     dl_waiter sub;              /* Lua thread only */
     dl_conn wd;                 /* watchdog thread only */
@@ -40,6 +46,7 @@ typedef struct dl_topology {
                                      (or below a node count read under
                                      mu) may be dereferenced without it */
     size_t nnodes;
+    size_t nseeds;              /* Cluster: nodes[0..nseeds) were given */
     int quorum;                 /* Redlock: N/2+1; otherwise 1 */
     uint16_t *slots;            /* Cluster: slot -> node index */
     dl_endpoint tmpl;           /* credentials and db for discovered nodes */
@@ -108,8 +115,10 @@ size_t dl_topology_fan(dl_topology *t, const dl_scripts *s, int wd, int id,
 dl_status dl_topology_refresh(dl_topology *t, size_t via, int wd,
                               char *err, size_t errlen);
 
-/* Cluster: the node index for host:port, created (no I/O) if new.
- * Expects t->mu held. DL_NO_NODE when full or out of memory. */
+/* Cluster: the node index for host:port, created (no I/O) if new: in a
+ * free entry, else in that of a node the last map learnt did not name
+ * (its connections move to host:port the next time each is used). Expects
+ * t->mu held. DL_NO_NODE when full or out of memory. */
 size_t dl_topology_node_at(dl_topology *t, const char *host, int port);
 
 #pragma GCC visibility pop

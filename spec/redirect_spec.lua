@@ -1,0 +1,98 @@
+-- Cluster redirects from servers that lie (issue 27, items 2 and 9), with
+-- fake servers (spec/fakeredis.lua): a redirect is followed only to a node
+-- the cluster itself names, and nodes the cluster no longer names give
+-- their places to new ones, so that a burst of moves cannot fill the node
+-- table for good. (A url= client of a real Cluster node: ha_spec.)
+local dlock = require "dlock"
+local helper = require "helper"
+local R = require "fakeredis"
+
+local function slots_reply(map)          -- { {lo, hi, port}, ... }
+  local out = {}
+  for i, s in ipairs(map) do
+    out[i] = R.arr{ R.int(s[1]), R.int(s[2]), R.arr{ R.bulk("127.0.0.1"), R.int(s[3]) } }
+  end
+  return R.arr(out)
+end
+
+-- A loopback port nothing listens on (nothing is ever sent there: no slot
+-- that the spec's names hash to goes to it).
+local function dead_port(taken)
+  for _ = 1, 1000 do
+    local p = math.random(20000, 60000)
+    if not taken[p] and not helper.port_in_use(p) then taken[p] = true; return p end
+  end
+  error("no free port")
+end
+
+local opts = { connect_timeout = 0.5, command_timeout = 0.5 }
+local function connect(seed)
+  local o = { cluster = { seed.url } }
+  for k, v in pairs(opts) do o[k] = v end
+  return assert(dlock.connect(o))
+end
+
+describe("a Cluster client redirected by a server", function()
+  after_each(function() R.stop_all() end)
+
+  it("follows MOVED only to a node the cluster names", function()
+    local other = R.start({})                   -- records who connects
+    local seed = R.start({})
+    seed.set({ slots = { { 0, 16383, seed.port } },
+               scripts = { acquire = R.err("MOVED 5 " .. other.addr) } })
+    local c = connect(seed)
+    local ok, err = c:lock("x"):acquire{ wait = 0 }
+    assert.is_nil(ok)
+    assert.matches("^redis: MOVED 5 127%.0%.0%.1:%d+: not followed, the cluster does not name", err)
+    assert.equals(0, other.accepts())
+    -- once the cluster's own map names it, the same redirect is followed
+    seed.set({ slots = { { 0, 16383, other.port } },
+               scripts = { acquire = R.err("MOVED 5 " .. other.addr) } })
+    other.set({ slots = { { 0, 16383, other.port } } })
+    assert(c:lock("x"):acquire{ wait = 0 })
+    assert.is_true(other.accepts() > 0)
+    c:close()
+  end)
+
+  it("follows ASK only to a member the cluster names", function()
+    local other = R.start({})
+    local seed = R.start({})
+    seed.set({ slots = { { 0, 16383, seed.port } },
+               scripts = { acquire = R.err("ASK 5 " .. other.addr) } })
+    local c = connect(seed)
+    local ok, err = c:lock("y"):acquire{ wait = 0 }
+    assert.is_nil(ok)
+    assert.matches("not followed", err)
+    assert.equals(0, other.accepts())
+    c:close()
+  end)
+
+  it("gives the places of nodes the cluster no longer names to new ones", function()
+    local seed = R.start({})
+    local taken, replies = { [seed.port] = true }, {}
+    -- each CLUSTER SLOTS names another node for slot 0: 100 in all
+    for i = 1, 100 do
+      replies[i] = slots_reply({ { 0, 0, dead_port(taken) }, { 1, 16383, seed.port } })
+    end
+    seed.set({ slots = { { 0, 16383, seed.port } },   -- for connect
+               commands = { ["CLUSTER SLOTS"] = { cycle = replies } },
+               scripts = { acquire = R.err("MOVED 1 " .. seed.addr) } })
+    local c = connect(seed)
+    for _ = 1, 30 do                            -- each maps anew up to 5 times
+      local ok, err = c:lock("z"):acquire{ wait = 0 }
+      assert.is_nil(ok)
+      assert.matches("redirect", err)
+    end
+    assert.is_true(seed.count("CLUSTER SLOTS") > 70, seed.count("CLUSTER SLOTS"))
+    -- now the cluster moves everything to a new node
+    local new = R.start({})
+    new.set({ slots = { { 0, 16383, new.port } } })
+    seed.set({ slots = { { 0, 16383, new.port } },
+               scripts = { acquire = R.err("MOVED 1 " .. new.addr) } })
+    local l = c:lock("z")
+    assert(l:acquire{ wait = 0 })
+    assert.is_true(new.accepts() > 0)
+    assert(l:release())
+    c:close()
+  end)
+end)
