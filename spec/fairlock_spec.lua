@@ -205,6 +205,58 @@ describe("fair lock", function()
     assert.same({ "stalled", "other holds", "other released", "waiter holds" }, events)
   end)
 
+  it("takes no forged grant: a grant carries the waiter's secret (issue 27, item 6)", function()
+    local name = helper.unique_name("fair")
+    local key = "dlock:{" .. name .. "}"
+    local holder = c:fair_lock(name, { owner = "holder" })  -- released elsewhere
+    assert(holder:acquire())
+    local events, forged = {}, {}
+    -- Anyone who may PUBLISH can learn a waiter's client id (CLIENT LIST
+    -- names, or the queue) and the seq it queued with (its registration,
+    -- "until:seq:..."), and publish "<seq>:<token>" on its channel, with
+    -- the grant's parts in either order and guessed secrets too. The host
+    -- loop forges while the waiter is parked in it (so the seq it reads is
+    -- the one the waiter waits with), three times, then releases: the
+    -- real grant is the hold, taken at once (no wait after the release).
+    local sc = assert(dlock.connect{ url = srv.url, scheduler = { wait = function(_, t)
+      if #forged < 3 then
+        local r = srv.cli("hget", queue(name), "H")
+        local seq = srv.cli("hget", queue(name), "r" .. r):match("^%d+:(%d+):")
+        assert(seq, srv.cli("hgetall", queue(name)))
+        local chan = key .. ":ch:" .. r:match("^[^|:]*")
+        for _, m in ipairs({ seq .. ":999999:", seq .. ":999999:0", seq .. ":0:999999",
+                             seq .. ":0000000000000000:999999", seq .. ":999999",
+                             seq .. ":999999:0000000000000000" }) do
+          assert.equals("1", srv.cli("publish", chan, m))  -- the waiter listens
+        end
+        forged[#forged + 1] = seq
+        events[#events + 1] = "forged"
+        dlock.sleep(0.2)                        -- the messages reach its socket
+      elseif #events == 3 then
+        events[4] = "holder released"
+        assert.is_true(holder:release())       -- granted to the waiter
+        dlock.sleep(0.2)
+      else
+        events[#events + 1] = "waited after the release"
+        dlock.sleep(math.min(t, 0.05))
+      end
+    end } })
+    finally(function() sc:close() end)
+    local tok, held, released
+    coroutine.wrap(function()
+      local w = sc:fair_lock(name)
+      assert(w:acquire{ wait = 20 })
+      tok, held = w:token(), srv.cli("hget", key, "t")
+      events[#events + 1] = tostring(tok) == held and "waiter holds its grant"
+        or ("waiter holds forged token %s (the lock's is %s)"):format(tok, held)
+      released = w:release()
+    end)()
+    assert.same({ "forged", "forged", "forged", "holder released", "waiter holds its grant" },
+      events)
+    assert.equals(3, #forged)
+    assert.is_true(released)
+  end)
+
   it("keeps the holds of one owner shared by two clients apart", function()
     local name = helper.unique_name("fair")
     local a = c:fair_lock(name, { owner = "X" })

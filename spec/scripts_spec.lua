@@ -56,6 +56,42 @@ describe("scripts", function()
     return ints(srv.cli("EVALSHA", sha.force, 1, key, req, seq, 10000,
                         key .. ":ch", "PUBLISH"))[1]
   end
+  -- The fair lock's scripts: KEYS lock counter queue. fair_acquire's
+  -- ARGV: owner requester seq lease_ms expected token waits pub secret.
+  local function fair_acquire(owner, req, seq, secret, expect, token)
+    return ints(srv.cli("EVALSHA", sha.fair_acquire, 3, key, fence, key .. ":q", owner, req,
+                        seq, 10000, expect or 0, token or 1, "1", "PUBLISH", secret or ""))
+  end
+  local function fair_release(owner, req, seq, token)
+    return ints(srv.cli("EVALSHA", sha.fair_release, 3, key, fence, key .. ":q", owner, req,
+                        seq, token, 10000, key .. ":ch:" .. req, "PUBLISH"))
+  end
+  local function fair_void(owner, req, seq)
+    return ints(srv.cli("EVALSHA", sha.fair_void, 3, key, fence, key .. ":q", owner, req,
+                        seq, 10000, key .. ":ch:" .. req, "PUBLISH"))
+  end
+  -- A redis-cli subscribed to chan: a function that returns the messages
+  -- it got so far, and one that stops it.
+  local function listen(chan)
+    local out = ("%s/%s.out"):format(helper.tmp, helper.unique_name("sub"):gsub("%W", "_"))
+    local p = assert(io.popen(("redis-cli -p %d %s subscribe '%s' >'%s' 2>&1 & echo $!")
+      :format(srv.port, helper.cli_flags[srv.port] or "", chan, out)))
+    local pid = p:read("*a"):match("%d+")
+    p:close()
+    assert.truthy(helper.wait_for(function()
+      return srv.cli("pubsub", "numsub", chan):match("(%d+)$") == "1"
+    end, 10), "no subscriber on " .. chan)
+    local function messages()
+      local lines, r = {}, {}
+      for l in (helper.read_file(out) or ""):gmatch("[^\n]+") do lines[#lines + 1] = l end
+      for i = 1, #lines - 2 do
+        if lines[i] == "message" and lines[i + 1] == chan then r[#r + 1] = lines[i + 2] end
+      end
+      return r
+    end
+    return messages, function() os.execute("kill " .. pid .. " 2>/dev/null") end
+  end
+  local S1, S2, S3 = "0123456789abcdef", "fedcba9876543210", "00000000deadbeef"
   local function count(owner) return tonumber(srv.cli("hget", key, "o" .. owner)) or 0 end
   local function expire_now()
     srv.cli("pexpire", key, 1)
@@ -199,6 +235,94 @@ describe("scripts", function()
     assert.equals("0", srv.cli("hget", key, "n"))
     assert.same({ 1, 1, 2 }, acquire("y", "y", 1))
     assert.same({ 0 }, { acquire("z", "z", 1)[1] })  -- y holds it: z waits
+  end)
+
+  -- Issue 27, item 6: a fair lock's grant is published with the seq and
+  -- the secret of the registration it goes to; the waiter takes nothing
+  -- else as its grant (fairlock_spec), so the secret must follow every
+  -- change of the registration.
+  it("keep a fair waiter's secret with its registration: resent, retried, cancelled", function()
+    local q = key .. ":q"
+    assert.same({ 1, 1, 1 }, fair_acquire("h", "h", 1))          -- h holds it
+    assert.equals(0, fair_acquire("w", "w", 1, S1)[1])            -- w queues
+    assert.matches("^%d+:1:10000$", srv.cli("hget", q, "rw"))
+    assert.equals(S1, srv.cli("hget", q, "sw"))
+    assert.equals(0, fair_acquire("w", "w", 1, S1)[1])            -- a resend: the same
+    assert.matches("^%d+:1:10000$", srv.cli("hget", q, "rw"))
+    assert.equals(S1, srv.cli("hget", q, "sw"))
+    assert.equals(0, fair_acquire("w", "w", 2, S2)[1])            -- a retry: its own
+    assert.matches("^%d+:2:10000$", srv.cli("hget", q, "rw"))
+    assert.equals(S2, srv.cli("hget", q, "sw"))
+    assert.equals("1", srv.cli("hget", q, "c"))                  -- one place still
+    assert.same({ 1 }, fair_void("w", "w", 2))                     -- cancelled
+    assert.equals("", srv.cli("hget", q, "rw"))
+    assert.equals("", srv.cli("hget", q, "sw"))
+    assert.equals("0", srv.cli("hget", q, "c"))
+    assert.same({ -2 }, fair_acquire("w", "w", 2, S2))            -- arrives late: refused
+    assert.equals("", srv.cli("hget", q, "sw"))                   -- registers nothing
+    assert.same({ 1, 0 }, fair_release("h", "h", 2, 1))
+    assert.is_true(helper.is_free(srv, key))                       -- nobody to pass on to
+  end)
+
+  it("publish a fair grant with its registration's seq and secret, and nothing else", function()
+    local msgs, stop = listen(key .. ":ch:W1")
+    finally(stop)
+    assert.same({ 1, 1, 1 }, fair_acquire("h", "h", 1))
+    assert.equals(0, fair_acquire("W1:1", "W1:1", 1, S1)[1])
+    assert.equals(0, fair_acquire("W1:1", "W1:1", 2, S2)[1])      -- the waiter looked again
+    assert.same({ 1, 0 }, fair_release("h", "h", 2, 1))           -- granted to W1:1
+    assert.truthy(helper.wait_for(function() return #msgs() >= 1 end, 10))
+    assert.same({ "2:" .. S2 .. ":2" }, msgs())                    -- seq 2's secret, not seq 1's
+    assert.equals("W1:1", srv.cli("hget", key, "g"))
+    assert.equals("2", srv.cli("hget", key, "qW1:1"))
+    assert.equals("", srv.cli("hget", key .. ":q", "sW1:1"))       -- unqueued, secret and all
+    -- a waiter that did not take the message claims it with a new attempt
+    assert.same({ 1, 1, 2 }, fair_acquire("W1:1", "W1:1", 3, S3))
+    assert.same({ -2 }, fair_acquire("W1:1", "W1:1", 1, S1))      -- a stale copy: refused
+    assert.equals("", srv.cli("hget", key .. ":q", "sW1:1"))
+    assert.same({ 1, 0 }, fair_release("W1:1", "W1:1", 4, 2))
+    assert.same({ "2:" .. S2 .. ":2" }, msgs())                    -- no other grant
+  end)
+
+  it("pass a cancelled fair grant on with the next waiter's own secret", function()
+    local a, stop_a = listen(key .. ":ch:A")
+    finally(stop_a)
+    local b, stop_b = listen(key .. ":ch:B")
+    finally(stop_b)
+    assert.same({ 1, 1, 1 }, fair_acquire("h", "h", 1))
+    assert.equals(0, fair_acquire("A:1", "A:1", 1, S1)[1])
+    assert.equals(0, fair_acquire("B:1", "B:1", 1, S2)[1])
+    assert.same({ 1, 0 }, fair_release("h", "h", 2, 1))           -- to A
+    assert.truthy(helper.wait_for(function() return #a() >= 1 end, 10))
+    assert.same({ "1:" .. S1 .. ":2" }, a())
+    assert.same({ 1 }, fair_void("A:1", "A:1", 1))                 -- A gave up: on to B
+    assert.truthy(helper.wait_for(function() return #b() >= 1 end, 10))
+    assert.same({ "1:" .. S2 .. ":3" }, b())
+    assert.same({ "1:" .. S1 .. ":2" }, a())
+    assert.equals(1, count("B:1"))
+    assert.equals(0, count("A:1"))
+  end)
+
+  it("pass over a lapsed fair registration, and drop its secret", function()
+    local q = key .. ":q"
+    assert.same({ 1, 1, 1 }, fair_acquire("h", "h", 1))
+    assert.equals(0, fair_acquire("w", "w", 1, S1)[1])
+    srv.cli("hset", q, "rw", "1:1:10000")                          -- ran out long ago
+    assert.same({ 1, 0 }, fair_release("h", "h", 2, 1))
+    assert.is_true(helper.is_free(srv, key))                       -- granted to nobody
+    assert.equals("", srv.cli("hget", q, "rw"))
+    assert.equals("", srv.cli("hget", q, "sw"))
+  end)
+
+  it("grant a fair registration without a secret (an older client's) as before", function()
+    local msgs, stop = listen(key .. ":ch:W2")
+    finally(stop)
+    assert.same({ 1, 1, 1 }, fair_acquire("h", "h", 1))
+    assert.equals(0, fair_acquire("W2:1", "W2:1", 1, S1)[1])
+    srv.cli("hdel", key .. ":q", "sW2:1")                          -- as an older client queues
+    assert.same({ 1, 0 }, fair_release("h", "h", 2, 1))
+    assert.truthy(helper.wait_for(function() return #msgs() >= 1 end, 10))
+    assert.same({ "1:2" }, msgs())
   end)
 
   it("refuse a reentry into another tenancy of a shared owner", function()

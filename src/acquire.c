@@ -17,6 +17,7 @@
 #include "pending.h"
 #include "watchdog.h"
 
+#include <limits.h>
 #include <string.h>
 
 /* With c->mu held: record a successful acquire of h for a lease of ms,
@@ -131,23 +132,51 @@ static void plan_attempt(dl_client *c, dl_hold *h, const dl_acquire *op,
         *ms = left_us / 1000;               /* never past max_hold */
 }
 
+/* A random secret for a fair lock's queued attempt (script.c): from the
+ * kernel, never the host's random(). */
+static uint64_t fair_secret(void)
+{
+    return (uint64_t)dl_random_u32() << 32 | dl_random_u32();
+}
+
+/* The token in a grant message's tail m (after "seq:secret:"): digits
+ * only, and nothing after them; else -1. */
+static long long grant_token(const char *m)
+{
+    long long tok = 0;
+    if (*m == '\0')
+        return -1;
+    for (; *m; m++) {
+        int d = *m - '0';
+        if (d < 0 || d > 9 || tok > (LLONG_MAX - d) / 10)
+            return -1;
+        tok = tok * 10 + d;
+    }
+    return tok;
+}
+
 /* A fair lock's waiter: the token of the grant to its queued attempt,
  * if its client heard it from as many servers as make a quorum (over
  * Redlock, claiming it sooner would find the masters that have not
- * granted yet busy, and give the others back); else -1. */
+ * granted yet busy, and give the others back); else -1. A grant names
+ * the attempt's seq and secret, "seq:secret:token": the channel is no
+ * proof (anyone allowed to PUBLISH may send there), the secret is, and a
+ * message without it is only a wake-up. */
 static int64_t heard_grant(const dl_client *c, dl_waiter **ws, size_t nws,
                            const dl_lockref *l, const dl_acquire *op)
 {
-    char prefix[32];
+    char prefix[64];
     long long tok = -1, t;
     size_t heard = 0, need = c->topo.kind == DL_TOPO_REDLOCK
                              ? (size_t)c->topo.quorum : 1;
     if (l->kind != DL_KIND_FAIR || !op->reg_seq)
         return -1;
-    snprintf(prefix, sizeof prefix, "%llu:", (unsigned long long)op->reg_seq);
+    snprintf(prefix, sizeof prefix, "%llu:" DL_FAIR_SECRET_FMT ":",
+             (unsigned long long)op->reg_seq,
+             (unsigned long long)op->reg_secret);
     for (size_t i = 0; i < nws; i++) {
         const char *m = dl_waiter_note(&ws[i], 1, l->chan, l->chanlen, prefix);
-        if (m && sscanf(m + strlen(prefix), "%lld", &t) == 1) {
+        if (m && (t = grant_token(m + strlen(prefix))) >= 0) {
             heard++;
             tok = t > tok ? t : tok;
         }
@@ -253,8 +282,10 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
         uint64_t seq = h->pend_seq;
         int queues = args->wait_us != 0 &&
                      (fair || dl_now_us() < op->until_us);
+        uint64_t secret = fair && queues ? fair_secret() : 0;
         dl_op try;
-        dl_op_acquire(&try, l, seq, ms, expect, token, queues, c->pubverb);
+        dl_op_acquire(&try, l, seq, ms, expect, token, queues, c->pubverb,
+                      secret);
         pthread_mutex_unlock(&c->mu);
 
         /* Releases counted from here on wake this acquire. */
@@ -311,6 +342,7 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
          * waiter's: when to come back). */
         if (fair && queues) {
             op->reg_seq = seq;
+            op->reg_secret = secret;
             op->reg_t0 = t0;
             op->reg_ms = ms;
             op->reg_watchdog = watchdog;

@@ -53,7 +53,9 @@ typedef struct dl_acquire {
     size_t nfds;
     uint64_t reg_seq;           /* a fair lock's: the attempt that queued
                                    last (0: none), sent at reg_t0 for a
-                                   lease of reg_ms, watchdog or not */
+                                   lease of reg_ms, watchdog or not, with
+                                   reg_secret (its grant carries it) */
+    uint64_t reg_secret;
     int64_t reg_t0, reg_ms;
     int reg_watchdog;
 } dl_acquire;

@@ -147,7 +147,8 @@ static void add_keys(dl_op *op, const dl_lockref *l, int counter, int queue)
 }
 
 void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
-                   int64_t expect, int64_t token, int waits, const char *pub)
+                   int64_t expect, int64_t token, int waits, const char *pub,
+                   uint64_t secret)
 {
     static const int ids[] = {
         [DL_KIND_LOCK] = DL_S_ACQUIRE, [DL_KIND_READ] = DL_S_RW_ACQUIRE,
@@ -162,9 +163,15 @@ void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
     add_i(op, token);
     if (l->kind == DL_KIND_SEM)
         add_i(op, l->permits);
-    else if (l->kind == DL_KIND_FAIR) { /* queue if busy; how to grant */
+    else if (l->kind == DL_KIND_FAIR) { /* queue if busy; how to grant;
+                                           what a grant to it carries */
         add_s(op, waits ? "1" : "0");
         add_s(op, pub);
+        assert(op->nnum < DL_OP_NUMS);
+        char *b = op->num[op->nnum++];
+        snprintf(b, sizeof op->num[0], DL_FAIR_SECRET_FMT,
+                 (unsigned long long)secret);
+        add_s(op, b);
     } else if (l->kind) {               /* which half, and its writer */
         add_s(op, l->kind == DL_KIND_READ ? "r" : waits ? "W" : "w");
         add(op, l->writer ? l->writer : "", l->writer ? l->writerlen : 0);

@@ -91,10 +91,12 @@ typedef struct dl_op {
 /* Take l (a fresh hold when expect is 0, else join the hold of count
  * expect and token) for ms, as request seq. waits: the caller will wait
  * if it is busy (a writer then keeps new readers out; a fair lock's
- * waiter queues). A fair lock that is free passes to its first waiter,
- * announced with pub. */
+ * waiter queues, with secret: a grant to it carries that, script.c). A
+ * fair lock that is free passes to its first waiter, announced with
+ * pub. */
 void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
-                   int64_t expect, int64_t token, int waits, const char *pub);
+                   int64_t expect, int64_t token, int waits, const char *pub,
+                   uint64_t secret);
 /* The form of op for a slot mid-migration (its keys split between two
  * nodes): 1 when op has one (acquire, without the counter key). */
 int dl_op_one_key(const dl_op *op, dl_op *alt);

@@ -205,20 +205,67 @@
  * doubly linked list of requesters: H = the first, T = the last, c = how
  * many, "n"..r / "p"..r = the one after / before r ("" at the ends), and
  * "r"..r = "until:seq:ms" (r's registration: live until `until`, ms of
- * server time, for its acquire seq, asking for a lease of ms). A waiter
- * renews its registration each time it comes back (within FAIR_BACK_MS
- * + 1 s); one that does not (dead, stopped) is dropped when it reaches
- * the head. A grant is a new tenancy like any acquire's: o<owner> = 1,
+ * server time, for its acquire seq, asking for a lease of ms), and
+ * "s"..r = that attempt's secret (below). A waiter renews its
+ * registration each time it comes back (within FAIR_BACK_MS + 1 s); one
+ * that does not (dead, stopped) is dropped when it reaches the head. A
+ * grant is a new tenancy like any acquire's: o<owner> = 1,
  * q<requester> = its seq (so a cancel of that acquire takes it back, and
  * passes it on), g = the requester, and a lease of at most FAIR_GRANT_MS
  * until the new holder's client renews it: a grant to a waiter that has
  * gone ends within that. The grant is published to that waiter's client
- * alone, on <lock>:ch:<client id>, as "seq:token". g = r says: r holds one
- * hold here that its client may not know of (a grant, or an acquire whose
- * reply it did not see); a fresh acquire by r adopts it (answers granted,
- * adds nothing), as often as it asks, until r's client shows it knows: a
- * reentry, release or cancel by r clears g (another requester of the same
- * owner never does). */
+ * alone, on <lock>:ch:<client id>, as "seq:secret:token". g = r says:
+ * r holds one hold here that its client may not know of (a grant, or an
+ * acquire whose reply it did not see); a fresh acquire by r adopts it
+ * (answers granted, adds nothing), as often as it asks, until r's client
+ * shows it knows: a reentry, release or cancel by r clears g (another
+ * requester of the same owner never does).
+ *
+ * THE SECRET. The channel is no proof: anyone allowed to PUBLISH there
+ * can send "seq:token" (the client id is in CLIENT LIST, a seq is a small
+ * count). So each queued attempt brings a random secret of its own
+ * (ARGV[9]: 16 hex digits from the kernel, new with each seq, the same
+ * in every resend of that seq), kept next to its registration as
+ * "s"..r; a grant publishes it, and the waiter takes a message as its
+ * grant only with its own seq and secret (else it claims the grant with
+ * an attempt, below). Forging one takes reading the queue key: the trust
+ * of writing the lock's keys, which breaks any lock anyway. The secret
+ * comes before the token, so that the waiter looks its grant up by
+ * "seq:secret:" (wait.h keeps the last few messages, and finds the first
+ * with a prefix): a forged "seq:..." never hides the real grant. Set and
+ * dropped with the registration, by one script each time, so that they
+ * always agree (replicas and AOF get both or neither). What each state
+ * leaves to a grant's message:
+ *   - a resend of attempt seq (same secret) registers the same again;
+ *   - a retry (a new attempt, a new seq) re-registers with a new secret:
+ *     a grant to the old seq is published with the old one, and the
+ *     waiter, which waits with the new seq, refuses it by its seq, as
+ *     before; the grant stands (q<r> = that seq, g = r) and its next
+ *     look adopts it, or its cancel passes it on;
+ *   - a stale resend of an older seq that lands after a newer attempt re-
+ *     registers the older seq and secret: a grant to it is refused by its
+ *     seq and adopted as above (or dropped, once r's record passed it);
+ *   - a lost reply: the client cancels that attempt (VOID): unqueued,
+ *     secret and all, "seq!" recorded, a grant already made taken back
+ *     and passed on with the next waiter's own secret; the message of
+ *     the grant taken back names a seq no wait of that client waits on;
+ *   - a registration that lapsed (the waiter stopped or died) is dropped
+ *     with its secret when it reaches the head: never granted;
+ *   - a restart that kept the data (RDB, AOF) keeps each registration
+ *     with its secret: as before the restart;
+ *   - the queue key expired or was lost (a restart without persistence,
+ *     a failover to a replica behind): no registration, no grant; the
+ *     waiter's next look registers again with a new seq and secret. A
+ *     replica that has an older registration of the waiter grants to
+ *     that seq, with that seq's secret: refused by its seq, adopted;
+ *   - Redlock: one attempt sends one secret to every master; the waiter
+ *     counts a master's grant only with its seq and secret.
+ * A registration without a secret (written by a client of an older
+ * version) is granted as before, "seq:token": such a client trusts the
+ * channel; this one never takes a message without its secret (a grant by
+ * an older client's script is claimed by its next look). A message
+ * too long for the waiter's note (wait.h: a seq of more than 10 digits
+ * with a 19-digit token) or lost is claimed by the next look too. */
 #define FAIR_REG_MS "3000"
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -233,10 +280,10 @@
     "  local n, p = f[1], f[2] or ''\n" \
     "  redis.call('hset', Q, p == '' and 'H' or 'n' .. p, n)\n" \
     "  redis.call('hset', Q, n == '' and 'T' or 'p' .. n, p)\n" \
-    "  redis.call('hdel', Q, 'n' .. r, 'p' .. r, 'r' .. r)\n" \
+    "  redis.call('hdel', Q, 'n' .. r, 'p' .. r, 'r' .. r, 's' .. r)\n" \
     "  redis.call('hincrby', Q, 'c', -1)\n" \
     "end\n" \
-    "local function register(r, seq, ms, now)\n" \
+    "local function register(r, seq, ms, now, secret)\n" \
     "  if redis.call('hexists', Q, 'n' .. r) == 0 then\n" \
     "    local t = redis.call('hget', Q, 'T') or ''\n" \
     "    redis.call('hset', Q, t == '' and 'H' or 'n' .. t, r)\n" \
@@ -244,15 +291,16 @@
     "    redis.call('hincrby', Q, 'c', 1)\n" \
     "  end\n" \
     "  redis.call('hset', Q, 'r' .. r, string.format('%d:%s:%s',\n" \
-    "             now + " FAIR_REG_MS ", seq, ms))\n" \
+    "             now + " FAIR_REG_MS ", seq, ms), 's' .. r, secret)\n" \
     "  redis.call('pexpire', Q, 2 * " FAIR_REG_MS ")\n" \
     "end\n" \
     "local function head(now)\n" \
     "  for _ = 1, 10000 do\n" \
     "    local r = redis.call('hget', Q, 'H') or ''\n" \
     "    if r == '' then return nil end\n" \
-    "    local u, seq, ms = (redis.call('hget', Q, 'r' .. r) or ''):match('^(%d+):(%d+):(%d+)$')\n" \
-    "    if u and tonumber(u) > now then return r, seq, ms end\n" \
+    "    local reg = redis.call('hmget', Q, 'r' .. r, 's' .. r)\n" \
+    "    local u, seq, ms = (reg[1] or ''):match('^(%d+):(%d+):(%d+)$')\n" \
+    "    if u and tonumber(u) > now then return r, seq, ms, reg[2] or '' end\n" \
     "    if redis.call('hexists', Q, 'n' .. r) == 0 then\n" \
     "      redis.call('del', Q)\n"      /* not a list: start over */ \
     "      return nil\n" \
@@ -271,9 +319,9 @@
     FAIR_QUEUE \
     "local function pass_on(k, me, pub, keep)\n" \
     NOW \
-    "  local r, seq, ms\n" \
+    "  local r, seq, ms, secret\n" \
     "  repeat\n" \
-    "    r, seq, ms = head(now)\n" \
+    "    r, seq, ms, secret = head(now)\n" \
     "    if not r then return nil end\n" \
     "    unqueue(r)\n" \
     "    if r == me then return 'me' end\n" \
@@ -290,7 +338,8 @@
     "  redis.call('hset', k, 'n', 1, 'o' .. (r:match('^[^|]*|(.*)$') or r), 1,\n" \
     "             'q' .. r, seq, 't', tok, 'g', r)\n" \
     "  redis.call('pexpire', k, math.min(tonumber(ms), " FAIR_GRANT_MS "))\n" \
-    "  redis.call(pub, k .. ':ch:' .. r:match('^[^|:]*'), seq .. ':' .. tok)\n" \
+    "  if secret ~= '' then secret = secret .. ':' end\n" \
+    "  redis.call(pub, k .. ':ch:' .. r:match('^[^|:]*'), seq .. ':' .. secret .. tok)\n" \
     "  return r\n" \
     "end\n"
 
@@ -311,8 +360,9 @@
     "    end\n")
 
 /* KEYS lock counter queue; ARGV owner requester seq lease_ms expected
- * token waits ("1": register if busy) pub. Busy: {0, the time to come
- * back}, at most FAIR_BACK_MS for a registered waiter. */
+ * token waits ("1": register if busy) pub secret (of this attempt's
+ * registration, above). Busy: {0, the time to come back}, at most
+ * FAIR_BACK_MS for a registered waiter. */
 #define FAIR_ACQUIRE \
     FAIR_PASS_ON \
     ACQUIRE_HEAD(", 'g'") \
@@ -340,7 +390,7 @@
     "  local p = redis.call('pttl', k)\n" \
     "  if ARGV[7] == '1' then\n" \
     NOW \
-    "    register(ARGV[2], ARGV[3], ARGV[4], now)\n" \
+    "    register(ARGV[2], ARGV[3], ARGV[4], now, ARGV[9] or '')\n" \
     "    p = math.min(p, " FAIR_BACK_MS ")\n" \
     "  end\n" \
     "  return {0, p}\n" \

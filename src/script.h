@@ -9,8 +9,10 @@
  *                        (tag: dl_slot_tag), shared by the slot's locks
  *   P{name}:ch     channel a release publishes on
  *   P{name}:q      a semaphore's waiters (sorted set), a fair lock's
- *                        (hash: its queue, script.c)
+ *                        (hash: its queue, and each queued attempt's
+ *                        secret, script.c)
  *   P{name}:ch:<client id>  channel of one client's wake-ups and grants
+ *                        (a grant: "seq:secret:token")
  */
 #ifndef DLOCK_SCRIPT_H
 #define DLOCK_SCRIPT_H
@@ -41,7 +43,8 @@ typedef enum {
     DL_S_SEM_RELEASE,/* KEYS lock queue; ARGV as RELEASE: and wake one     */
     DL_S_SEM_FREE,  /* KEYS lock; ARGV permits: how many are free         */
     DL_S_FAIR_ACQUIRE,/* KEYS lock counter queue; ARGV as ACQUIRE, then
-                       waits ("1": queue if busy) and pub              */
+                       waits ("1": queue if busy), pub and the secret
+                       a grant to this attempt will carry              */
     DL_S_FAIR_RELEASE,/* KEYS lock counter queue; ARGV as RELEASE: a freed
                        lock goes to the first live waiter             */
     DL_S_FAIR_VOID, /* KEYS lock counter queue; ARGV as VOID: and leave
@@ -54,6 +57,10 @@ typedef enum {
 /* How long a fair lock's grant lasts before its new holder's client
  * renews it (script.c). */
 #define DL_FAIR_GRANT_MS 3000
+
+/* The secret a fair lock's queued attempt registers, and a grant to it
+ * carries ("seq:secret:token"): 64 random bits as 16 hex digits. */
+#define DL_FAIR_SECRET_FMT "%016llx"
 
 /* The three slots every argv passed to dl_script_eval/append reserves at
  * its front for EVALSHA, the SHA and numkeys. */
