@@ -313,6 +313,8 @@ dl_status dl_client_available(dl_client *c, const dl_lockref *l,
     dl_result res;
     dl_op_free(&op, l);
     dl_status st = dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);
+    if (st == DL_OK && (res.x < 0 || res.x > l->permits))
+        st = dl_fail(err, errlen, DL_EREDIS, "unexpected available reply");
     *free_n = st == DL_OK ? res.x : 0;
     return st;
 }

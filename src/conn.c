@@ -31,6 +31,14 @@ static struct timeval to_tv(int64_t us)
     return tv;
 }
 
+/* Bound each read and write on c by us (0: none), and a whole reply by
+ * about that (get_reply). */
+static int set_timeout(dl_conn *c, int64_t us)
+{
+    c->read_us = us;
+    return redisSetTimeout(c->ctx, to_tv(us));
+}
+
 /* Tell the log once that c went down (lost) or could not connect. */
 static void tell_down(dl_conn *c, const char *how, const char *why)
 {
@@ -216,18 +224,26 @@ static int fill(dl_conn *c, int wait)
     }
 }
 
-/* Read one reply; whatever is queued is sent first, by send_all. */
+/* Read one reply; whatever is queued is sent first, by send_all. Each
+ * read waits at most the socket's timeout; the whole reply, too, must
+ * come within it (give or take one read), so that a server that drips
+ * its reply a byte at a time cannot hold the caller without bound. */
 static int get_reply(dl_conn *c, void **r)
 {
     *r = NULL;
     if (send_all(c) != REDIS_OK)
         return REDIS_ERR;
+    int64_t until = c->read_us > 0 ? dl_now_us() + c->read_us : 0;
     for (;;) {
         if (redisGetReplyFromReader(c->ctx, r) != REDIS_OK)
             return REDIS_ERR;
         if (*r) {
             c->replied = 1;
             return REDIS_OK;
+        }
+        if (until && dl_now_us() > until) {
+            errno = EAGAIN;                 /* told as "timed out" */
+            return io_failed(c, DL_TLS_EIO, NULL);
         }
         if (fill(c, 1) != REDIS_OK)
             return REDIS_ERR;
@@ -315,7 +331,7 @@ static dl_status start_tls(dl_conn *c, char *err, size_t errlen)
     if (!c->ep.tlscfg)          /* connect{} sets it up for every address */
         snprintf(why, sizeof why, "TLS is not set up for this address");
     else if (c->connect_timeout_us > 0 &&
-             redisSetTimeout(c->ctx, to_tv(c->connect_timeout_us)) != REDIS_OK)
+             set_timeout(c, c->connect_timeout_us) != REDIS_OK)
         snprintf(why, sizeof why, "cannot set the socket's timeouts");
     else if ((c->tls = dl_tls_open(c->ep.tlscfg, c->ctx->fd,
                                    c->ep.host, why, sizeof why)))
@@ -362,6 +378,7 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
         return dl_fail(err, errlen, DL_ECONN, "out of memory");
     if (c->ctx->err)
         return connect_failed(c, err, errlen);
+    c->read_us = c->connect_timeout_us;     /* hiredis set it so */
     int fd = c->ctx->fd, one = 1;
     (void)fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
     if (!ep->path)
@@ -372,7 +389,7 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
                                                  : c->connect_timeout_us;
     if (ep->tls && start_tls(c, err, errlen) != DL_OK)
         return back_off(c, err);
-    if (setup_us > 0 && redisSetTimeout(c->ctx, to_tv(setup_us)) != REDIS_OK)
+    if (setup_us > 0 && set_timeout(c, setup_us) != REDIS_OK)
         return connect_failed(c, err, errlen);
     if (ep->password) {
         const char *argv[3] = { "AUTH", ep->username, ep->password };
@@ -419,7 +436,7 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
         }
     }
     if (c->command_timeout_us == 0 && setup_us > 0 &&
-        redisSetTimeout(c->ctx, to_tv(0)) != REDIS_OK)
+        set_timeout(c, 0) != REDIS_OK)
         return connect_failed(c, err, errlen);
     c->backoff_us = 0;
     c->retry_at_us = 0;
@@ -451,7 +468,7 @@ void dl_conn_read_timeout(dl_conn *c, int64_t us)
     if (us <= 0)
         us = c->command_timeout_us;
     if (us > 0)
-        (void)redisSetTimeout(c->ctx, to_tv(us));
+        (void)set_timeout(c, us);
 }
 
 dl_status dl_conn_append(dl_conn *c, int argc, const char **argv,

@@ -49,6 +49,7 @@ typedef struct dl_conn {
     uint64_t moved_seen;
     int64_t connect_timeout_us;
     int64_t command_timeout_us; /* 0: block without a bound */
+    int64_t read_us;            /* the socket's timeout now (0: none) */
     int64_t retry_at_us;        /* no connect attempt before this */
     int64_t backoff_us;         /* doubles per slow failed connect, capped */
     int64_t attempt_us;         /* when the last connect attempt began */

@@ -50,12 +50,19 @@ static int is_int(const redisReply *r)
     return r && r->type == REDIS_REPLY_INTEGER;
 }
 
+/* Whether r is an array of n elements whose first is an integer (code). */
+static int shaped(const redisReply *r, size_t n, int64_t *code)
+{
+    return !dl_reply_int(r, 0, code) && r->elements ==
+           (size_t)(*code == 1 ? n : *code == 0 && n == 3 ? 2 : 1);
+}
+
 /* {1, count, token} | {0, pttl} | {-1} lost | {-2} refused: try again */
 static void acquire_vote(const redisReply *r, dl_vote *v)
 {
     int64_t code;
     v->kind = DL_V_BAD;
-    if (dl_reply_int(r, 0, &code))
+    if (!shaped(r, 3, &code))
         return;
     if (code == 1 && !dl_reply_int(r, 1, &v->x) && !dl_reply_int(r, 2, &v->y))
         v->kind = DL_V_YES;
@@ -72,7 +79,7 @@ static void release_vote(const redisReply *r, dl_vote *v)
 {
     int64_t code;
     v->kind = DL_V_BAD;
-    if (dl_reply_int(r, 0, &code))
+    if (!shaped(r, 2, &code))
         return;
     if (code == 1 && !dl_reply_int(r, 1, &v->x))
         v->kind = DL_V_YES;
