@@ -593,7 +593,8 @@ dl_status dl_topology_run(dl_topology *t, const dl_scripts *s, int wd,
     for (int hop = 0; hop < 5; hop++) {
         dl_status st = run_once(t, s, wd, idx, asking, id, nkeys, argc,
                                 argv, lens, out, err, errlen);
-        if (st == DL_EREDIS && strncmp(err, "TRYAGAIN", 8) == 0)
+        if (st == DL_EREDIS && t->kind == DL_TOPO_CLUSTER &&
+            strncmp(err, "TRYAGAIN", 8) == 0)
             /* A multi-key script while its slot migrates: the keys are
              * split between two nodes for now. It did not run. */
             return dl_fail(err, errlen, DL_EAGAIN, "slot %u is being "
