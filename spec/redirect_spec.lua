@@ -27,8 +27,9 @@ end
 
 local slow = os.getenv("DLOCK_VALGRIND") or (os.getenv("DLOCK_BUILD") or ""):find("tsan", 1, true)
 local opts = { connect_timeout = slow and 2 or 0.5, command_timeout = slow and 2 or 0.5 }
+local said = {}
 local function connect(seed)
-  local o = { cluster = { seed.url } }
+  local o = { cluster = { seed.url }, log = function(_, m) said[#said + 1] = m end }
   for k, v in pairs(opts) do o[k] = v end
   return assert(dlock.connect(o))
 end
@@ -90,8 +91,15 @@ describe("a Cluster client redirected by a server", function()
     seed.set({ slots = { { 0, 16383, new.port } },
                scripts = { acquire = R.err("MOVED 1 " .. new.addr) } })
     local l = c:lock("z")
+    said = {}
     assert(l:acquire{ wait = 0 })
     assert.is_true(new.accepts() > 0)
+    c:poll()
+    local told = false                          -- the log names the new place
+    for _, m in ipairs(said) do
+      told = told or m:find("cluster: node entry %d+ now 127%.0%.0%.1:" .. new.port) ~= nil
+    end
+    assert.is_true(told, table.concat(said, "\n"))
     assert(l:release())
     c:close()
   end)

@@ -342,13 +342,21 @@ static dl_status start_tls(dl_conn *c, char *err, size_t errlen)
     return DL_ECONN;
 }
 
+int dl_conn_moved(const dl_conn *c)
+{
+    return c->moved &&
+           __atomic_load_n(c->moved, __ATOMIC_ACQUIRE) != c->moved_seen;
+}
+
 dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
 {
-    uint64_t moved = c->moved ? __atomic_load_n(c->moved, __ATOMIC_ACQUIRE)
-                              : 0;
-    if (moved != c->moved_seen) {       /* another address now */
+    /* Another address now: go there, but only between calls, never with
+     * a command queued or a reply half read (a pipeline in progress). */
+    if (dl_conn_moved(c) &&
+        (!c->ctx || (sdslen(c->ctx->obuf) == 0 &&
+                     c->ctx->reader->pos == c->ctx->reader->len))) {
         dl_conn_retarget(c);
-        c->moved_seen = moved;
+        c->moved_seen = __atomic_load_n(c->moved, __ATOMIC_ACQUIRE);
         c->retry_at_us = c->backoff_us = 0;
     }
     if (c->ctx)

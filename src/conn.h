@@ -77,6 +77,11 @@ dl_status dl_conn_flush(dl_conn *c, char *err, size_t errlen);
 /* Bound the next reads by us (0: the connection's command timeout). */
 void dl_conn_read_timeout(dl_conn *c, int64_t us);
 
+/* Whether c's address changed (a Cluster node's entry given to another
+ * node) since it last connected; the next dl_conn_ensure between calls
+ * goes there. */
+int dl_conn_moved(const dl_conn *c);
+
 /* Forget the connection and ask the resolver (if any) before the next
  * connect: the server is no longer what we wanted (READONLY). */
 void dl_conn_retarget(dl_conn *c);

@@ -181,15 +181,16 @@ size_t dl_topology_node_at(dl_topology *t, const char *host, int port)
     if (reuse != DL_NO_NODE && ep.host) {
         /* The entry of a node the cluster no longer names: each of its
          * connections, on its own thread, is dropped and reconnects here
-         * the next time it is used. No slot maps to it (the map that
-         * dropped it replaced every slot). */
+         * the next time it is used (when nothing is queued on it). No
+         * slot maps to it: the map that stopped naming it took its slots
+         * away before any entry was given anew. */
         dl_node *n = t->nodes[reuse];
-        dl_endpoint_free(&n->ep);
+        dl_endpoint_free(&n->ep);       /* host may have pointed into it */
         n->ep = ep;
         n->named = 1;
         __atomic_add_fetch(&n->moved, 1, __ATOMIC_RELEASE);
         dl_log_say(t->log, DL_LOG_INFO, "cluster: node entry %zu now "
-                   "%s:%d", reuse, host, port);
+                   "%s:%d", reuse, n->ep.host, n->ep.port);
         return reuse;
     }
     dl_node *n = ep.host ? new_node(t, &ep) : NULL;
@@ -399,6 +400,19 @@ size_t dl_topology_route(dl_topology *t, const char *key, size_t len)
     return idx == DL_NO_NODE ? 0 : idx;
 }
 
+/* Between the passes of a refresh, with t->mu: nodes this map does not
+ * name are dropped from it: no slot goes to them any more, and only then
+ * may their entries be given to new nodes. A reply with nothing usable in
+ * it (valid == 0) changes nothing. */
+static void unname_slots(dl_topology *t, size_t valid)
+{
+    for (size_t i = t->nseeds; !valid && i < t->nnodes; i++)
+        t->nodes[i]->named = t->nodes[i]->was_named;
+    for (size_t sl = 0; valid && sl < DL_SLOTS; sl++)
+        if (t->slots[sl] != DL_NO_NODE && !t->nodes[t->slots[sl]]->named)
+            t->slots[sl] = DL_NO_NODE;
+}
+
 /* One entry of a CLUSTER SLOTS reply: {lo, hi, {host, port, ...}, ...}.
  * An empty or "?" host is the node asked (n, under mu). 0, or -1 when
  * malformed or out of range. */
@@ -468,19 +482,15 @@ dl_status dl_topology_refresh(dl_topology *t, size_t via, int wd,
                 valid++;
                 continue;
             }
+            if (i == 0)                 /* pass 1 begins: see unnamed() */
+                unname_slots(t, valid);
             if (idx == DL_NO_NODE)
                 idx = dl_topology_node_at(t, host, port);
             for (long long sl = lo; idx != DL_NO_NODE && sl <= hi; sl++)
                 t->slots[sl] = (uint16_t)idx;
         }
-    /* Nodes this map does not name are dropped from it: no slot goes to
-     * them, and their entries may be given to new nodes. A reply with
-     * nothing usable in it changes nothing. */
-    for (size_t i = t->nseeds; !valid && i < t->nnodes; i++)
-        t->nodes[i]->named = t->nodes[i]->was_named;
-    for (size_t sl = 0; valid && sl < DL_SLOTS; sl++)
-        if (t->slots[sl] != DL_NO_NODE && !t->nodes[t->slots[sl]]->named)
-            t->slots[sl] = DL_NO_NODE;
+    if (r->elements == 0)
+        unname_slots(t, 0);
     pthread_mutex_unlock(t->mu);
     freeReplyObject(r);
     return DL_OK;
@@ -633,6 +643,7 @@ dl_status dl_topology_run(dl_topology *t, const dl_scripts *s, int wd,
         }
         if (!asking) {
             pthread_mutex_lock(t->mu);
+            t->nodes[to]->named = 1;    /* it has a slot: not to be reused */
             t->slots[slot] = (uint16_t)to;
             pthread_mutex_unlock(t->mu);
             dl_log_say(t->log, DL_LOG_INFO, "cluster: slot %u moved to "

@@ -63,7 +63,8 @@ static dl_sub *find(dl_waiter *w, const char *chan, size_t len)
 
 int dl_waiter_subscribed(dl_waiter *w, const char *chan, size_t len)
 {
-    return w->conn.ctx && find(w, chan, len) != NULL;
+    return w->conn.ctx && !dl_conn_moved(&w->conn) &&
+           find(w, chan, len) != NULL;
 }
 
 static int is(const redisReply *e, const char *word)
@@ -148,10 +149,13 @@ dl_status dl_waiter_subscribe(dl_waiter *w, const char *chan, size_t len,
 {
     if (dl_waiter_subscribed(w, chan, len))
         return DL_OK;
+    uint64_t epoch = w->conn.epoch;
     if (dl_conn_ensure(&w->conn, err, errlen) != DL_OK) {
         forget_all(w);
         return DL_ECONN;
     }
+    if (w->conn.epoch != epoch)         /* a new connection: none of the */
+        forget_all(w);                  /* old subscriptions are on it  */
     if (w->nsubs == DL_WAIT_MAX_SUBS)
         evict_lru(w);
     char *copy = malloc(len + 1);
