@@ -4,7 +4,8 @@
  * One server (single, Sentinel, Cluster): the operation goes to the node
  * that owns its key (topology.c follows redirects and resends on a dead
  * link); a multi-key script whose slot is mid-migration runs in its
- * one-key form (op.h). Its one vote decides.
+ * one-key form (op.h) if it has one, else again until the command
+ * timeout. Its one vote decides.
  *
  * Redlock, as the Redis documentation gives it: the operation goes to
  * all N masters at once (one pipelined write per master, then the

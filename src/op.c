@@ -192,7 +192,11 @@ void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
 
 int dl_op_one_key(const dl_op *op, dl_op *alt)
 {
-    if (op->id != DL_S_ACQUIRE)
+    /* A reentry only (ARGV expected > 0): a new tenancy needs its token
+     * from the counter, and waits for the migration to end. */
+    int expect = DL_SCRIPT_HEAD + 2 + 4;
+    if (op->id != DL_S_ACQUIRE || op->argc <= expect ||
+        (op->lens[expect] == 1 && op->argv[expect][0] == '0'))
         return 0;
     init(alt, op->name, DL_S_ACQUIRE1, 1, op->key, op->keylen, op->decode);
     add(alt, op->argv[DL_SCRIPT_HEAD], op->lens[DL_SCRIPT_HEAD]);
@@ -273,10 +277,12 @@ static void first_vote(const redisReply *r, dl_vote *v)
 
 void dl_op_extend(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token)
 {
-    if (own_leases(l))
+    if (own_leases(l)) {
         lease_op(op, "extend", DL_S_RW_RENEW, first_vote, l, ms, token);
-    else
+    } else {
         lease_op(op, "extend", DL_S_EXTEND, bool_vote, l, ms, token);
+        add_s(op, l->owner_num ? "0" : "1");    /* shared: raise only */
+    }
 }
 
 void dl_op_ttl(dl_op *op, const dl_lockref *l)

@@ -98,7 +98,8 @@ void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
                    int64_t expect, int64_t token, int waits, const char *pub,
                    uint64_t secret);
 /* The form of op for a slot mid-migration (its keys split between two
- * nodes): 1 when op has one (acquire, without the counter key). */
+ * nodes): 1 when op has one (a reentrant acquire, without the counter
+ * key; a fresh one waits for the migration to end). */
 int dl_op_one_key(const dl_op *op, dl_op *alt);
 /* Raise the fencing counter (and l's token, where l's owner holds it)
  * to token: 1 when op's grants carry tokens that must agree. */

@@ -153,12 +153,33 @@
     "return {1, mine - 1}\n"
 #define RELEASE(WAKE) TAKE_OUT RELEASE_BODY(WAKE)
 
+/* A fresh acquire (no hold expected) by a coroutine owner (owner =
+ * requester: one client's own) that finds holds of that owner finds a
+ * hold its client does not know of: a copy a failover or a restore
+ * brought back, or one its client gave up as lost. It is dropped, never
+ * joined (joined, it would count one hold too many, and never free). An
+ * explicit owner's fresh acquire joins: that is what sharing it means. */
+#define DROP_UNKNOWN \
+    "if mine > 0 and ARGV[5] == '0' and ARGV[1] == ARGV[2] then\n" \
+    "  redis.call('hdel', k, of, 'e' .. ARGV[1])\n" \
+    "  n, mine = math.max(n - mine, 0), 0\n" \
+    "  redis.call('hset', k, 'n', n)\n" \
+    "end\n"
+
+/* A hold joining a tenancy (a reentry, a shared owner) raises the TTL to
+ * its lease, never lowers it: other holds of the tenancy rely on it. */
+#define RAISE_TTL(MS) \
+    "if redis.call('pttl', k) < tonumber(" MS ") then\n" \
+    "  redis.call('pexpire', k, " MS ")\n" \
+    "end\n"
+
 /* The acquire script around MINT, which sets c to a new tenancy's token
  * (above t, the lock's last one). */
 #define ACQUIRE(MINT) \
     ACQUIRE_HEAD("") \
     REENTRY_CHECK \
     "local n = tonumber(f[1] or '0')\n" \
+    DROP_UNKNOWN \
     "if mine == 0 and n > 0 then return {0, redis.call('pttl', k)} end\n" \
     "if n <= 0 then\n" \
     PRUNE_RECORDS \
@@ -166,11 +187,12 @@
     "  t, mine = c, 1\n" \
     "  redis.call('hset', k, 'n', 1, of, 1, qf, ARGV[3], 't',\n" \
     "             string.format('%d', t))\n" \
-    "else\n" \
-    "  mine = redis.call('hincrby', k, of, 1)\n" \
-    "  redis.call('hset', k, 'n', n + 1, qf, ARGV[3])\n" \
+    "  redis.call('pexpire', k, ARGV[4])\n" \
+    "  return {1, mine, t}\n" \
     "end\n" \
-    "redis.call('pexpire', k, ARGV[4])\n" \
+    "mine = redis.call('hincrby', k, of, 1)\n" \
+    "redis.call('hset', k, 'n', n + 1, qf, ARGV[3])\n" \
+    RAISE_TTL("ARGV[4]") \
     "return {1, mine, t}\n"
 
 /* Cancel acquire seq; UNQUEUE runs when the cancel is not stale. */
@@ -370,10 +392,11 @@
     "local n, lease = tonumber(f[1] or '0'), tonumber(ARGV[4])\n" \
     "if mine > 0 and ARGV[5] == '0' and f[5] == ARGV[2] then\n" \
     "  redis.call('hset', k, qf, ARGV[3])\n" /* claims its grant */ \
-    "  redis.call('pexpire', k, lease)\n" \
+    RAISE_TTL("ARGV[4]") \
     "  unqueue(ARGV[2])\n" \
     "  return {1, mine, t}\n" \
     "end\n" \
+    DROP_UNKNOWN \
     "if n <= 0 then\n" \
     "  local r = pass_on(k, ARGV[2], ARGV[8], qf)\n" \
     "  if r and r ~= 'me' then n = 1 end\n" \
@@ -398,7 +421,7 @@
     "mine = redis.call('hincrby', k, of, 1)\n" \
     "redis.call('hset', k, 'n', n + 1, qf, ARGV[3])\n" \
     "if f[5] == ARGV[2] then redis.call('hdel', k, 'g') end\n" \
-    "redis.call('pexpire', k, lease)\n" \
+    RAISE_TTL("ARGV[4]") \
     "unqueue(ARGV[2])\n" \
     "return {1, mine, t}\n"
 
@@ -406,15 +429,12 @@ static const char *const src[DL_S_COUNT] = {
     /* KEYS lock counter; ARGV owner requester seq lease_ms expected token */
     [DL_S_ACQUIRE] = ACQUIRE(MINT_COUNTER),
 
-    /* The same with KEYS lock only, for a slot mid-migration (TRYAGAIN:
-     * the lock and its counter are on two nodes for now). A new tenancy's
-     * token is then the server's clock in microseconds, kept above the
-     * lock's last token; the next counted acquire raises the counter past
-     * it. */
-    [DL_S_ACQUIRE1] = ACQUIRE(
-        "  local now = redis.call('time')\n"
-        "  local c = tonumber(now[1]) * 1000000 + tonumber(now[2])\n"
-        "  if c <= t then c = t + 1 end\n"),
+    /* The same with KEYS lock only, for a reentry while its slot is mid-
+     * migration (TRYAGAIN: the lock and its counter are on two nodes for
+     * now). A reentry mints nothing; a new tenancy needs the counter (a
+     * token minted without it could come out below a later one), so a
+     * fresh acquire is not sent here (op.c), and is told busy if it is. */
+    [DL_S_ACQUIRE1] = ACQUIRE("  do return {0, 10} end\n"),
 
     /* KEYS lock; ARGV owner requester seq token keep_ms chan pub */
     [DL_S_RELEASE] = RELEASE(""),
@@ -427,18 +447,24 @@ static const char *const src[DL_S_COUNT] = {
         "local r = {}\n"
         "for i = 1, #KEYS do\n"
         "  local f = redis.call('hmget', KEYS[i], 'o' .. ARGV[3 * i - 2], 't', 'n')\n"
-        "  if f[1] and f[2] == ARGV[3 * i] then\n"
-        "    redis.call('pexpire', KEYS[i], ARGV[3 * i - 1])\n"
+        "  if f[1] and f[2] == ARGV[3 * i] then\n"  /* never lowered (above) */
+        "    if redis.call('pttl', KEYS[i]) < tonumber(ARGV[3 * i - 1]) then\n"
+        "      redis.call('pexpire', KEYS[i], ARGV[3 * i - 1])\n"
+        "    end\n"
         "    r[i] = 1\n"
         "  elseif tonumber(f[3] or '0') > 0 then r[i] = -1\n"
         "  else r[i] = 0 end\n"
         "end\n"
         "return r\n",
 
-    /* KEYS lock; ARGV owner lease_ms token */
+    /* KEYS lock; ARGV owner lease_ms token shared ("1": an explicit
+     * owner, whose other clients may rely on a longer lease: raised only) */
     [DL_S_EXTEND] =
         "local f = redis.call('hmget', KEYS[1], 'o' .. ARGV[1], 't')\n"
         "if f[1] and f[2] == ARGV[3] then\n"
+        "  if ARGV[4] == '1' and redis.call('pttl', KEYS[1]) >= tonumber(ARGV[2]) then\n"
+        "    return 1\n"
+        "  end\n"
         "  return redis.call('pexpire', KEYS[1], ARGV[2])\n"
         "end\n"
         "return 0\n",
@@ -498,6 +524,7 @@ static const char *const src[DL_S_COUNT] = {
         NOW
         PRUNE_LEASES
         REENTRY_CHECK
+        DROP_UNKNOWN
         "local writer = f[5] and tonumber(redis.call('hget', k, 'o' .. f[5]) or '0') > 0\n"
         "local lease, x = tonumber(ARGV[4]), tonumber(f[6] or '0')\n"
         "local wr = ARGV[7] ~= 'r'\n"
@@ -528,7 +555,8 @@ static const char *const src[DL_S_COUNT] = {
         "  redis.call('hset', k, 'w', ARGV[1])\n"
         "  redis.call('hdel', k, 'x')\n"
         "else\n"
-        "  redis.call('hset', k, 'e' .. ARGV[1], now + lease)\n"
+        "  local e = tonumber(redis.call('hget', k, 'e' .. ARGV[1]) or '0')\n"
+        "  redis.call('hset', k, 'e' .. ARGV[1], math.max(e, now + lease))\n"
         "end\n"
         "if n <= 0 or redis.call('pttl', k) < lease then\n"
         "  redis.call('pexpire', k, lease)\n"  /* a new tenancy: its own */
@@ -544,9 +572,15 @@ static const char *const src[DL_S_COUNT] = {
      * at most 1 s: the waiter comes back by then, which renews its
      * registration (3 s), so a dead waiter leaves the queue by itself. */
     [DL_S_SEM_ACQUIRE] =
-        ACQUIRE_HEAD("")
+        ACQUIRE_HEAD(", 'l'")
         NOW
         PRUNE_LEASES
+        DROP_UNKNOWN
+        "if n > 0 and f[5] and f[5] ~= ARGV[7] then\n"
+        "  return redis.error_reply(string.format('semaphore: Redis keeps %s "
+        "permits for this name while it is held, this client names %s', "
+        "f[5], ARGV[7]))\n"
+        "end\n"
         "if n >= tonumber(ARGV[7]) then\n"
         "  redis.call('zadd', KEYS[2], now + 3000, ARGV[2])\n"
         "  redis.call('pexpire', KEYS[2], 6000)\n"
@@ -558,8 +592,10 @@ static const char *const src[DL_S_COUNT] = {
         PRUNE_IDLE_RECORDS
         "end\n"
         "mine = redis.call('hincrby', k, of, 1)\n"
-        "redis.call('hset', k, 'n', n + 1, qf, ARGV[3], 't', '0',\n"
-        "           'e' .. ARGV[1], now + tonumber(ARGV[4]))\n"
+        "local e = math.max(tonumber(redis.call('hget', k, 'e' .. ARGV[1]) or '0'),\n"
+        "                   now + tonumber(ARGV[4]))\n"
+        "redis.call('hset', k, 'n', n + 1, qf, ARGV[3], 't', '0', 'l', ARGV[7],\n"
+        "           'e' .. ARGV[1], e)\n"
         "redis.call('zrem', KEYS[2], ARGV[2])\n"
         "if n <= 0 or redis.call('pttl', k) < tonumber(ARGV[4]) then\n"
         "  redis.call('pexpire', k, ARGV[4])\n"
@@ -588,7 +624,9 @@ static const char *const src[DL_S_COUNT] = {
         "  if name:sub(1, 1) == 'e' and tonumber(v) > now and\n"
         "     tonumber(h['o' .. name:sub(2)] or '0') > 0 then used = used + 1 end\n"
         "end\n"
-        "return math.max(tonumber(ARGV[1]) - used, 0)\n",
+        "local permits = tonumber(ARGV[1])\n"   /* while held, Redis's */
+        "if tonumber(h.n or '0') > 0 and h.l then permits = tonumber(h.l) end\n"
+        "return math.max(permits - used, 0)\n",
 
     /* KEYS lock...; ARGV (owner lease_ms token)... of read-write holds: a
      * reader's own lease is renewed too, unless it already ran out (then
@@ -605,7 +643,9 @@ static const char *const src[DL_S_COUNT] = {
         "    redis.call('hset', k, 'n', math.max(tonumber(f[3] or '0') - tonumber(f[1]), 0))\n"
         "    r[i] = 0\n"
         "  elseif f[1] and f[2] == ARGV[3 * i] then\n"
-        "    if f[4] then redis.call('hset', k, 'e' .. o, now + lease) end\n"
+        "    if f[4] then\n"   /* never lowered: a shared owner's other */
+        "      redis.call('hset', k, 'e' .. o, math.max(tonumber(f[4]), now + lease))\n"
+        "    end\n"
         "    if redis.call('pttl', k) < lease then redis.call('pexpire', k, lease) end\n"
         "    r[i] = 1\n"
         "  elseif tonumber(f[3] or '0') > 0 then r[i] = -1\n"

@@ -29,7 +29,7 @@ typedef enum {
     DL_S_VOID,      /* KEYS lock; ARGV owner req seq keep_ms chan pub: cancel
                        acquire seq (undo it if it ran, refuse it if late) */
     DL_S_RENEW,     /* KEYS lock...; ARGV (owner lease_ms token)...        */
-    DL_S_EXTEND,    /* KEYS lock; ARGV owner lease_ms token               */
+    DL_S_EXTEND,    /* KEYS lock; ARGV owner lease_ms token shared        */
     DL_S_FORCE,     /* KEYS lock; ARGV req seq keep_ms chan pub           */
     DL_S_DROP,      /* KEYS lock; ARGV owner count token keep_ms chan pub */
     DL_S_FENCE,     /* KEYS counter lock; ARGV token owner: raise to token */

@@ -1,0 +1,198 @@
+-- Two features combined under a fault (issue 22). Each spec here failed on
+-- the code before its fix; the item number is the issue's defect.
+local dlock = require "dlock"
+local helper = require "helper"
+
+local function key(name) return "dlock:{" .. name .. "}" end
+
+local function pttl(srv, name) return tonumber((srv.cli("pttl", key(name)))) end
+
+describe("defect 1: a fresh acquire and a hold its client does not know of", function()
+  -- A copy of a held lock comes back (a failover to a replica that had
+  -- it, a restore): the owner's next fresh acquire must not join it.
+  local function put_back(srv, name, fn)
+    local c = helper.client()
+    local l = c:lock(name)
+    assert(l:acquire())
+    local t1 = l:token()
+    -- the hash as it is while held, field by field
+    local fields = srv.cli("hgetall", key(name))
+    assert.same({ true, 0 }, { l:release() })
+    local args = { "hset", key(name) }
+    for line in fields:gmatch("[^\n]+") do args[#args + 1] = line end
+    srv.cli((table.unpack or unpack)(args))
+    srv.cli("pexpire", key(name), 5000)
+    fn(c, l, t1)
+    c:close()
+  end
+
+  it("starts a new tenancy, counts one hold, and frees on release", function()
+    local srv = helper.redis()
+    local name = helper.unique_name("copy")
+    put_back(srv, name, function(_, l, t1)
+      assert.equals("1", srv.cli("hget", key(name), "n"))   -- the copy holds
+      assert(l:acquire())
+      assert.is_true(l:token() > t1, "token " .. l:token() .. " after " .. t1)
+      assert.equals("1", srv.cli("hget", key(name), "n"))
+      assert.same({ true, 0 }, { l:release() })            -- not true, 1
+      assert.is_true(helper.is_free(srv, key(name)))
+      local other = helper.client()
+      assert(other:lock(name):try_acquire())
+      assert(other:lock(name):release())
+      other:close()
+    end)
+  end)
+
+  it("a reentry still joins its own hold; an explicit owner still shares", function()
+    local srv = helper.redis()
+    local name = helper.unique_name("join")
+    local a, b = helper.client(), helper.client()
+    local la, lb = a:lock(name, { owner = "job" }), b:lock(name, { owner = "job" })
+    assert(la:acquire())
+    assert(la:acquire())
+    assert(lb:acquire())                                     -- shares job's hold
+    assert.equals("3", srv.cli("hget", key(name), "n"))
+    assert.same({ true, 2 }, { lb:release() })
+    assert.same({ true, 1 }, { la:release() })
+    assert.same({ true, 0 }, { la:release() })
+    a:close(); b:close()
+  end)
+end)
+
+describe("defect 2: a shared explicit owner never shortens another's lease", function()
+  local srv
+  before_each(function() srv = helper.redis() end)
+
+  local function shared(kind, name)
+    local a = helper.client{ lease = 30 }
+    local b = helper.client{ lease = 3 }
+    local make = function(c)
+      if kind == "fair" then return c:fair_lock(name, { owner = "job-7" }) end
+      if kind == "read" then return c:rwlock(name, { owner = "job-7" }).read end
+      return c:lock(name, { owner = "job-7" })
+    end
+    return a, b, make(a), make(b)
+  end
+
+  for _, kind in ipairs({ "lock", "fair", "read" }) do
+    it(kind .. ": B joins with expire = 1 and releases; A's lease stands", function()
+      local name = helper.unique_name("short")
+      local a, b, la, lb = shared(kind, name)
+      assert(la:acquire())
+      assert(lb:acquire{ expire = 1 })
+      assert.same({ true, 1 }, { lb:release() })
+      local p = pttl(srv, name)
+      assert.is_true(p > 20000, "TTL lowered to " .. p .. " ms")
+      dlock.sleep(1.5)
+      assert.is_true(la:held())
+      local third = helper.client()
+      local l3 = kind == "fair" and third:fair_lock(name)
+                 or kind == "read" and third:rwlock(name).write or third:lock(name)
+      assert.is_nil((l3:try_acquire()))
+      assert.same({ true, 0 }, { la:release() })
+      third:close(); a:close(); b:close()
+    end)
+  end
+
+  it("B's watchdog (lease 3 s) renews without lowering A's 30 s", function()
+    local name = helper.unique_name("renew")
+    local a, b, la, lb = shared("lock", name)
+    assert(la:acquire())
+    assert(lb:acquire())
+    dlock.sleep(1.6)                                       -- B renewed at 1 s
+    local p = pttl(srv, name)
+    assert.is_true(p > 20000, "TTL lowered to " .. p .. " ms")
+    assert.same({ true, 1 }, { lb:release() })
+    assert.is_true(pttl(srv, name) > 20000)
+    assert.is_true(la:held())
+    assert.same({ true, 0 }, { la:release() })
+    b:close()
+    a:close()
+  end)
+
+  it("extend by B raises the TTL only; a coroutine owner's extend may lower", function()
+    local name = helper.unique_name("ext")
+    local a, b, la, lb = shared("lock", name)
+    assert(la:acquire())
+    assert(lb:acquire())
+    assert(lb:extend(1))
+    assert.is_true(pttl(srv, name) > 20000)
+    assert(lb:extend(60))
+    assert.is_true(pttl(srv, name) > 50000)
+    assert.same({ true, 1 }, { lb:release() })
+    assert.same({ true, 0 }, { la:release() })
+    local own = a:lock(helper.unique_name("own"))
+    assert(own:acquire{ expire = 30 })
+    assert(own:extend(2))
+    local p = pttl(srv, own.name)
+    assert.is_true(p <= 2000, "pttl " .. p)
+    assert(own:release())
+    a:close(); b:close()
+  end)
+end)
+
+describe("defect 4: a semaphore's permits are kept in Redis", function()
+  it("refuses a client naming another count while the semaphore is held", function()
+    local srv = helper.redis()
+    local name = helper.unique_name("sem")
+    local a, b = helper.client(), helper.client()
+    local s1, s3 = a:semaphore(name, 1), b:semaphore(name, 3)
+    local id = assert(s1:acquire())
+    local ok, err = s3:acquire{ wait = 0 }
+    assert.is_nil(ok)
+    assert.matches("keeps 1 permits", err)
+    assert.equals(0, s3:available())                       -- Redis's count
+    assert.equals("1", srv.cli("hget", key(name), "n"))
+    assert(s1:release(id))
+    local id3 = assert(s3:acquire())                      -- free: B sets 3
+    ok, err = s1:acquire{ wait = 0 }
+    assert.is_nil(ok)
+    assert.matches("keeps 3 permits", err)
+    assert(s3:release(id3))
+    a:close(); b:close()
+  end)
+end)
+
+describe("defect 3: tokens across a Cluster slot migration", function()
+  it("never go back: a fresh acquire waits for the counter", function()
+    local topology = require "topology"
+    local cl = topology.cluster(3)
+    local opts = { cluster = cl.urls, lease = 1, command_timeout = 0.4 }
+    local c = assert(dlock.connect(opts))
+    local tag = helper.unique_name("tok"):gsub("[{}]", "")
+    local A = "x{" .. tag .. "}a"
+    local la = c:lock(A)
+    local tokens = {}
+    for _ = 1, 2 do
+      assert(la:acquire()); tokens[#tokens + 1] = la:token(); assert(la:release())
+    end
+    local slot = cl.keyslot(key(A))
+    local fence = helper.fence_key(A)
+    local from = cl.owner(slot)
+    local to = from % 3 + 1
+    local src, dst = cl.nodes[from], cl.nodes[to]
+    assert.equals("OK", dst.cli("cluster", "setslot", slot, "importing", cl.ids[from]))
+    assert.equals("OK", src.cli("cluster", "setslot", slot, "migrating", cl.ids[to]))
+    assert.equals("OK", src.cli("migrate", "127.0.0.1", dst.port, "", 0, 5000, "keys", key(A)))
+    -- the lock's record on the target, its counter on the source
+    local ok, err = la:try_acquire()
+    assert.is_nil(ok, "acquired with token " .. tostring(la:token()))
+    assert.matches("TRYAGAIN", err)
+    -- and an acquire that waits gets in once the migration ends
+    local finisher = io.popen(("sleep 0.6; redis-cli -p %d migrate 127.0.0.1 %d '' 0 5000 keys %s >/dev/null; " ..
+      "for p in %d %d %d; do redis-cli -p $p cluster setslot %d node %s >/dev/null; done"):format(
+      src.port, dst.port, fence, cl.nodes[1].port, cl.nodes[2].port, cl.nodes[3].port, slot, cl.ids[to]))
+    assert(la:acquire{ wait = 5 })
+    tokens[#tokens + 1] = la:token()
+    finisher:close()
+    assert(la:release())
+    dlock.sleep(1.2)                                       -- the record expires
+    assert(la:acquire()); tokens[#tokens + 1] = la:token(); assert(la:release())
+    for i = 2, #tokens do
+      assert.is_true(tokens[i] > tokens[i - 1], table.concat(tokens, ", "))
+    end
+    assert.is_true(tokens[#tokens] < 100, table.concat(tokens, ", "))  -- no clock
+    c:close()
+    cl.stop()
+  end)
+end)
