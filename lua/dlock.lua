@@ -242,9 +242,10 @@ end
 --
 -- client:multi_lock{ "a", "b", ... } is one lock over all the names: its
 -- acquire takes the names' locks one by one in one global order (sorted
--- bytes), so two multi-locks over overlapping names, given in any order,
--- never wait for each other in a cycle; if one name cannot be had, the
--- names already taken are released (all or none). Each name is a lock of
+-- bytes), and never waits while it holds one it took (see acquire), so
+-- two multi-locks over overlapping names, given in any order, never wait
+-- for each other in a cycle; if one name cannot be had, the names already
+-- taken are released (all or none). Each name is a lock of
 -- its own (its own node on Cluster, its own token, its own watchdog
 -- renewal and on_lost, which receives that name's lock), so this adds no
 -- wait loop and no script: waits yield under a scheduler like any lock's.
@@ -277,30 +278,70 @@ function Client:multi_lock(names, opts)
                         locks = locks, wait = opts and opts.wait }, MultiLock)
 end
 
--- Release, in reverse order, locks[i..1] (those taken).
-local function undo(self, i)
-  for j = i, 1, -1 do self.locks[j]:release() end
+-- A copy of acquire's opts with wait set to `wait`.
+local function with_wait(opts, wait)
+  local o = {}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  o.wait = wait
+  return o
+end
+
+-- Release one hold of each lock of `taken`, in reverse order, whatever
+-- one of them answers or raises.
+local function give_back(taken)
+  for j = #taken, 1, -1 do pcall(taken[j].release, taken[j]) end
+end
+
+-- One pass over the names in order, one attempt each (try_acquire: it
+-- never waits, so never yields, and pcall may wrap it on every Lua
+-- version), holding `got` (locks[1], taken by a wait) if given. Returns
+-- true with every name held; or, with none held, false, the busy lock,
+-- err [, ttl]. What an attempt raises is raised again with none held.
+local function take_all(self, try, got)
+  local taken = { got }
+  for _, lock in ipairs(self.locks) do
+    if lock ~= got then
+      local ok, res, err, ttl = pcall(lock.try_acquire, lock, try)
+      if not ok or not res then give_back(taken) end
+      if not ok then error(res, 0) end
+      if not res then return false, lock, err, ttl end
+      taken[#taken + 1] = lock
+    end
+  end
+  return true
 end
 
 --- multi:acquire([opts]) -> multi | nil, err [, ttl]: every name, or none.
+-- A multi-lock never waits while it holds a name it took: a pass tries
+-- every name once, in order; when one is busy, the pass gives back what
+-- it took and waits for that name alone, holding nothing. So whatever
+-- ends the acquire while it waits (the scheduler's wait raising, the
+-- coroutine closed, or dropped and never resumed), no name is held for
+-- it; and no two multi-locks wait for each other in a cycle. A name won
+-- by the wait is kept for the next pass when it is the first in order
+-- (the passes then take names in the one global order, so two passes
+-- cannot each hold what the other wants next), else given back at once.
 function MultiLock:acquire(opts)
+  self.locks[1]:_acquire_step(opts)     -- raises on bad opts, as acquire; no I/O
   local wait = opts and opts.wait
   if wait == nil then wait = self.wait end
   local deadline = type(wait) == "number" and wait < math.huge and now() + wait
-  for i, lock in ipairs(self.locks) do
-    local o = opts
-    if deadline then
-      o = {}
-      for k, v in pairs(opts or {}) do o[k] = v end
-      o.wait = math.max(0, deadline - now())
-    end
-    local ok, err, ttl = lock:acquire(o)
-    if not ok then
-      undo(self, i - 1)
-      return nil, err, ttl
+  local try, got = with_wait(opts, 0), nil
+  while true do
+    local ok, busy, err, ttl = take_all(self, try, got)
+    if ok then return self end
+    got = nil                           -- nothing is held here
+    if not err:find("^timeout") then return nil, err, ttl end
+    local left = deadline and deadline - now()
+    if left and left <= 0 then return nil, err, ttl end
+    local res, err2, ttl2 = busy:acquire(with_wait(opts, left or math.huge))
+    if not res then return nil, err2, ttl2 end
+    if busy == self.locks[1] then
+      got = busy
+    else
+      give_back({ busy })               -- free now: the next pass takes it in order
     end
   end
-  return self
 end
 
 function MultiLock:try_acquire(opts)
