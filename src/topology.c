@@ -262,6 +262,79 @@ static int sentinel_resolve(void *ud, dl_endpoint *out, char *err,
 
 #define SWITCH_MASTER "+switch-master"
 
+/* The host (copied) and port of a GET-MASTER-ADDR-BY-NAME reply: 0, or
+ * -1 when it names none (an unknown master) or out of memory. */
+static int master_addr(const redisReply *r, char **host, int *port)
+{
+    *host = NULL;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[1]->type != REDIS_REPLY_STRING)
+        return -1;
+    *port = atoi(r->element[1]->str);
+    *host = *port > 0 ? strdup(r->element[0]->str) : NULL;
+    return *host ? 0 : -1;
+}
+
+/* Whether c is set to host:port (a resolved address). */
+static int conn_at(const dl_conn *c, const char *host, int port)
+{
+    return c->ep.host && !c->ep.path && c->ep.port == port &&
+           strcmp(c->ep.host, host) == 0;
+}
+
+/* Lua thread: node 0's command and subscriber connections ask the
+ * sentinels again before their next use. */
+static void lua_retarget(dl_topology *t)
+{
+    dl_node *n = t->nodes[0];
+    dl_conn_retarget(&n->cmd);
+    dl_waiter_free(&n->sub);            /* its subscriptions go with it */
+    if (dl_waiter_init(&n->sub, &t->tmpl, t->connect_timeout_us, 0) == 0) {
+        n->sub.conn.resolver = &t->resolver;
+        n->sub.conn.resolve_next = 1;
+        n->sub.conn.log = t->log;       /* not the watchdog's: its thread */
+        n->sub.conn.role = "subscriber";
+    }
+}
+
+static void announce(dl_topology *t)
+{
+    dl_log_say(t->log, DL_LOG_INFO, "failover: the sentinels announced a "
+               "new master for '%s'; reconnecting", t->master);
+}
+
+/* Lua thread, on a new subscription: a failover announced while there was
+ * none was not heard. Ask the sentinel now listened to where the master
+ * is; if the command connection is elsewhere, send every connection to
+ * the sentinels again. */
+static void news_missed(dl_topology *t)
+{
+    char err[DL_ERRLEN];
+    dl_conn *cmd = &t->nodes[0]->cmd, sc;
+    if (cmd->resolve_next || !cmd->ep.host)
+        return;                         /* it asks before connecting */
+    if (dl_conn_init(&sc, &t->sentinels[t->news_from], t->connect_timeout_us,
+                     t->command_timeout_us) != 0)
+        return;
+    const char *argv[3] = { "SENTINEL", "get-master-addr-by-name",
+                            t->master };
+    redisReply *r;
+    char *host = NULL;
+    int port = 0;
+    if (dl_conn_call(&sc, 3, argv, NULL, &r, err, sizeof err) == DL_OK) {
+        (void)master_addr(r, &host, &port);
+        freeReplyObject(r);
+    }
+    dl_conn_free(&sc);
+    if (host && !conn_at(cmd, host, port)) {
+        lua_retarget(t);
+        announce(t);
+        __atomic_store_n(&t->wd_retarget, 1, __ATOMIC_RELEASE);
+    }
+    free(host);
+}
+
 void dl_topology_sentinel_news(dl_topology *t)
 {
     char err[DL_ERRLEN];
@@ -269,6 +342,8 @@ void dl_topology_sentinel_news(dl_topology *t)
     dl_waiter *w = &t->news;
     if (t->kind != DL_TOPO_SENTINEL || t->nsentinels == 0)
         return;
+    if (__atomic_exchange_n(&t->lua_retarget, 0, __ATOMIC_ACQ_REL))
+        lua_retarget(t);                /* the watchdog found a new master */
     if (!t->news_init || (!w->conn.ctx && !w->conn.retry_at_us)) {
         /* (Re)start on the next sentinel; the first time on the first. */
         if (t->news_init) {
@@ -285,31 +360,131 @@ void dl_topology_sentinel_news(dl_topology *t)
             != DL_OK)
             return;
         t->news_seen = 0;               /* a new subscription counts anew */
+        news_missed(t);
+    }
+    /* What the socket holds is read first: a notice (and the answer to
+     * the last PING) that came while the client was idle is there. */
+    size_t live;
+    uint64_t seen = dl_waiter_count(&w, 1, SWITCH_MASTER, len, &live);
+    if (!live)
+        return;                         /* broken: the next sentinel next */
+    if (seen != t->news_seen) {
+        t->news_seen = seen;
+        lua_retarget(t);
+        announce(t);
+        __atomic_store_n(&t->wd_retarget, 1, __ATOMIC_RELEASE);
     }
     /* A sentinel that hangs (rather than closing) would keep us deaf to
      * failovers: one that answers no PING within 2 s is left for the next. */
     if (dl_waiter_alive(w, 500000, 2000000 + t->connect_timeout_us,
-                        &t->news_ping_us) != 0) {
+                        &t->news_ping_us) != 0)
         w->conn.retry_at_us = 0;
-        return;
+}
+
+/* ---- the watchdog's sentinel probe --------------------------------------- */
+
+static void probe_next(dl_topology *t)
+{
+    if (t->probe_init)
+        dl_conn_free(&t->probe);
+    t->probe_init = 0;
+    t->probe_from = (t->probe_from + 1) % t->nsentinels;
+}
+
+static int probe_open(dl_topology *t)
+{
+    if (t->probe_init)
+        return 0;
+    int64_t ct = t->wd_timeout_us < t->connect_timeout_us ? t->wd_timeout_us
+                                                          : t->connect_timeout_us;
+    if (dl_conn_init(&t->probe, &t->sentinels[t->probe_from], ct,
+                     t->wd_timeout_us) != 0)
+        return -1;
+    t->probe_init = 1;
+    return 0;
+}
+
+int dl_topology_probe_send(dl_topology *t)
+{
+    char err[DL_ERRLEN];
+    if (t->kind != DL_TOPO_SENTINEL || t->nsentinels == 0)
+        return 0;
+    const char *argv[3] = { "SENTINEL", "get-master-addr-by-name",
+                            t->master };
+    int64_t until = dl_now_us() + t->wd_timeout_us;
+    /* Each sentinel once at most, within the watchdog's timeout; a link
+     * found dead on writing is replaced once on the same sentinel. */
+    for (size_t k = 0; k < t->nsentinels; k++) {
+        for (int again = 0; again < 2; again++) {
+            if (probe_open(t) != 0)
+                return 0;
+            int reused = t->probe.ctx != NULL;
+            if (dl_conn_append(&t->probe, 3, argv, NULL, err, sizeof err)
+                    == DL_OK &&
+                dl_conn_flush(&t->probe, err, sizeof err) == DL_OK)
+                return 1;
+            if (!reused)
+                break;
+        }
+        probe_next(t);
+        if (dl_now_us() >= until)
+            break;
     }
-    size_t live;
-    uint64_t seen = dl_waiter_count(&w, 1, SWITCH_MASTER, len, &live);
-    if (!live || seen == t->news_seen)
-        return;
-    t->news_seen = seen;
-    dl_node *n = t->nodes[0];
-    dl_conn_retarget(&n->cmd);
-    dl_waiter_free(&n->sub);            /* its subscriptions go with it */
-    if (dl_waiter_init(&n->sub, &t->tmpl, t->connect_timeout_us, 0) == 0) {
-        n->sub.conn.resolver = &t->resolver;
-        n->sub.conn.resolve_next = 1;
-        n->sub.conn.log = t->log;       /* not the watchdog's: its thread */
-        n->sub.conn.role = "subscriber";
+    return 0;
+}
+
+int dl_topology_probe_check(dl_topology *t, int sent, int64_t until_us)
+{
+    char err[DL_ERRLEN];
+    if (t->kind != DL_TOPO_SENTINEL)
+        return DL_PROBE_SAME;
+    if (!sent)
+        return DL_PROBE_UNKNOWN;
+    dl_conn *pc = &t->probe;
+    redisReply *r = NULL;
+    int64_t left = until_us - dl_now_us();
+    /* The answer came beside the renewals: it is there by now, unless
+     * the sentinel is slow. */
+    dl_conn_read_timeout(pc, left > 1000 ? left : 1000);
+    dl_status st = dl_conn_read(pc, &r, err, sizeof err);
+    dl_conn_read_timeout(pc, 0);
+    if (st != DL_OK && pc->stale) {     /* closed while idle: once more */
+        const char *argv[3] = { "SENTINEL", "get-master-addr-by-name",
+                                t->master };
+        st = dl_conn_call(pc, 3, argv, NULL, &r, err, sizeof err);
     }
-    dl_log_say(t->log, DL_LOG_INFO, "failover: the sentinels announced a "
-               "new master for '%s'; reconnecting", t->master);
-    __atomic_store_n(&t->wd_retarget, 1, __ATOMIC_RELEASE);
+    char *host = NULL;
+    int port = 0;
+    if (st == DL_OK) {
+        (void)master_addr(r, &host, &port);
+        freeReplyObject(r);
+    }
+    if (!host) {                        /* no answer, or none usable */
+        probe_next(t);
+        return DL_PROBE_UNKNOWN;
+    }
+    dl_conn *wc = &t->nodes[0]->wd;
+    if (conn_at(wc, host, port)) {
+        free(host);
+        return DL_PROBE_SAME;
+    }
+    /* The sentinel names another master: the watchdog's connection goes
+     * there (to the address this sentinel gave, checked with ROLE on
+     * connecting), and the Lua thread's asks again before its next use. */
+    const dl_endpoint *at = &t->sentinels[t->probe_from];
+    dl_log_say(t->log, DL_LOG_INFO, "sentinel %s:%d: master '%s' is at "
+               "%s:%d", at->host ? at->host : "?", at->port, t->master, host,
+               port);
+    dl_conn_drop(wc);
+    free(wc->ep.host);
+    free(wc->ep.path);
+    wc->ep.path = NULL;
+    wc->ep.host = host;
+    wc->ep.port = port;
+    wc->resolve_next = 0;
+    wc->retry_at_us = wc->backoff_us = 0;
+    __atomic_store_n(&t->lua_retarget, 1, __ATOMIC_RELEASE);
+    return DL_PROBE_MOVED;
 }
 
 /* ---- set-up ------------------------------------------------------------ */
@@ -378,6 +553,8 @@ void dl_topology_free(dl_topology *t)
         free_node(t->nodes[i]);
     if (t->news_init)
         dl_waiter_free(&t->news);
+    if (t->probe_init)
+        dl_conn_free(&t->probe);
     for (size_t i = 0; i < t->nsentinels; i++)
         dl_endpoint_free(&t->sentinels[i]);
     free(t->sentinels);

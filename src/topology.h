@@ -61,6 +61,12 @@ typedef struct dl_topology {
     uint64_t news_seen;         /* +switch-master messages handled */
     size_t sentinel_ok;         /* the sentinel that answered last */
     int wd_retarget;            /* atomic: the watchdog must re-resolve */
+    int lua_retarget;           /* atomic: the Lua thread must re-resolve
+                                   (the watchdog found a new master) */
+    dl_conn probe;              /* Sentinel: the watchdog's own link to a
+                                   sentinel (watchdog thread only) */
+    int probe_init;
+    size_t probe_from;          /* which sentinel it goes to */
     int64_t connect_timeout_us, command_timeout_us, wd_timeout_us;
     dl_log *log;                /* the client's (log.h), or NULL */
 } dl_topology;
@@ -78,8 +84,26 @@ void dl_topology_free(dl_topology *t);
 
 /* Sentinel, Lua thread: look (without blocking) for a failover
  * announcement; on one, send node 0's connections and the watchdog's to
- * the sentinels again. */
+ * the sentinels again. The same when the watchdog found a new master, or
+ * when a new subscription (the old one broke: a notice may have been
+ * missed) finds the master elsewhere than the command connection is. */
 void dl_topology_sentinel_news(dl_topology *t);
+
+/* Sentinel, watchdog thread: each renewal pass asks a sentinel which
+ * server is the master, beside the renewals (one round trip for both).
+ * dl_topology_probe_send writes SENTINEL GET-MASTER-ADDR-BY-NAME to a
+ * sentinel without waiting (to the next sentinel when one cannot be
+ * reached) and returns 1 if it was sent. dl_topology_probe_check reads
+ * the answer (waiting until until_us at most) and compares it with the
+ * address node 0's watchdog connection is on: DL_PROBE_SAME, the
+ * sentinel names that server as the master (on other topologies, always);
+ * DL_PROBE_MOVED, it names another: the watchdog's connection goes there
+ * before its next use and the Lua thread's before its next operation;
+ * DL_PROBE_UNKNOWN, no answer (the next pass asks the next sentinel). A
+ * renewal counts as confirmed only with DL_PROBE_SAME. */
+enum { DL_PROBE_SAME, DL_PROBE_MOVED, DL_PROBE_UNKNOWN };
+int dl_topology_probe_send(dl_topology *t);
+int dl_topology_probe_check(dl_topology *t, int sent, int64_t until_us);
 
 /* CRC16 hash slot of key, honouring a {hash tag}. */
 unsigned dl_key_slot(const char *key, size_t len);

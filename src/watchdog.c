@@ -17,7 +17,14 @@
  *      one round trip per pass, however many holds;
  *   4. releases orphans (holds of collected coroutines) and frees them;
  *   5. counts the answers per hold against the quorum (1, or N/2+1 on
- *      Redlock): renewed, lost, or retried soon;
+ *      Redlock): renewed, lost, or retried soon. On Sentinel a sentinel is
+ *      asked, beside the renewals, which server is the master: a renewal
+ *      counts only if it is the one renewed on. An old master keeps taking
+ *      writes for a while after a failover (until Sentinel demotes it,
+ *      some 10 s later); renewals confirmed there would keep a hold whose
+ *      copy on the new master runs out. On another answer the connection
+ *      moves to the master named and the holds are renewed there at once
+ *      (or found lost), whether or not the Lua thread heard of it;
  *   6. sleeps until the earliest renewal or deadline, or a poke.
  * The thread runs no Lua, blocks every signal, and is joined by close.
  */
@@ -177,8 +184,10 @@ static size_t renew(dl_client *c, dl_hold *orphans)
     return dl_exec_batch(&c->topo, &c->scripts, 1, &c->wd->run);
 }
 
-/* Steps 5: record the results of a pass sent at `sent`, with c->mu held. */
-static void record(dl_client *c, int64_t sent, size_t calls)
+/* Steps 5: record the results of a pass sent at `sent`, with c->mu held.
+ * probe: what the sentinels said of the server renewed on (topology.h);
+ * a renewal counts as confirmed only where they name it the master. */
+static void record(dl_client *c, int64_t sent, size_t calls, int probe)
 {
     dl_watchdog *w = c->wd;
     int failed = 0;
@@ -199,7 +208,15 @@ static void record(dl_client *c, int64_t sent, size_t calls)
             : DL_ECONN;                     /* not sent */
         int64_t lease = h->lease_ms * 1000;
         int64_t retry = lease / 10 < 1000000 ? lease / 10 : 1000000;
-        if (st == DL_OK && res.kind == DL_V_YES) {
+        if (st == DL_OK && res.kind == DL_V_YES && probe != DL_PROBE_SAME) {
+            /* Renewed on a server the sentinels no longer name (an old
+             * master that still takes writes), or not known to be the
+             * master: not confirmed. After a failover, again at once on
+             * the new master: there it is renewed, or found lost. */
+            failed = 1;
+            h->retry_at_us = dl_now_us() + (probe == DL_PROBE_MOVED ? 10000
+                                                                    : retry);
+        } else if (st == DL_OK && res.kind == DL_V_YES) {
             int64_t drift = dl_exec_drift_us(&c->topo, w->ms[i]);
             int64_t end = cap_end(c, h);
             int64_t until = sent + w->ms[i] * 1000 - drift;
@@ -220,6 +237,10 @@ static void record(dl_client *c, int64_t sent, size_t calls)
             h->retry_at_us = dl_now_us() + retry;
         }
     }
+    if (probe == DL_PROBE_MOVED)        /* every hold, to the new master */
+        for (dl_hold *h = c->reg.head; h; h = h->next)
+            if (h->watchdog && !h->lost && !h->final && h->renew_at_us > sent)
+                h->renew_at_us = sent;
     c->stats.renew_batches += calls;
     if (failed)
         c->stats.renew_errors++;
@@ -293,7 +314,14 @@ static void *run(void *arg)
         if (__atomic_exchange_n(&c->topo.wd_retarget, 0, __ATOMIC_ACQ_REL))
             dl_conn_retarget(&c->topo.nodes[0]->wd);   /* Sentinel news */
         int64_t sent = dl_now_us();
+        /* Sentinel: which server is the master, asked beside the renewals
+         * (nbatch is this thread's own). */
+        int asked = w->nbatch > 0 && dl_topology_probe_send(&c->topo);
         size_t calls = renew(c, orphans);
+        int probe = w->nbatch > 0
+            ? dl_topology_probe_check(&c->topo, asked,
+                                      sent + c->topo.wd_timeout_us)
+            : DL_PROBE_SAME;
         while (orphans) {
             dl_hold *next_o = orphans->onext;
             free(orphans);
@@ -301,7 +329,7 @@ static void *run(void *arg)
         }
         settle_io(c);
         pthread_mutex_lock(&c->mu);
-        record(c, sent, calls);
+        record(c, sent, calls, probe);
         settle_record(c);
     }
     pthread_mutex_unlock(&c->mu);
