@@ -219,6 +219,18 @@ static int64_t busy_bound_us(int64_t busy_ms)
     return busy_ms < 59000 ? busy_ms * 1000 + 1000 : 60000000;
 }
 
+/* Whether st (with err) says that a Cluster slot is mid-migration: a
+ * multi-key script answered TRYAGAIN (DL_EAGAIN: it did not run), or
+ * MOVED/ASK went back and forth past the redirect limit (topology.c).
+ * Both end with the migration: a waiting acquire retries. */
+static int migrating(dl_status st, const char *err)
+{
+    return st == DL_EAGAIN ||
+           (st == DL_ECONN && strstr(err, "too many cluster redirects"));
+}
+
+#define MIGRATION_NAP_US 50000
+
 /* Come back at until_us, or earlier when one of fds is readable. */
 static dl_status wait_for(dl_acquire *op, const int *fds, size_t nfds,
                           int64_t until_us)
@@ -267,8 +279,14 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
     dl_hold *h;
     for (;;) {
         h = dl_client_ready_hold(c, l, 1, &st, err, errlen); /* last try ended */
-        if (!h)
+        if (!h) {
+            /* The last try's cancel met a slot migration: it stays
+             * pending (the watchdog ends it too); a wait goes on. */
+            if (migrating(st, err) && args->wait_us != 0 &&
+                dl_now_us() < op->until_us)
+                st = wait_for(op, NULL, 0, dl_now_us() + MIGRATION_NAP_US);
             break;
+        }
         if (grant >= 0 && take_grant(c, h, l, op, grant))
             break;                          /* the message is the hold */
         grant = -1;                         /* else claim it: an attempt */
@@ -299,10 +317,20 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
 
         pthread_mutex_lock(&c->mu);
         int64_t now = dl_now_us();
-        if (st == DL_EAGAIN && args->wait_us != 0 && now < op->until_us) {
-            h->pend = DL_PEND_NONE;         /* it did not run: try again */
+        int waiting = args->wait_us != 0 && now < op->until_us;
+        if (st == DL_EAGAIN && !granted) {  /* TRYAGAIN: it did not run */
             h->pend_lua = 0;
-            st = wait_for(op, NULL, 0, now + 50000);
+            if (waiting || !(fair && op->reg_seq)) {
+                h->pend = DL_PEND_NONE;     /* nothing to cancel */
+                if (waiting)                /* try again */
+                    st = wait_for(op, NULL, 0, now + MIGRATION_NAP_US);
+                break;
+            }
+            /* A fair wait that ends here: an earlier attempt of it queued
+             * the waiter, and the cancel (VOID) takes it out of the queue
+             * (and passes on a grant to it). */
+            dl_client_hand_over(h);
+            dl_watchdog_poke(c, 0);
             break;
         }
         if (st != DL_OK) {                  /* it may have run: cancel it */
@@ -313,6 +341,10 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
                 dl_client_hand_over(h);
                 dl_watchdog_poke(c, 0);
             }
+            /* Redirects back and forth mid-migration: a wait goes on, its
+             * next try cancelling this one first. */
+            if (waiting && migrating(st, err))
+                st = wait_for(op, NULL, 0, now + MIGRATION_NAP_US);
             break;
         }
         if (granted) {

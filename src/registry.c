@@ -7,7 +7,10 @@
  * until the reply is in, so removal only marks it dead and the watchdog
  * frees it when it records the result. Orphans (holds of a collected
  * coroutine) are unlinked on the Lua thread and handed whole to the
- * watchdog, which releases them in Redis and frees them. Notices for the
+ * watchdog, which releases them in Redis and frees them; so are copies
+ * of a lost hold of an explicit owner (state.c: dl_client_lose), made by
+ * either thread under the mutex, whose holds another client of that
+ * owner could otherwise keep alive in Redis. Notices for the
  * Lua thread carry a Lua reference as a plain int; nothing here knows Lua.
  */
 #include "registry.h"
@@ -97,16 +100,14 @@ static const char *put(char **p, const char *s, size_t n)
     return at;
 }
 
-dl_hold *dl_registry_add(dl_registry *reg,
-                         const char *key, size_t keylen,
-                         const char *fence, size_t fencelen,
-                         const char *chan, size_t chanlen,
-                         const char *owner, size_t ownerlen,
-                         const char *req, size_t reqlen,
-                         const char *queue, size_t queuelen)
+/* A new unlinked hold with count 0 and copies of the strings. */
+static dl_hold *alloc_hold(const char *key, size_t keylen,
+                           const char *fence, size_t fencelen,
+                           const char *chan, size_t chanlen,
+                           const char *owner, size_t ownerlen,
+                           const char *req, size_t reqlen,
+                           const char *queue, size_t queuelen)
 {
-    if (reg->count >= reg->nbuckets)
-        grow(reg);
     dl_hold *h = calloc(1, sizeof *h + keylen + fencelen + chanlen +
                                ownerlen + reqlen + queuelen + 6);
     if (!h)
@@ -124,8 +125,25 @@ dl_hold *dl_registry_add(dl_registry *reg,
     h->fencelen = fencelen;
     h->chanlen = chanlen;
     h->ownerlen = ownerlen;
-    h->id = reg->next_id++;
     h->ref = DL_NOREF;
+    return h;
+}
+
+dl_hold *dl_registry_add(dl_registry *reg,
+                         const char *key, size_t keylen,
+                         const char *fence, size_t fencelen,
+                         const char *chan, size_t chanlen,
+                         const char *owner, size_t ownerlen,
+                         const char *req, size_t reqlen,
+                         const char *queue, size_t queuelen)
+{
+    if (reg->count >= reg->nbuckets)
+        grow(reg);
+    dl_hold *h = alloc_hold(key, keylen, fence, fencelen, chan, chanlen,
+                            owner, ownerlen, req, reqlen, queue, queuelen);
+    if (!h)
+        return NULL;
+    h->id = reg->next_id++;
     dl_hold **slot = bucket(reg, key, keylen, owner, ownerlen);
     h->hnext = *slot;
     *slot = h;
@@ -207,4 +225,22 @@ size_t dl_registry_orphan(dl_registry *reg, uint64_t owner_num)
         moved++;
     }
     return moved;
+}
+
+int dl_registry_orphan_share(dl_registry *reg, const dl_hold *h)
+{
+    dl_hold *o = alloc_hold(h->key, h->keylen, h->fence, h->fencelen,
+                            h->chan, h->chanlen, h->owner, h->ownerlen,
+                            h->req, h->reqlen, h->queue, h->queuelen);
+    if (!o)
+        return -1;
+    o->id = reg->next_id++;
+    o->kind = h->kind;
+    o->owner_num = h->owner_num;
+    o->count = h->count;
+    o->token = h->token;
+    o->lease_ms = h->lease_ms;
+    o->onext = reg->orphans;
+    reg->orphans = o;
+    return 0;
 }

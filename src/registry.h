@@ -99,5 +99,10 @@ int dl_registry_push_event(dl_registry *reg, int ref, const char *reason);
  * refs become reason-less notices). Returns how many moved. */
 size_t dl_registry_orphan(dl_registry *reg, uint64_t owner_num);
 
+/* Queue for the watchdog's DROP (as an orphan) a copy of h's holds as
+ * they are now: h->count holds of h's owner in tenancy h->token. h itself
+ * is left as it is. Returns 0, or -1 if out of memory. */
+int dl_registry_orphan_share(dl_registry *reg, const dl_hold *h);
+
 #pragma GCC visibility pop
 #endif

@@ -19,6 +19,19 @@ void dl_client_lose(dl_client *c, dl_hold *h, const char *reason)
 {
     if (h->lost)
         return;
+    /* An explicit owner may be shared with other clients, which keep its
+     * tenancy alive: this client's holds would stay counted in it (and
+     * the lock held after every holder released). The watchdog DROPs
+     * them, this client's count alone, in this tenancy alone (the token),
+     * whatever the client does next. Its pending request is not among
+     * them: it ends on its own (a release resent, an acquire cancelled).
+     * Where Redis said the hold is gone, the DROP finds nothing. A
+     * coroutine's owner is this client's alone: its holds expire. */
+    if (h->owner_num == 0 && h->count > 0 &&
+        dl_registry_orphan_share(&c->reg, h) != 0)
+        dl_log_say(&c->log, DL_LOG_WARN, "%.*s: out of memory: this "
+                   "client's lost holds stay until the lease runs out",
+                   (int)h->keylen, h->key);
     dl_registry_mark_lost(&c->reg, h, reason);
     c->stats.lost++;
     dl_log_say(&c->log, DL_LOG_WARN, "%.*s: %s", (int)h->keylen, h->key,

@@ -79,7 +79,9 @@ typedef struct dl_client {
 int dl_client_same_process(const dl_client *c);
 
 /* With c->mu held: mark h lost for reason (once), count it and flag the
- * notice for the Lua thread. Used by both threads. */
+ * notice for the Lua thread; an explicit owner's holds (h->count, in
+ * tenancy h->token) are queued for the watchdog's DROP (registry.h:
+ * dl_registry_orphan_share). Used by both threads. */
 void dl_client_lose(dl_client *c, dl_hold *h, const char *reason);
 
 /* l names h's lock and owner (pointing into h). */
