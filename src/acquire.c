@@ -295,6 +295,7 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
         plan_attempt(c, h, op, dl_now_us(), &expect, &token, &watchdog, &ms);
         dl_client_begin_request(c, h, DL_PEND_VOID, ms, dl_now_us() +
                                 ms * 1000 + c->topo.command_timeout_us);
+        h->pend_fresh = expect == 0;
         /* A fair lock's waiter queues on every attempt of a wait, the
          * last one too: a cancel then takes back a grant to it. */
         uint64_t seq = h->pend_seq;

@@ -238,7 +238,7 @@ void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
 }
 
 void dl_op_void(dl_op *op, const dl_lockref *l, uint64_t seq,
-                int64_t keep_ms, const char *pub)
+                int64_t keep_ms, const char *pub, int fresh)
 {
     int fair = l->kind == DL_KIND_FAIR;
     init(op, "cancel", fair ? DL_S_FAIR_VOID : DL_S_VOID, 0, l->key,
@@ -246,6 +246,8 @@ void dl_op_void(dl_op *op, const dl_lockref *l, uint64_t seq,
     add_keys(op, l, fair, fair);
     add_request(op, l, seq);
     add_freeing(op, l, keep_ms, pub);
+    if (fair)                   /* may take back a grant it never saw */
+        add_s(op, fresh ? "1" : "0");
 }
 
 /* Whether l's holders have leases of their own (readers, writers and

@@ -109,9 +109,11 @@ int dl_op_unify(const dl_op *op, int64_t token, dl_op *fence);
  * and announces it with pub ("publish" or "spublish"). */
 void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
                    int64_t token, int64_t keep_ms, const char *pub);
-/* Cancel acquire seq of l: undo it if it ran, refuse it if it comes. */
+/* Cancel acquire seq of l: undo it if it ran, refuse it if it comes;
+ * fresh: that attempt expected no hold (a fair grant to it that its
+ * client never saw is taken back too). */
 void dl_op_void(dl_op *op, const dl_lockref *l, uint64_t seq,
-                int64_t keep_ms, const char *pub);
+                int64_t keep_ms, const char *pub, int fresh);
 void dl_op_extend(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token);
 void dl_op_ttl(dl_op *op, const dl_lockref *l);
 /* Free l whoever holds it, as request seq of requester req. */

@@ -36,6 +36,7 @@ void dl_client_pending_copy(const dl_hold *h, dl_pending *p)
     p->seq = h->pend_seq;
     p->token = h->pend_token;
     p->ms = h->pend_ms;
+    p->fresh = h->pend_fresh;
     dl_hold_lockref(h, &p->l);
 }
 
@@ -48,7 +49,7 @@ dl_status dl_client_pending_io(dl_client *c, int wd, const dl_pending *p,
     if (p->kind == DL_PEND_RELEASE)
         dl_op_release(&op, &p->l, p->seq, p->token, p->ms, c->pubverb);
     else
-        dl_op_void(&op, &p->l, p->seq, p->ms, c->pubverb);
+        dl_op_void(&op, &p->l, p->seq, p->ms, c->pubverb, p->fresh);
     op.wd = wd;
     dl_status st = dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);
     *done = st == DL_OK;

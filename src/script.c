@@ -4,7 +4,10 @@
  * DATA. A lock is one hash P{name}: n = holds in all, t = fencing token
  * of the current (or last) tenancy, "o"..owner = that owner's holds,
  * "q"..requester = the last request of that requester that took effect
- * ("<seq>", or "<seq>!" for a cancelled acquire, "<seq>:0|1" for force).
+ * ("<seq>", or "<seq>!" for a cancelled acquire, "<seq>:0|1" for force),
+ * and "k"..requester = until when (ms, server time) a resend or a late
+ * copy of that request may still come: twice its lease or keep_ms (m:
+ * below, PRUNE_FN).
  * A requester is one client acting for one owner: owners shared between
  * clients add up, and each client's requests are told apart. The hash
  * lives while held (TTL = the lease) and, once free (n = 0), stays as a
@@ -79,28 +82,39 @@
     "  return {-1}\n" \
     "end\n"
 
-/* A new tenancy drops the old request records (bounded hash). */
-#define PRUNE_RECORDS \
-    "  if f[1] and redis.call('hlen', k) > " RECORDS_MAX " then\n" \
-    "    for _, y in ipairs(redis.call('hkeys', k)) do\n" \
-    "      if y:sub(1, 1) == 'q' then redis.call('hdel', k, y) end\n" \
-    "    end\n" \
-    "  end\n"
-
-/* With many holders coming and going (permits, readers), the lock may
- * never be free: past RECORDS_MAX fields, drop the records of requesters
- * that hold nothing (a requester is "<client id>|<owner>" or the owner). */
-#define PRUNE_IDLE_RECORDS \
-    "if redis.call('hlen', k) > " RECORDS_MAX " then\n" \
-    "  for _, y in ipairs(redis.call('hkeys', k)) do\n" \
-    "    if y:sub(1, 1) == 'q' then\n" \
-    "      local r = y:sub(2)\n" \
-    "      if redis.call('hexists', k, 'o' .. (r:match('^[^|]*|(.*)$') or r)) == 0 then\n" \
-    "        redis.call('hdel', k, y)\n" \
-    "      end\n" \
+/* Past RECORDS_MAX fields, prune(k, now, keep) drops the request records
+ * no request can still come for: k<requester> passed (or none: an older
+ * client's record), and that requester's owner holds nothing (a
+ * requester is "<client id>|<owner>" or the owner); never field keep,
+ * and no k-field whose record is gone stays. A record that a resend or a
+ * late copy may still meet stays, over the limit if need be: the hash
+ * holds at most one per requester active within the last two leases.
+ * Each prune reads the whole hash: while it stays over the limit, m =
+ * the time (ms) before which no prune runs again, a second later. A Lua
+ * function, spliced in; PRUNE_RECORDS calls it (k, now, qf set). */
+#define PRUNE_FN \
+    "local function prune(k, now, keep)\n" \
+    "  if redis.call('hlen', k) <= " RECORDS_MAX " then return end\n" \
+    "  if tonumber(redis.call('hget', k, 'm') or '0') > now then return end\n" \
+    "  local all, h = redis.call('hgetall', k), {}\n" \
+    "  for i = 1, #all, 2 do h[all[i]] = all[i + 1] end\n" \
+    "  for y in pairs(h) do\n" \
+    "    local c, r = y:sub(1, 1), y:sub(2)\n" \
+    "    if c == 'q' and y ~= keep and tonumber(h['k' .. r] or '0') <= now and\n" \
+    "       not h['o' .. (r:match('^[^|]*|(.*)$') or r)] then\n" \
+    "      redis.call('hdel', k, y, 'k' .. r)\n" \
+    "    elseif c == 'k' and not h['q' .. r] then\n" \
+    "      redis.call('hdel', k, y)\n" \
     "    end\n" \
     "  end\n" \
+    "  if redis.call('hlen', k) > " RECORDS_MAX " then redis.call('hset', k, 'm', now + 1000)\n" \
+    "  else redis.call('hdel', k, 'm') end\n" \
     "end\n"
+#define PRUNE_RECORDS "prune(k, now, qf)\n"
+
+/* The value of k<requester> for a record written now by a request with
+ * lease (or keep_ms) MS: a resend comes within the requester's lease. */
+#define KEEP_UNTIL(MS) "now + 2 * tonumber(" MS ")"
 
 /* c = a new tenancy's token from the slot's counter (KEYS[2]), above t. */
 #define MINT_COUNTER \
@@ -142,12 +156,13 @@
  * taken out. */
 #define RELEASE_BODY(WAKE) \
     "local k, of, qf = KEYS[1], 'o' .. ARGV[1], 'q' .. ARGV[2]\n" \
+    NOW \
     "local f = redis.call('hmget', k, of, qf, 'n', 't')\n" \
     "local mine = tonumber(f[1] or '0')\n" \
     "local last = tonumber((f[2] or '0'):match('^%d+'))\n" \
     "if last >= tonumber(ARGV[3]) then return {1, mine} end\n" \
     "if mine == 0 or f[4] ~= ARGV[4] then return {-1} end\n" \
-    "redis.call('hset', k, qf, ARGV[3])\n" \
+    "redis.call('hset', k, qf, ARGV[3], 'k' .. ARGV[2], " KEEP_UNTIL("ARGV[5]") ")\n" \
     "take_out(k, of, mine, 1, tonumber(f[3] or '1'), 5, 6, ARGV[4])\n" \
     WAKE \
     "return {1, mine - 1}\n"
@@ -176,7 +191,9 @@
 /* The acquire script around MINT, which sets c to a new tenancy's token
  * (above t, the lock's last one). */
 #define ACQUIRE(MINT) \
+    PRUNE_FN \
     ACQUIRE_HEAD("") \
+    NOW \
     REENTRY_CHECK \
     "local n = tonumber(f[1] or '0')\n" \
     DROP_UNKNOWN \
@@ -186,27 +203,33 @@
     MINT \
     "  t, mine = c, 1\n" \
     "  redis.call('hset', k, 'n', 1, of, 1, qf, ARGV[3], 't',\n" \
-    "             string.format('%d', t))\n" \
+    "             string.format('%d', t), 'k' .. ARGV[2], " KEEP_UNTIL("ARGV[4]") ")\n" \
     "  redis.call('pexpire', k, ARGV[4])\n" \
     "  return {1, mine, t}\n" \
     "end\n" \
     "mine = redis.call('hincrby', k, of, 1)\n" \
-    "redis.call('hset', k, 'n', n + 1, qf, ARGV[3])\n" \
+    "redis.call('hset', k, 'n', n + 1, qf, ARGV[3], 'k' .. ARGV[2], " KEEP_UNTIL("ARGV[4]") ")\n" \
     RAISE_TTL("ARGV[4]") \
     "return {1, mine, t}\n"
 
-/* Cancel acquire seq; UNQUEUE runs when the cancel is not stale. */
+/* Cancel acquire seq; UNQUEUE runs when the cancel is not stale. A fair
+ * lock's cancel of a fresh attempt (ARGV[7] = "1": its client knew of no
+ * hold) also takes back a grant made to the requester under an earlier
+ * seq that its client never saw (g = the requester): that attempt may
+ * never have reached Redis. After the client takes a grant from its
+ * message, its next attempt is a reentry, never fresh. */
 #define VOID_BODY(UNQUEUE) \
     "local k, of, qf = KEYS[1], 'o' .. ARGV[1], 'q' .. ARGV[2]\n" \
-    "local f = redis.call('hmget', k, of, qf, 'n')\n" \
+    "local f = redis.call('hmget', k, of, qf, 'n', 'g')\n" \
     "local last = tonumber((f[2] or '0'):match('^%d+'))\n" \
+    NOW \
     "if f[2] == ARGV[3] .. '!' or last > tonumber(ARGV[3]) then\n" \
     "  return 1\n" \
     "end\n" \
-    "redis.call('hset', k, qf, ARGV[3] .. '!')\n" \
+    "redis.call('hset', k, qf, ARGV[3] .. '!', 'k' .. ARGV[2], " KEEP_UNTIL("ARGV[4]") ")\n" \
     UNQUEUE \
     "local mine = tonumber(f[1] or '0')\n" \
-    "if f[2] == ARGV[3] and mine > 0 then\n" \
+    "if (f[2] == ARGV[3] or (ARGV[7] == '1' and f[4] == ARGV[2])) and mine > 0 then\n" \
     "  take_out(k, of, mine, 1, tonumber(f[3] or '1'), 4, 5, 'void')\n" \
     "elseif redis.call('pttl', k) == -1 then\n" \
     "  redis.call('pexpire', k, ARGV[4])\n" \
@@ -339,6 +362,7 @@
  * request records past RECORDS_MAX, but field keep (the caller's). */
 #define FAIR_PASS_ON \
     FAIR_QUEUE \
+    PRUNE_FN \
     "local function pass_on(k, me, pub, keep)\n" \
     NOW \
     "  local r, seq, ms, secret\n" \
@@ -351,14 +375,10 @@
     "  until tonumber(done) < tonumber(seq)\n" \
     "  local t = tonumber(redis.call('hget', k, 't') or '0')\n" \
     MINT_COUNTER \
-    "  if redis.call('hlen', k) > " RECORDS_MAX " then\n" \
-    "    for _, y in ipairs(redis.call('hkeys', k)) do\n" \
-    "      if y:sub(1, 1) == 'q' and y ~= keep then redis.call('hdel', k, y) end\n" \
-    "    end\n" \
-    "  end\n" \
+    "  prune(k, now, keep)\n" \
     "  local tok = string.format('%d', c)\n" \
     "  redis.call('hset', k, 'n', 1, 'o' .. (r:match('^[^|]*|(.*)$') or r), 1,\n" \
-    "             'q' .. r, seq, 't', tok, 'g', r)\n" \
+    "             'q' .. r, seq, 'k' .. r, " KEEP_UNTIL("ms") ", 't', tok, 'g', r)\n" \
     "  redis.call('pexpire', k, math.min(tonumber(ms), " FAIR_GRANT_MS "))\n" \
     "  if secret ~= '' then secret = secret .. ':' end\n" \
     "  redis.call(pub, k .. ':ch:' .. r:match('^[^|:]*'), seq .. ':' .. secret .. tok)\n" \
@@ -388,10 +408,11 @@
 #define FAIR_ACQUIRE \
     FAIR_PASS_ON \
     ACQUIRE_HEAD(", 'g'") \
+    NOW \
     REENTRY_CHECK \
     "local n, lease = tonumber(f[1] or '0'), tonumber(ARGV[4])\n" \
     "if mine > 0 and ARGV[5] == '0' and f[5] == ARGV[2] then\n" \
-    "  redis.call('hset', k, qf, ARGV[3])\n" /* claims its grant */ \
+    "  redis.call('hset', k, qf, ARGV[3], 'k' .. ARGV[2], " KEEP_UNTIL("ARGV[4]") ")\n" \
     RAISE_TTL("ARGV[4]") \
     "  unqueue(ARGV[2])\n" \
     "  return {1, mine, t}\n" \
@@ -405,21 +426,21 @@
     PRUNE_RECORDS \
     MINT_COUNTER \
     "  redis.call('hset', k, 'n', 1, of, 1, qf, ARGV[3], 't',\n" \
-    "             string.format('%d', c), 'g', ARGV[2])\n" \
+    "             string.format('%d', c), 'g', ARGV[2],\n" \
+    "             'k' .. ARGV[2], " KEEP_UNTIL("ARGV[4]") ")\n" \
     "  redis.call('pexpire', k, lease)\n" \
     "  return {1, 1, c}\n" \
     "end\n" \
     "if mine == 0 then\n" \
     "  local p = redis.call('pttl', k)\n" \
     "  if ARGV[7] == '1' then\n" \
-    NOW \
     "    register(ARGV[2], ARGV[3], ARGV[4], now, ARGV[9] or '')\n" \
     "    p = math.min(p, " FAIR_BACK_MS ")\n" \
     "  end\n" \
     "  return {0, p}\n" \
     "end\n" \
     "mine = redis.call('hincrby', k, of, 1)\n" \
-    "redis.call('hset', k, 'n', n + 1, qf, ARGV[3])\n" \
+    "redis.call('hset', k, 'n', n + 1, qf, ARGV[3], 'k' .. ARGV[2], " KEEP_UNTIL("ARGV[4]") ")\n" \
     "if f[5] == ARGV[2] then redis.call('hdel', k, 'g') end\n" \
     RAISE_TTL("ARGV[4]") \
     "unqueue(ARGV[2])\n" \
@@ -472,6 +493,7 @@ static const char *const src[DL_S_COUNT] = {
     /* KEYS lock; ARGV requester seq keep_ms chan pub */
     [DL_S_FORCE] =
         "local k, qf = KEYS[1], 'q' .. ARGV[1]\n"
+        NOW
         "local f = redis.call('hmget', k, qf, 'n')\n"
         "if f[1] == ARGV[2] .. ':1' then return 1 end\n"
         "if f[1] == ARGV[2] .. ':0' then return 0 end\n"
@@ -483,7 +505,8 @@ static const char *const src[DL_S_COUNT] = {
         "  redis.call('hset', k, 'n', 0)\n"
         "  redis.call(ARGV[5], ARGV[4], 'force')\n"
         "end\n"
-        "redis.call('hset', k, qf, ARGV[2] .. (held and ':1' or ':0'))\n"
+        "redis.call('hset', k, qf, ARGV[2] .. (held and ':1' or ':0'),\n"
+        "           'k' .. ARGV[1], " KEEP_UNTIL("ARGV[3]") ")\n"
         "redis.call('pexpire', k, ARGV[3])\n"
         "return held and 1 or 0\n",
 
@@ -520,6 +543,7 @@ static const char *const src[DL_S_COUNT] = {
      * KEYS lock counter; ARGV owner requester seq lease_ms expected token
      * kind ("r", "w", or "W": a writer that will wait) writer */
     [DL_S_RW_ACQUIRE] =
+        PRUNE_FN
         ACQUIRE_HEAD(", 'w', 'x'")
         NOW
         PRUNE_LEASES
@@ -547,10 +571,10 @@ static const char *const src[DL_S_COUNT] = {
         "  redis.call('hset', k, 't', string.format('%d', t))\n"
         "  redis.call('hdel', k, 'w')\n"
         "else\n"
-        PRUNE_IDLE_RECORDS
+        PRUNE_RECORDS
         "end\n"
         "mine = redis.call('hincrby', k, of, 1)\n"
-        "redis.call('hset', k, 'n', n + 1, qf, ARGV[3])\n"
+        "redis.call('hset', k, 'n', n + 1, qf, ARGV[3], 'k' .. ARGV[2], " KEEP_UNTIL("ARGV[4]") ")\n"
         "if wr then\n"
         "  redis.call('hset', k, 'w', ARGV[1])\n"
         "  redis.call('hdel', k, 'x')\n"
@@ -572,6 +596,7 @@ static const char *const src[DL_S_COUNT] = {
      * at most 1 s: the waiter comes back by then, which renews its
      * registration (3 s), so a dead waiter leaves the queue by itself. */
     [DL_S_SEM_ACQUIRE] =
+        PRUNE_FN
         ACQUIRE_HEAD(", 'l'")
         NOW
         PRUNE_LEASES
@@ -589,13 +614,13 @@ static const char *const src[DL_S_COUNT] = {
         "if n <= 0 then\n"
         PRUNE_RECORDS
         "else\n"
-        PRUNE_IDLE_RECORDS
+        PRUNE_RECORDS
         "end\n"
         "mine = redis.call('hincrby', k, of, 1)\n"
         "local e = math.max(tonumber(redis.call('hget', k, 'e' .. ARGV[1]) or '0'),\n"
         "                   now + tonumber(ARGV[4]))\n"
         "redis.call('hset', k, 'n', n + 1, qf, ARGV[3], 't', '0', 'l', ARGV[7],\n"
-        "           'e' .. ARGV[1], e)\n"
+        "           'e' .. ARGV[1], e, 'k' .. ARGV[2], " KEEP_UNTIL("ARGV[4]") ")\n"
         "redis.call('zrem', KEYS[2], ARGV[2])\n"
         "if n <= 0 or redis.call('pttl', k) < tonumber(ARGV[4]) then\n"
         "  redis.call('pexpire', k, ARGV[4])\n"

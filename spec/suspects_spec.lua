@@ -1,0 +1,337 @@
+-- Four cases review suspected and did not reproduce (issue 22). Each
+-- describe settles one: its specs assert the correct behaviour, so a
+-- spec that passes says "not a defect", and one that fails is a defect.
+local dlock = require "dlock"
+local helper = require "helper"
+local unpack = table.unpack or unpack
+
+-- The scripts, loaded into srv; returns a table name -> sha.
+local function load_scripts(srv)
+  local sha = {}
+  for name, src in pairs(require("dlock.core").scripts()) do
+    local path = ("%s/suspect-%s.lua"):format(helper.tmp, name)
+    local f = assert(io.open(path, "wb"))
+    f:write(src)
+    f:close()
+    local p = assert(io.popen(("redis-cli -p %d -x SCRIPT LOAD < '%s'"):format(srv.port, path)))
+    sha[name] = p:read("*a"):match("%x+")
+    p:close()
+    assert.equals(40, #sha[name])
+  end
+  return sha
+end
+
+local function ints(out)
+  local r = {}
+  for v in out:gmatch("%-?%d+") do r[#r + 1] = tonumber(v) end
+  return r
+end
+
+-- 1. Pruning request records past RECORDS_MAX (64 fields) on a new
+-- tenancy: the record of a release whose reply was lost, or of a
+-- cancelled acquire (VOID, "seq!"), must still answer its resend / refuse
+-- its late copy.
+describe("suspect 1: request records pruned past 64 fields", function()
+  local srv, sha, key, fence = helper.redis(), nil, nil, nil
+  setup(function() sha = load_scripts(srv) end)
+  before_each(function()
+    key = "s{" .. helper.unique_name("prune") .. "}"
+    fence = key .. ":fence"
+  end)
+  local function acquire(owner, req, seq, lease_ms, expect, token)
+    return ints(srv.cli("EVALSHA", sha.acquire, 2, key, fence, owner, req, seq,
+                        lease_ms or 10000, expect or 0, token or 1))
+  end
+  local function release(owner, req, seq, token, keep_ms)
+    return ints(srv.cli("EVALSHA", sha.release, 1, key, owner, req, seq, token,
+                        keep_ms or 10000, key .. ":ch", "PUBLISH"))
+  end
+  local function void(owner, req, seq)
+    return ints(srv.cli("EVALSHA", sha.void, 1, key, owner, req, seq, 10000,
+                        key .. ":ch", "PUBLISH"))
+  end
+  -- Other requesters took and released the lock until their records
+  -- fill the hash to 64 fields: one more record, and the next new
+  -- tenancy prunes them. Their leases were 20 ms, and that is past: no
+  -- resend can come for them any more (a's, below, may).
+  local function crowd()
+    local i = 0
+    while tonumber(srv.cli("hlen", key)) < 64 do
+      i = i + 1
+      local t = acquire("c" .. i, "c" .. i, 1, 20)[3]
+      assert.same({ 1, 0 }, release("c" .. i, "c" .. i, 2, t, 20))
+    end
+    dlock.sleep(0.1)
+  end
+
+  it("answers a resent release as it ran, after a new tenancy pruned the records", function()
+    crowd()
+    local t = acquire("a", "a", 1)[3]
+    assert.same({ 1, 0 }, release("a", "a", 2, t))     -- ran; its reply was lost
+    local b = acquire("b", "b", 1)                     -- a new tenancy: prunes
+    assert.equals(1, b[1])
+    assert.equals("", srv.cli("hget", key, "qc1"))     -- the tenancy pruned the records
+    -- a's client resends its release: it ran, so { 1, 0 } (not lost)
+    assert.same({ 1, 0 }, release("a", "a", 2, t))
+  end)
+
+  it("refuses a late acquire copy whose cancel (VOID) was pruned", function()
+    crowd()
+    -- a's acquire seq 7 is on its way (a paused server, a slow proxy);
+    -- its client gave up and cancelled it: VOID runs first
+    assert.same({ 1 }, void("a", "a", 7))
+    assert.equals("7!", srv.cli("hget", key, "qa"))
+    local b = acquire("b", "b", 1)                     -- a new tenancy: prunes
+    assert.equals("", srv.cli("hget", key, "qc1"))
+    assert.same({ 1, 0 }, release("b", "b", 2, b[3]))
+    -- the late copy of a's acquire arrives: refused, no hold for a
+    assert.same({ -2 }, acquire("a", "a", 7))
+    assert.equals("", srv.cli("hget", key, "oa"), "a hold nobody owns")
+  end)
+end)
+
+-- 2. A fair lock: waiter W queued with attempt 1 (its registration); its
+-- attempt 2 never reached Redis; the holder's release grants the lock to
+-- W's registration, under seq 1.
+describe("suspect 2: a fair grant under an earlier attempt", function()
+  local srv, sha, key, fence, q = helper.redis(), nil, nil, nil, nil
+  setup(function() sha = load_scripts(srv) end)
+  before_each(function()
+    key = "s{" .. helper.unique_name("fairgrant") .. "}"
+    fence, q = key .. ":fence", key .. ":q"
+  end)
+  local S1, S2 = "0123456789abcdef", "fedcba9876543210"
+  local function fair_acquire(owner, req, seq, secret, expect, token)
+    return ints(srv.cli("EVALSHA", sha.fair_acquire, 3, key, fence, q, owner, req,
+                        seq, 10000, expect or 0, token or 1, "1", "PUBLISH", secret or ""))
+  end
+  local function fair_release(owner, req, seq, token)
+    return ints(srv.cli("EVALSHA", sha.fair_release, 3, key, fence, q, owner, req,
+                        seq, token, 10000, key .. ":ch:" .. req, "PUBLISH"))
+  end
+  -- fresh: the cancelled attempt expected no hold ("1"), or was a
+  -- reentry ("0"); the client knows which (pending.c)
+  local function fair_void(owner, req, seq, fresh)
+    return ints(srv.cli("EVALSHA", sha.fair_void, 3, key, fence, q, owner, req,
+                        seq, 10000, key .. ":ch:" .. req, "PUBLISH", fresh or "1"))
+  end
+  local function count(owner) return tonumber(srv.cli("hget", key, "o" .. owner)) or 0 end
+  local function granted_to_w()
+    assert.same({ 1, 1, 1 }, fair_acquire("h", "h", 1))          -- h holds it
+    assert.equals(0, fair_acquire("W:1", "W:1", 1, S1)[1])        -- W queues, seq 1
+    -- W's attempt 2 (secret S2) is lost on the way
+    assert.equals(0, fair_acquire("X:1", "X:1", 1, S2)[1])        -- X queues behind W
+    assert.same({ 1, 0 }, fair_release("h", "h", 2, 1))           -- granted to W, seq 1
+    assert.equals(1, count("W:1"))
+    assert.equals("1", srv.cli("hget", key, "qW:1"))
+  end
+
+  it("is the waiter's hold when it keeps waiting: its next attempt adopts it", function()
+    granted_to_w()
+    assert.same({ 1, 1, 2 }, fair_acquire("W:1", "W:1", 3, S2))   -- adopted, token 2
+    assert.equals(1, count("W:1"))
+    assert.same({ 1, 0 }, fair_release("W:1", "W:1", 4, 2))       -- and passed on to X
+    assert.equals(1, count("X:1"))
+    assert.equals(0, count("W:1"))
+  end)
+
+  it("is taken back and passed on when the waiter cancels its later attempt", function()
+    granted_to_w()
+    -- W's client saw attempt 2 fail (no reply): it cancels seq 2 and
+    -- gives up the wait. The grant to its seq 1 is no hold of W's now.
+    assert.same({ 1 }, fair_void("W:1", "W:1", 2))
+    assert.equals(0, count("W:1"), "W's grant outlives its wait (until the grant's lease)")
+    assert.equals(1, count("X:1"), "X was not handed the lock")
+  end)
+
+  -- The same calls reach Redis when W's client took its grant from the
+  -- message (acquire.c, take_grant: no script runs), and its first
+  -- reentry, seq 2, never reached Redis: it cancels seq 2. Here W's client
+  -- holds the lock, so the cancel must leave the grant alone: the cancel
+  -- says the attempt was a reentry, not a fresh acquire.
+  it("stays with the waiter that took it from its message and cancels a later reentry", function()
+    granted_to_w()
+    assert.same({ 1 }, fair_void("W:1", "W:1", 2, "0"))
+    assert.equals(1, count("W:1"), "a hold W's client knows of was taken out")
+    assert.equals(0, count("X:1"), "passed on while W's client holds it: two holders")
+  end)
+
+  it("is not joined by the waiter's next fresh acquire after that cancel", function()
+    granted_to_w()
+    assert.same({ 1 }, fair_void("W:1", "W:1", 2))
+    local r = fair_acquire("W:1", "W:1", 3, S1)        -- W, later, takes the lock anew
+    if r[1] == 1 then
+      assert.equals(1, r[2], "a fresh acquire joined the forgotten grant")
+      assert.same({ 1, 0 }, fair_release("W:1", "W:1", 4, r[3]))
+    end
+  end)
+end)
+
+-- 3. Clients A and B share owner "job". A's hold ends on A's side (lost:
+-- its fixed lease, or max_hold) while B's watchdog keeps the key alive.
+describe("suspect 3: a shared owner lost on one client, alive on another", function()
+  for _, how in ipairs({ "expire", "max_hold" }) do
+    it(("frees the lock when B releases, A's share lost by %s"):format(how), function()
+      local name, owner = helper.unique_name("shared"), helper.unique_name("job")
+      local lost = {}
+      local a = assert(helper.client{
+        lease = 3, max_hold = how == "max_hold" and 1 or nil,
+        on_lost = function(_, why) lost[#lost + 1] = why end })
+      local b = assert(helper.client{ lease = 3 })
+      local other = assert(helper.client())
+      finally(function() a:close(); b:close(); other:close() end)
+      local la, lb = a:lock(name, { owner = owner }), b:lock(name, { owner = owner })
+      assert(lb:acquire())
+      assert(la:acquire(how == "expire" and { expire = 1 } or nil))
+      assert.equals(la:token(), lb:token())
+      dlock.sleep(1.6)
+      a:poll()
+      assert.is_false(la:held())
+      assert.is_true(lb:held())                        -- B renewed it meanwhile
+      assert.equals(1, #lost, "A heard of its loss")
+      -- nobody else got in while B holds it
+      assert.is_nil((other:lock(name):try_acquire()))
+      local ok, err = la:release()                     -- A: its share is gone
+      assert.is_nil(ok)
+      assert.matches("^lost", err)
+      assert.is_true(lb:held())
+      -- B's release is the last of job's holds anyone has: the lock is free
+      local rel, left = lb:release()
+      assert.is_true(rel)
+      assert.equals(0, left, "A's lost share is still counted on the server")
+      assert.is_nil(other:inspect(name), "held after every holder released")
+      local third = other:lock(name)
+      assert.truthy(third:try_acquire(), "a third owner is kept out")
+      assert(third:release())
+    end)
+  end
+
+  -- The DROP takes out A's holds alone (two, a reentry), in that tenancy
+  -- alone, whatever A does next: here A joins B's tenancy again.
+  it("takes out only A's lost holds, also when A joins again", function()
+    local name, owner = helper.unique_name("shared"), helper.unique_name("job")
+    local lost = {}
+    local a = assert(helper.client{ lease = 3,
+                                    on_lost = function(_, why) lost[#lost + 1] = why end })
+    local b = assert(helper.client{ lease = 3 })
+    local other = assert(helper.client())
+    finally(function() a:close(); b:close(); other:close() end)
+    local la, lb = a:lock(name, { owner = owner }), b:lock(name, { owner = owner })
+    assert(lb:acquire())
+    assert(la:acquire{ expire = 1 })
+    assert(la:acquire{ expire = 1 })                 -- A's count: 2
+    dlock.sleep(1.6)
+    a:poll()
+    assert.is_false(la:held())
+    assert.is_true(lb:held())
+    assert.equals(1, #lost)
+    assert(la:acquire())                             -- joins B's tenancy again
+    assert.equals(lb:token(), la:token())
+    local ok, left = la:release()
+    assert.is_true(ok)
+    assert.equals(1, left, "B's hold alone is left")
+    local ok2, left2 = lb:release()
+    assert.is_true(ok2)
+    assert.equals(0, left2)
+    assert.is_nil(other:inspect(name), "held after every holder released")
+  end)
+end)
+
+-- 4. The kinds with no one-key acquire (a read-write lock, a fair lock,
+-- a semaphore) during a Cluster slot migration: the lock's key moved to
+-- the target, its counter (and queue) still on the source.
+describe("suspect 4: rwlock, fair lock and semaphore during a slot migration", function()
+  local topology = require "topology"
+  local cl
+  setup(function() cl = topology.cluster(3) end)
+  teardown(function() if cl then cl.stop() end end)
+
+  local kinds = {
+    rwlock = function(c, name, owner)
+      return c:rwlock(name, owner and { owner = owner } or nil).write
+    end,
+    fair = function(c, name, owner)
+      return c:fair_lock(name, owner and { owner = owner } or nil)
+    end,
+    semaphore = function(c, name)
+      local s = c:semaphore(name, 1)
+      return { acquire = function(_, o) local id, e, t = s:acquire(o); if id then return s, id end
+                                         return nil, e, t end,
+               try_acquire = function(_) return s:acquire{ wait = 0 } end,
+               sem = s }
+    end,
+  }
+
+  for _, case in ipairs({ { "rwlock", true }, { "fair", true }, { "semaphore", true },
+                          { "rwlock", false }, { "fair", false }, { "semaphore", false } }) do
+    local kind, fresh = case[1], case[2]
+    it(kind .. (fresh and ": a fresh acquire waits out the migration; one holder at a time"
+                or ": an acquire after a one-attempt acquire met TRYAGAIN waits it out too"), function()
+      local opts = { cluster = cl.urls, lease = 3, command_timeout = 0.5 }
+      local c1, c2 = assert(dlock.connect(opts)), assert(dlock.connect(opts))
+      finally(function() c1:close(); c2:close() end)
+      local tag = helper.unique_name(kind):gsub("[{}]", "")
+      local name = "m{" .. tag .. "}"
+      local k = "dlock:{" .. name .. "}"
+      local slot = cl.keyslot(k)
+      local from = cl.owner(slot)
+      local to = from % 3 + 1
+      local src, dst = cl.nodes[from], cl.nodes[to]
+      -- warm up: the kind's keys exist, a token was minted
+      local l1 = kinds[kind](c1, name)
+      local h1, id1 = l1:acquire{ wait = 2 }
+      assert.truthy(h1)
+      local function release1()
+        if kind == "semaphore" then return l1.sem:release(id1) end
+        return l1:release()
+      end
+      -- start the migration; move the lock's own key only
+      assert.equals("OK", dst.cli("cluster", "setslot", slot, "importing", cl.ids[from]))
+      assert.equals("OK", src.cli("cluster", "setslot", slot, "migrating", cl.ids[to]))
+      assert.equals("OK", src.cli("migrate", "127.0.0.1", dst.port, "", 0, 5000, "keys", k))
+      -- c2 while c1 holds it: never a second holder
+      local l2 = kinds[kind](c2, name)
+      local ok, err = l2:try_acquire()
+      assert.is_nil(ok, "a second holder during the migration")
+      print(("\n[suspect 4] %s: try_acquire while held, mid-migration: %s"):format(kind, tostring(err)))
+      -- c1 releases mid-migration
+      local rok, rerr = release1()
+      print(("[suspect 4] %s: release mid-migration: %s %s"):format(kind, tostring(rok), tostring(rerr)))
+      -- a fresh one-attempt acquire while the migration is half done
+      local ok2, err2 = l2:try_acquire()
+      print(("[suspect 4] %s: try_acquire of a free lock mid-migration: %s %s"):format(
+        kind, tostring(ok2), tostring(err2)))
+      if ok2 then
+        if kind == "semaphore" then assert(l2.sem:release(ok2)) else assert(l2:release()) end
+      else
+        assert.matches("TRYAGAIN", tostring(err2))
+      end
+      -- a waiting acquire gets in once the migration ends (0.6 s from now)
+      local keys = {}
+      for _, kk in ipairs({ helper.fence_key(name), k .. ":q" }) do
+        if src.cli("exists", kk) == "1" then keys[#keys + 1] = kk end
+      end
+      local finisher = io.popen(("sleep 0.6; %s for p in %d %d %d; do redis-cli -p $p cluster setslot %d node %s >/dev/null; done"):format(
+        #keys > 0 and ("redis-cli -p %d migrate 127.0.0.1 %d '' 0 5000 keys %s >/dev/null;"):format(
+          src.port, dst.port, table.concat(keys, " ")) or "",
+        cl.nodes[1].port, cl.nodes[2].port, cl.nodes[3].port, slot, cl.ids[to]))
+      -- (from a client that tried nothing before: no cancel of an
+      -- earlier attempt of its own is pending)
+      local c3 = fresh and assert(dlock.connect(opts)) or c2
+      finally(function() c3:close() end)
+      local l4 = fresh and kinds[kind](c3, name) or l2
+      local t0 = dlock.now()
+      local got, gerr = l4:acquire{ wait = 8 }
+      local took = dlock.now() - t0
+      finisher:close()
+      print(("[suspect 4] %s: waiting acquire: %s %s after %.2f s"):format(kind,
+        tostring(got), tostring(gerr), took))
+      assert.truthy(got, gerr)
+      -- one holder: c1 cannot get in while c2 holds it
+      local l3 = kinds[kind](c1, name, "third")
+      assert.is_nil((l3:try_acquire()), "two holders after the migration")
+      assert.truthy(c3:inspect(name))
+      local _ = unpack
+    end)
+  end
+end)
