@@ -40,7 +40,7 @@ export LUA_CPATH := $(CURDIR)/$(BUILD)/?.so;;
 export DLOCK_LUA := $(LUA)
 export DLOCK_BUILD := $(BUILD)
 
-.PHONY: all deps test demo bench soak asan tsan valgrind lint install dist clean help
+.PHONY: all deps test demo bench soak torture asan tsan valgrind lint install dist clean help
 
 all: $(SO) $(BUILD)/host
 
@@ -69,7 +69,7 @@ deps:                      ## install missing Debian packages (as root)
 	@sh tools/deps.sh $(LUA_PC)
 
 # Under make -j too, deps finishes before the build when a goal needs it.
-ifneq ($(filter test demo asan valgrind bench tsan soak,$(MAKECMDGOALS)),)
+ifneq ($(filter test demo asan valgrind bench tsan soak torture,$(MAKECMDGOALS)),)
 $(SO) $(BUILD)/forktest.so: | deps
 endif
 
@@ -93,6 +93,14 @@ bench: deps all               ## benchmarks against a throwaway redis-server
 soak: deps all             ## 10^6 critical sections under faults (not in CI; SOAK_ARGS="N")
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -shared -o $(BUILD)/fencestore.so tools/soak/fencestore.c
 	sh tools/with-tmp.sh $(LUA) tools/soak/soak.lua $(SOAK_ARGS)
+
+# The randomized fault checker (tools/torture/run.lua): rounds of random
+# operations and faults on every topology, then invariants over the history.
+# SEED=s replays a schedule; a failing round's history stays in build/torture.
+TORTURE_SECONDS ?= 300
+torture: deps all          ## randomized faults + history checker (TORTURE_SECONDS=300 SEED=s)
+	TORTURE_SECONDS=$(TORTURE_SECONDS) SEED=$(SEED) \
+	    sh tools/with-tmp.sh $(LUA) tools/torture/run.lua
 
 asan: deps                 ## the suite under ASan+UBSan (built in build/asan)
 	$(MAKE) all build/asan/forktest.so BUILD=build/asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \

@@ -1,0 +1,185 @@
+-- The torture checker's own tests (tools/torture/check.lua): small
+-- hand-written histories, one clean and one per kind of violation, so that
+-- the invariants `make torture` relies on are known to be able to fail.
+package.path = "tools/torture/?.lua;" .. package.path
+local check = require "check"
+local common = require "common"
+
+-- A hold of `owner` on `names` (a string or a list) from t1 (the acquire's
+-- reply) with held() true at each of `checks`; token per name.
+local function hold(hid, owner, names, t1, checks, tok, extra)
+  if type(names) == "string" then names = { names } end
+  local toks = {}
+  for _, n in ipairs(names) do toks[n] = tok and tostring(tok) end
+  local recs = { { ev = "hold", w = owner, hid = hid, kind = "lock", names = names,
+                   owner = owner, t0 = t1 - 0.01, t1 = t1, tokens = toks, count = 1 } }
+  for k, v in pairs(extra or {}) do recs[1][k] = v end
+  for _, t in ipairs(checks) do
+    recs[#recs + 1] = { ev = "held", w = owner, hid = hid, t = t, v = true }
+  end
+  return recs
+end
+
+local function history(...)
+  local out = {}
+  for _, part in ipairs({ ... }) do
+    for _, r in ipairs(part) do out[#out + 1] = r end
+  end
+  return out
+end
+
+local function kinds(v)
+  local t = {}
+  for _, x in ipairs(v) do t[#t + 1] = x.kind end
+  return table.concat(t, ",")
+end
+
+local META = { t_start = 0, lease_max = 4, quorum = 1, dead_slack = 5 }
+
+describe("torture checker", function()
+  it("passes a clean history", function()
+    local h = history(
+      hold("a#1", "A", "L", 1.0, { 1.0, 1.5, 2.0 }, 1),
+      { { ev = "rel", w = "A", hid = "a#1", cnt = 1, rem = 0, ok = true, t0 = 2.01, t1 = 2.02, bnd = 5 } },
+      hold("b#1", "B", "L", 2.1, { 2.1, 3.0 }, 2),
+      { { ev = "store", hid = "a#1", name = "L", tok = "1", acc = true, seq = 1, t0 = 1.6 },
+        { ev = "store", hid = "b#1", name = "L", tok = "2", acc = true, seq = 2, t0 = 2.5 },
+        -- a late write of the old holder: rejected, as it must be
+        { ev = "store", hid = "a#1", name = "L", tok = "1", acc = false, seq = 3, t0 = 2.6 },
+        { ev = "count", hid = "b#1", before = 1, after = 2, t = 2.2 },
+        { ev = "start", w = "C", clients = { "cid" } },
+        { ev = "kill", w = "C", t = 1.0 },
+        { ev = "inspect", name = "L", t0 = 5.0, clients = { "cid" } } },  -- within the lease
+      -- a held() false does not extend belief; a reader and a reader share
+      { { ev = "held", hid = "b#1", t = 9, v = false } },
+      hold("r#1", "R1", "RW", 1, { 3 }, 5, { kind = "read" }),
+      hold("r#2", "R2", "RW", 2, { 4 }, 5, { kind = "read" }))
+    assert.same({}, check.run(h, META))
+  end)
+
+  it("finds two holders at once", function()
+    local h = history(hold("a#1", "A", "L", 1.0, { 1.0, 3.0 }, 1),
+                      hold("b#1", "B", "L", 2.0, { 2.0, 2.5 }, 2))
+    local v = check.run(h, META)
+    assert.equal("exclusion", kinds(v))
+    assert.matches("two holders at once", v[1].msg)
+  end)
+
+  it("finds a writer beside a reader", function()
+    local h = history(hold("r#1", "R", "RW", 1.0, { 1.0, 3.0 }, 1, { kind = "read" }),
+                      hold("w#1", "W", "RW", 2.0, { 2.0, 2.5 }, 2, { kind = "write" }))
+    assert.equal("exclusion", kinds(check.run(h, META)))
+  end)
+
+  it("excuses an overlap inside a documented window, not outside it", function()
+    local a = hold("a#1", "A", "L", 10.0, { 10.0, 14.0 }, 1)
+    local b = hold("b#1", "B", "L", 12.0, { 12.0, 12.5 }, 2)
+    -- acquired 0.5 s before a failover: async replication may lose it
+    local fo = { { ev = "fault", kind = "failover", t0 = 10.5, t1 = 11.0 } }
+    assert.same({}, check.run(history(a, b, fo), META))
+    -- acquired long before the failover: no excuse (issue 22's defect 1)
+    local late = { { ev = "fault", kind = "failover", t0 = 11.5, t1 = 11.8 } }
+    assert.equal("exclusion", kinds(check.run(history(a, b, late), META)))
+    -- the key evicted under the holder
+    local ev = { { ev = "fault", kind = "evict", name = "L", servers = { 1 }, t0 = 11, t1 = 11 } }
+    assert.same({}, check.run(history(a, b, ev), META))
+    -- on Redlock one master's eviction does not free it
+    assert.equal("exclusion", kinds(check.run(history(a, b, ev), { quorum = 2 })))
+    -- force_release: the holder must learn within the grace
+    local fr = { { ev = "force", name = "L", ok = true, t0 = 11.9, t1 = 11.95 } }
+    assert.equal("exclusion", kinds(check.run(history(a, b, fr), META)))
+    local quick = hold("a#1", "A", "L", 10.0, { 10.0, 12.2 }, 1)
+    assert.same({}, check.run(history(quick, b, fr), META))
+  end)
+
+  it("lets one explicit owner hold from two clients", function()
+    local h = history(hold("a#1", "x:job", "L", 1.0, { 3.0 }, 1),
+                      hold("b#1", "x:job", "L", 2.0, { 2.5 }, 1))
+    assert.same({}, check.run(h, META))
+  end)
+
+  it("finds more semaphore holders than permits", function()
+    local function permit(hid, t1, e, permits)
+      return hold(hid, hid, "S", t1, { e }, nil, { kind = "sem", permits = permits })
+    end
+    local ok = history(permit("p1", 1, 3, 2), permit("p2", 1.5, 3, 2))
+    assert.same({}, check.run(ok, META))
+    -- semaphore(name, 1) and semaphore(name, 3) from two clients: 3 holders
+    local bad = history(permit("p1", 1, 3, 1), permit("p2", 1.5, 3, 3), permit("p3", 2, 3, 3))
+    assert.equal("semaphore", kinds(check.run(bad, META)))
+  end)
+
+  it("finds a token that goes backwards or repeats for a new owner", function()
+    -- 1, 2, a clock-based token during a slot migration, then 3 (defect 3)
+    local h = history(hold("a", "A", "L", 1, { 1.5 }, 1), hold("b", "B", "L", 2, { 2.5 }, 2),
+                      hold("c", "C", "L", 3, { 3.5 }, 1795692295774523),
+                      hold("d", "D", "L", 4, { 4.5 }, 3))
+    local v = check.run(h, META)
+    assert.equal("token", kinds(v))
+    assert.matches("backwards", v[1].msg)
+    local same = history(hold("a", "A", "L", 1, { 1.5 }, 7), hold("b", "B", "L", 2, { 2.5 }, 7))
+    assert.equal("token", kinds(check.run(same, META)))
+  end)
+
+  it("finds a fenced store that took a stale holder's write", function()
+    local h = history(hold("a", "A", "L", 1, {}, 9), hold("b", "B", "L", 2, {}, 10),
+      { { ev = "store", hid = "b", name = "L", tok = "10", acc = true, seq = 1, t0 = 2.1 },
+        { ev = "store", hid = "a", name = "L", tok = "9", acc = true, seq = 2, t0 = 2.2 } })
+    local v = check.run(h, META)
+    assert.equal("store", kinds(v))
+    assert.matches("accepted token 9 after token 10", v[1].msg)
+  end)
+
+  it("finds counts that drift", function()
+    -- a fresh acquire that joined a stale hold: release answers 1, not 0
+    local h = history(hold("a", "A", "L", 1, { 1.5 }, 1),
+      { { ev = "rel", w = "A", hid = "a", cnt = 1, rem = 1, ok = true, t0 = 2, t1 = 2.1, bnd = 5 } })
+    local v = check.run(h, META)
+    assert.equal("count", kinds(v))
+    assert.matches("release answered true, 1 with 1 hold", v[1].msg)
+    local re = { { ev = "count", hid = "a", before = 1, after = 3, t = 1.2 } }
+    assert.equal("count", kinds(check.run(history(hold("a", "A", "L", 1, {}, 1), re), META)))
+  end)
+
+  it("finds a call past its bound, unless its process was stopped", function()
+    local call = { ev = "acq", w = "A", name = "L", t0 = 1, t1 = 9, bnd = 4.5 }
+    assert.equal("bound", kinds(check.run({ call }, META)))
+    local stopped = { call, { ev = "stop", w = "A", t = 2 }, { ev = "cont", w = "A", t = 7 } }
+    assert.same({}, check.run(stopped, META))
+  end)
+
+  it("finds a lock still held long after its holder was killed or closed", function()
+    local h = { { ev = "start", w = "C", clients = { "c1", "c2" } },
+                { ev = "kill", w = "C", t = 1.0 },
+                { ev = "inspect", name = "L", t0 = 11.0, clients = { "c2" } } }
+    assert.equal("leftover", kinds(check.run(h, META)))
+    local closed = { { ev = "gone", client = "c9", t = 1.0 },
+                     { ev = "inspect", name = "L", t0 = 11.0, clients = { "c9" } } }
+    assert.equal("leftover", kinds(check.run(closed, META)))
+    -- a CLIENT PAUSE meanwhile: Redis expired nothing during it
+    local paused = { closed[1], closed[2],
+                     { ev = "fault", kind = "pause", t0 = 2, t1 = 2, dur = 3 } }
+    assert.same({}, check.run(paused, META))
+    -- multi_lock: a name still held after an acquire that raised (defect 5)
+    local orphan = { { ev = "orphan", name = "L", client = "c3", held = true, since = 1, t = 8 } }
+    assert.equal("leftover", kinds(check.run(orphan, META)))
+  end)
+
+  it("reads back what the history writer wrote, torn lines skipped", function()
+    local path = os.tmpname()
+    local log, f = common.writer(path)
+    log{ ev = "held", hid = "a#1", t = 1.25, v = true, s = "two\nlines" }
+    f:write('{ev="held",hid=')                 -- a process killed mid-line
+    f:close()
+    local recs = common.read(path)
+    os.remove(path)
+    assert.equal(1, #recs)
+    assert.same({ ev = "held", hid = "a#1", t = 1.25, v = true, s = "two\nlines" }, recs[1])
+  end)
+
+  it("draws the same numbers from the same seed", function()
+    local a, b = common.rng(42), common.rng(42)
+    for _ = 1, 100 do assert.equal(a:int(1, 1000), b:int(1, 1000)) end
+    assert.are_not.equal(common.rng(1):next(), common.rng(2):next())
+  end)
+end)

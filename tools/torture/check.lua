@@ -1,0 +1,422 @@
+-- The checker: invariants over one round's merged history (every worker's
+-- records and the driver's). check.run(records, meta) returns a list of
+-- violations { kind, t, msg }, earliest first.
+--
+-- Belief is computed conservatively, so that only real breaks are called:
+-- a hold is believed from its acquire's reply (the "hold" record, logged
+-- after the call returned) to the last held() that answered true (logged
+-- with the time taken *before* the call: a hold that is held at some
+-- instant was held at every instant since its acquire). A hold never seen
+-- held() is believed by nobody. A killed or stopped process's belief ends
+-- with its last logged check.
+--
+-- Windows where the README allows two holders, and so excused here:
+--   failover: a hold acquired (or a token minted) from 1 s before a Sentinel
+--     failover to 2 s after it may be lost with Redis's async replication;
+--   evict: a lock key deleted under its holder (a maxmemory eviction) frees
+--     it at once; the holder learns it at its next renewal (on Redlock only
+--     when a quorum of masters lost it);
+--   force: force_release frees a held lock; its holder learns it within
+--     about a round trip (FORCE_GRACE here).
+local check = {}
+
+check.FORCE_GRACE = 1.5      -- s a holder may go on believing after force_release
+check.FAILOVER_BEFORE = 1    -- s before a failover that its window covers
+check.FAILOVER_AFTER = 2     -- s after it
+
+local EXCL = { lock = true, fair = true, multi = true, write = true }
+
+local function mode(kind)
+  if kind == "read" then return "r" elseif kind == "sem" then return "s" end
+  return "x"
+end
+
+local function num(s) return tonumber(s) end
+
+local function fmt_t(meta, t)
+  return ("%.3f"):format(t - (meta.t_start or 0))
+end
+
+-- ---- gathering -------------------------------------------------------------
+
+local function gather(records)
+  local g = { holds = {}, hold_list = {}, held = {}, faults = {}, forces = {}, rels = {},
+              counts = {}, stores = {}, calls = {}, stops = {}, dead = {}, clients = {},
+              inspects = {}, orphans = {}, reentries = {} }
+  for _, r in ipairs(records) do
+    local ev = r.ev
+    if ev == "hold" then
+      g.holds[r.hid] = r
+      g.hold_list[#g.hold_list + 1] = r
+    elseif ev == "held" then
+      local h = g.held[r.hid]
+      if not h then h = {}; g.held[r.hid] = h end
+      h[#h + 1] = r
+    elseif ev == "fault" then
+      g.faults[#g.faults + 1] = r
+    elseif ev == "force" then
+      if r.ok then g.forces[#g.forces + 1] = r end
+    elseif ev == "rel" then
+      g.rels[#g.rels + 1] = r
+    elseif ev == "count" then
+      g.counts[#g.counts + 1] = r
+    elseif ev == "store" then
+      g.stores[#g.stores + 1] = r
+    elseif ev == "start" then
+      g.clients[r.w] = r.clients
+    elseif ev == "kill" then
+      g.dead[#g.dead + 1] = { w = r.w, t = r.t }
+    elseif ev == "gone" then
+      g.dead[#g.dead + 1] = { client = r.client, t = r.t }
+    elseif ev == "stop" or ev == "cont" then
+      local s = g.stops[r.w]
+      if not s then s = {}; g.stops[r.w] = s end
+      s[#s + 1] = r
+    elseif ev == "inspect" then
+      g.inspects[#g.inspects + 1] = r
+    elseif ev == "orphan" then
+      g.orphans[#g.orphans + 1] = r
+    end
+    if ev == "reenter" and r.ok then
+      local t = g.reentries[r.hid] or {}
+      t[#t + 1] = r.t1
+      g.reentries[r.hid] = t
+    end
+    if r.t0 and r.t1 and r.bnd then g.calls[#g.calls + 1] = r end
+  end
+  return g
+end
+
+-- ---- excuses ---------------------------------------------------------------
+
+local function in_failover(g, t)
+  for _, f in ipairs(g.faults) do
+    if f.kind == "failover" and t >= f.t0 - check.FAILOVER_BEFORE
+        and t <= f.t1 + check.FAILOVER_AFTER then
+      return f
+    end
+  end
+end
+
+-- Evictions of `name` at or after a.s and before b's start: enough to let
+-- b in (on Redlock, a quorum of masters must have lost the key).
+local function evicted(g, meta, name, from, to)
+  local servers, n = {}, 0
+  for _, f in ipairs(g.faults) do
+    if f.kind == "evict" and f.name == name and f.t0 >= from - 0.2 and f.t0 <= to then
+      for _, s in ipairs(f.servers or { 1 }) do
+        if not servers[s] then servers[s] = true; n = n + 1 end
+      end
+    end
+  end
+  return n >= (meta.quorum or 1)
+end
+
+-- A force_release of `name` that freed a's hold before b got in, with a's
+-- belief ending within the grace.
+local function forced(g, name, a, b)
+  for _, f in ipairs(g.forces) do
+    if f.name == name and f.t1 >= a.s - 0.2 and f.t0 <= b.s + 0.2
+        and a.e <= f.t1 + check.FORCE_GRACE then
+      return true
+    end
+  end
+  for _, f in ipairs(g.faults) do      -- the driver's force (none today)
+    if f.kind == "force" and f.name == name and f.t0 >= a.s - 0.2 and f.t0 <= b.s
+        and a.e <= f.t1 + check.FORCE_GRACE then
+      return true
+    end
+  end
+end
+
+local function excused(g, meta, name, a, b)
+  if in_failover(g, a.s) then return "failover" end
+  if evicted(g, meta, name, a.s, b.s) then return "evict" end
+  if forced(g, name, a, b) then return "force" end
+end
+
+-- ---- belief intervals ----------------------------------------------------------
+
+local function intervals(g)
+  local by_name = {}
+  for _, h in ipairs(g.hold_list) do
+    local e
+    for _, c in ipairs(g.held[h.hid] or {}) do
+      if c.v and c.t >= h.t1 and (not e or c.t > e) then e = c.t end
+    end
+    if e and e > h.t1 then
+      for _, n in ipairs(h.names) do
+        local l = by_name[n]
+        if not l then l = {}; by_name[n] = l end
+        l[#l + 1] = { s = h.t1, e = e, h = h, mode = mode(h.kind), owner = h.owner }
+      end
+    end
+  end
+  for _, l in pairs(by_name) do table.sort(l, function(x, y) return x.s < y.s end) end
+  return by_name
+end
+
+local function conflict(a, b)
+  if a.owner == b.owner then return false end
+  if a.mode == "s" or b.mode == "s" then return false end
+  return a.mode == "x" or b.mode == "x"
+end
+
+-- ---- the invariants ----------------------------------------------------------
+
+local function exclusion(g, meta, by_name, out)
+  for name, l in pairs(by_name) do
+    local reported = false
+    for i = 1, #l do
+      local a = l[i]
+      for j = i + 1, #l do
+        local b = l[j]
+        if b.s >= a.e then break end          -- sorted by start: no later one overlaps a
+        if not reported and conflict(a, b) and b.s < a.e then
+          local why = excused(g, meta, name, a, b)
+          if not why then
+            reported = true
+            out[#out + 1] = { kind = "exclusion", t = b.s, msg = (
+              "%s: two holders at once: %s (%s, owner %s, token %s) believed it held from %s " ..
+              "to %s, and %s (%s, owner %s, token %s) from %s to %s"):format(name,
+              a.h.hid, a.h.kind, a.owner, tostring(a.h.tokens and a.h.tokens[name]),
+              fmt_t(meta, a.s), fmt_t(meta, a.e), b.h.hid, b.h.kind, b.owner,
+              tostring(b.h.tokens and b.h.tokens[name]), fmt_t(meta, b.s), fmt_t(meta, b.e)) }
+          end
+        end
+      end
+    end
+  end
+end
+
+-- At every permit's start, the permits believed held at that instant are
+-- at most the smallest limit any of their holders named.
+local function semaphores(g, meta, by_name, out)
+  for name, l in pairs(by_name) do
+    local reported = false
+    for i = 1, #l do
+      local x = l[i]
+      if x.mode == "s" and not reported then
+        local active, limit = {}, math.huge
+        for j = 1, #l do
+          local y = l[j]
+          if y.s > x.s then break end
+          if y.mode == "s" and y.e > x.s then
+            active[#active + 1] = y
+            limit = math.min(limit, y.h.permits or math.huge)
+          end
+        end
+        if #active > limit then
+          local ok = in_failover(g, x.s)
+          for _, y in ipairs(active) do
+            if in_failover(g, y.s) or evicted(g, meta, name, y.s, x.s) then ok = true end
+          end
+          if not ok then
+            reported = true
+            local who = {}
+            for _, y in ipairs(active) do
+              who[#who + 1] = ("%s (permits %s, from %s)"):format(y.h.hid,
+                tostring(y.h.permits), fmt_t(meta, y.s))
+            end
+            out[#out + 1] = { kind = "semaphore", t = x.s, msg = (
+              "%s: %d holders at %s, limit %d: %s"):format(name, #active, fmt_t(meta, x.s),
+              limit, table.concat(who, ", ")) }
+          end
+        end
+      end
+    end
+  end
+end
+
+-- Tokens strictly increase per name from one tenancy to the next: for
+-- exclusive holds a, b of different owners where a's acquire replied
+-- before b's was sent, token(a) < token(b). Other pairs (a reader joining
+-- a read tenancy, a shared owner) may repeat a token, never go back.
+local function tokens(g, meta, out)
+  local by_name = {}
+  for _, h in ipairs(g.hold_list) do
+    for _, n in ipairs(h.names) do
+      local tok = h.tokens and num(h.tokens[n])
+      if tok and h.kind ~= "sem" then
+        local l = by_name[n] or {}
+        by_name[n] = l
+        l[#l + 1] = { h = h, tok = tok }
+      end
+    end
+  end
+  for name, l in pairs(by_name) do
+    table.sort(l, function(x, y) return x.h.t1 < y.h.t1 end)
+    local done = false
+    for j = 1, #l do
+      local b = l[j]
+      for i = 1, j - 1 do
+        local a = l[i]
+        if done then break end
+        if a.h.t1 < (b.h.t0 or b.h.t1) then
+          local strict = EXCL[a.h.kind] and EXCL[b.h.kind] and a.h.owner ~= b.h.owner
+          local bad = strict and b.tok <= a.tok or (not strict and b.tok < a.tok)
+          if bad and not in_failover(g, a.h.t1) and not in_failover(g, b.h.t1) then
+            done = true
+            out[#out + 1] = { kind = "token", t = b.h.t1, msg = (
+              "%s: token went %s: %s (%s) got %s at %s, after %s (%s) got %s at %s"):format(
+              name, b.tok < a.tok and "backwards" or "unchanged to a new owner", b.h.hid,
+              b.h.owner, tostring(b.tok), fmt_t(meta, b.h.t1), a.h.hid, a.h.owner,
+              tostring(a.tok), fmt_t(meta, a.h.t1)) }
+          end
+        end
+      end
+    end
+  end
+end
+
+-- The fenced store: accepted tokens never go down in the store's own
+-- order, and it never accepts an older tenancy's write after a newer
+-- tenancy's write was accepted.
+local function store(g, meta, out)
+  local by_name = {}
+  for _, s in ipairs(g.stores) do
+    if s.acc then
+      local l = by_name[s.name] or {}
+      by_name[s.name] = l
+      l[#l + 1] = s
+    end
+  end
+  for name, l in pairs(by_name) do
+    table.sort(l, function(x, y) return x.seq < y.seq end)
+    local hi, newest, done = nil, nil, false
+    for _, s in ipairs(l) do
+      if done then break end
+      local tok, h = num(s.tok), g.holds[s.hid]
+      if hi and tok < hi.tok then
+        done = true
+        out[#out + 1] = { kind = "store", t = s.t0, msg = ("%s: the fenced store accepted " ..
+          "token %s after token %s"):format(name, s.tok, tostring(hi.tok)) }
+      elseif h and newest and newest.h.owner ~= h.owner and h.t1 < (newest.h.t0 or newest.h.t1)
+          and EXCL[h.kind] and EXCL[newest.h.kind]
+          and not in_failover(g, h.t1) and not in_failover(g, newest.h.t1) then
+        done = true
+        out[#out + 1] = { kind = "store", t = s.t0, msg = ("%s: the fenced store accepted " ..
+          "a write of %s (token %s, acquired at %s) after one of the later tenancy %s " ..
+          "(token %s, acquired at %s)"):format(name, s.hid, s.tok, fmt_t(meta, h.t1),
+          newest.h.hid, newest.tok, fmt_t(meta, newest.h.t1)) }
+      end
+      if not hi or tok >= hi.tok then hi = { tok = tok } end
+      if h and (not newest or h.t1 > newest.h.t1) then newest = { h = h, tok = s.tok } end
+    end
+  end
+end
+
+-- Counts never drift: a reentry adds one; a release answers the count
+-- that is left (one less than this owner's holds before it).
+local function counts(g, meta, out)
+  local function spans_failover(hid)
+    local h = g.holds[hid]
+    if h and in_failover(g, h.t1) then return true end
+    for _, t in ipairs(g.reentries[hid] or {}) do
+      if in_failover(g, t) then return true end
+    end
+  end
+  for _, c in ipairs(g.counts) do
+    -- (a reentry into a hold already lost takes the lock afresh: a new
+    -- token, and a count of 1; that is no drift)
+    if c.after ~= c.before + 1 and c.toka == c.tokb then
+      out[#out + 1] = { kind = "count", t = c.t, msg = ("%s: a reentry took the count " ..
+        "from %s to %s"):format(c.hid, tostring(c.before), tostring(c.after)) }
+      break
+    end
+  end
+  for _, r in ipairs(g.rels) do
+    if r.ok and r.rem and r.cnt and not r.shared and r.rem ~= r.cnt - 1
+        and not spans_failover(r.hid) then
+      out[#out + 1] = { kind = "count", t = r.t1, msg = ("%s: release answered true, %s " ..
+        "with %s hold(s) before it (%s is right)"):format(r.hid, tostring(r.rem),
+        tostring(r.cnt), tostring(r.cnt - 1)) }
+      break
+    end
+  end
+end
+
+-- Every call returns within its bound, unless its process was stopped.
+local function bounds(g, meta, out)
+  for _, c in ipairs(g.calls) do
+    if c.t1 - c.t0 > c.bnd then
+      local stopped = false
+      local s = g.stops[c.w] or {}
+      for _, x in ipairs(s) do
+        if x.ev == "stop" and x.t <= c.t1 then
+          local cont = math.huge
+          for _, y in ipairs(s) do
+            if y.ev == "cont" and y.t >= x.t then cont = math.min(cont, y.t) end
+          end
+          if cont >= c.t0 then stopped = true end
+        end
+      end
+      if not stopped then
+        out[#out + 1] = { kind = "bound", t = c.t1, msg = ("%s %s %s took %.2f s, bound %.2f s " ..
+          "(from %s)"):format(c.w, c.ev, tostring(c.name or c.hid or ""), c.t1 - c.t0, c.bnd,
+          fmt_t(meta, c.t0)) }
+        break
+      end
+    end
+  end
+end
+
+-- No lock stays held past its lease after its holder is gone (killed, or
+-- its client closed), nor after an acquire that raised.
+local function leftovers(g, meta, out)
+  local dead = {}
+  for _, d in ipairs(g.dead) do
+    local ids = d.client and { d.client } or g.clients[d.w] or {}
+    for _, id in ipairs(ids) do
+      if not dead[id] or d.t < dead[id] then dead[id] = d.t end
+    end
+  end
+  -- Time Redis may not expire keys (paused, sleeping), added to the bound.
+  local function frozen(from, to)
+    local s = 0
+    for _, f in ipairs(g.faults) do
+      if (f.kind == "pause" or f.kind == "sleep") and f.t0 <= to and f.t0 + (f.dur or 0) >= from then
+        s = s + (f.dur or 0)
+      end
+    end
+    return s
+  end
+  local limit = (meta.lease_max or 30) + (meta.dead_slack or 8)
+  for _, s in ipairs(g.inspects) do
+    for _, id in ipairs(s.clients or {}) do
+      local d = dead[id]
+      if d and s.t0 > d + limit + frozen(d, s.t0) then
+        out[#out + 1] = { kind = "leftover", t = s.t0, msg = ("%s: still held at %s by client " ..
+          "%s, gone since %s (bound %.1f s)"):format(s.name, fmt_t(meta, s.t0), id,
+          fmt_t(meta, d), limit) }
+        return
+      end
+    end
+  end
+  for _, o in ipairs(g.orphans) do
+    if o.held then
+      out[#out + 1] = { kind = "leftover", t = o.t, msg = ("%s: still held by client %s at %s, " ..
+        "%.1f s after an acquire that raised (multi_lock); nobody believes it holds it"):format(
+        o.name, tostring(o.client), fmt_t(meta, o.t), o.t - o.since) }
+      return
+    end
+  end
+end
+
+function check.run(records, meta)
+  meta = meta or {}
+  local g = gather(records)
+  local by_name = intervals(g)
+  local out = {}
+  exclusion(g, meta, by_name, out)
+  semaphores(g, meta, by_name, out)
+  tokens(g, meta, out)
+  store(g, meta, out)
+  counts(g, meta, out)
+  bounds(g, meta, out)
+  leftovers(g, meta, out)
+  table.sort(out, function(a, b) return a.t < b.t end)
+  return out
+end
+
+return check

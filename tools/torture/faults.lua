@@ -1,0 +1,175 @@
+-- The faults the torture driver injects, one function each. A fault gets
+-- the round's environment `env` (topology handles, the worker table, the
+-- proxy's control file) and its planned arguments, does its work (bounded:
+-- every redis-cli runs under `timeout`), and returns details for the
+-- driver's history record. Faults that last (a pause, a stopped worker, a
+-- proxy mode) return an `undo` function and the driver calls it when due.
+local dlock = require "dlock"
+local topology = require "topology"
+
+local faults = {}
+local rcli = topology.rcli
+
+local function sh(cmd)
+  local ok = os.execute(cmd)
+  return ok == true or ok == 0
+end
+
+-- Every redis-server of the round's topology that takes data.
+local function data_servers(env)
+  local t = env.topo
+  if t.kind == "single" then return { t.srv }
+  elseif t.kind == "redlock" then return t.h.servers
+  elseif t.kind == "sentinel" then return { t.h.master }
+  else return t.h.nodes end
+end
+
+local function pick_server(env, a)
+  local s = data_servers(env)
+  return s[(a.server or 1) % #s + 1], (a.server or 1) % #s + 1
+end
+
+--- Restart a server (SIGKILL, then start again on its port: AOF with
+--- appendfsync always keeps every write it acknowledged).
+function faults.restart(env, a)
+  local srv, i = pick_server(env, a)
+  srv.restart()
+  return { server = i }
+end
+
+--- CLIENT PAUSE ALL for `dur` s (Redis ends it by itself).
+function faults.pause(env, a)
+  local srv, i = pick_server(env, a)
+  rcli(srv.port, "client", "pause", math.floor(a.dur * 1000), "all")
+  return { server = i, dur = a.dur }
+end
+
+--- DEBUG SLEEP `dur` s, in the background (the server answers nobody).
+function faults.sleep(env, a)
+  local srv, i = pick_server(env, a)
+  sh(("timeout %d redis-cli -p %d debug sleep %.2f >/dev/null 2>&1 &"):format(
+    math.ceil(a.dur) + 5, srv.port, a.dur))
+  return { server = i, dur = a.dur }
+end
+
+--- SCRIPT FLUSH everywhere: every script must be loaded again.
+function faults.flush(env)
+  for _, s in ipairs(data_servers(env)) do rcli(s.port, "script", "flush") end
+  return {}
+end
+
+--- CLIENT KILL TYPE normal: every client connection breaks.
+function faults.kill_conns(env, a)
+  local srv, i = pick_server(env, a)
+  rcli(srv.port, "client", "kill", "type", "normal")
+  return { server = i }
+end
+
+--- A lock's key disappears as under maxmemory eviction: DEL of
+--- <prefix>{name} on one server (Redlock: one master, or every one).
+function faults.evict(env, a)
+  local key = "dlock:{" .. a.name .. "}"
+  local t = env.topo
+  local servers = {}
+  if t.kind == "redlock" then
+    if a.all then
+      for i, s in ipairs(t.h.servers) do rcli(s.port, "del", key); servers[#servers + 1] = i end
+    else
+      local s, i = pick_server(env, a)
+      rcli(s.port, "del", key)
+      servers[1] = i
+    end
+  elseif t.kind == "cluster" then
+    for i, s in ipairs(t.h.nodes) do        -- whichever node has it
+      local r = rcli(s.port, "del", key)
+      if r == "1" then servers[1] = i end
+    end
+    servers[1] = servers[1] or 1
+  else
+    rcli(data_servers(env)[1].port, "del", key)
+    servers[1] = 1
+  end
+  return { name = a.name, servers = servers }
+end
+
+--- The proxy in front of the single server loses, delays or cuts replies
+--- for `dur` s.
+function faults.proxy(env, a)
+  local function set(m)
+    local f = assert(io.open(env.proxy_ctl, "w"))
+    f:write(m, "\n")
+    f:close()
+  end
+  set(a.mode == "delay" and ("delay %.2f"):format(a.delay) or a.mode)
+  return { mode = a.mode, delay = a.delay, dur = a.dur }, function() set("pass") end
+end
+
+--- SIGKILL a worker (while it very likely holds something); the driver
+--- starts another in its place.
+function faults.sigkill(env, a)
+  local w = env.pick_worker(a.worker)
+  if not w then return { skipped = true } end
+  w.signal("CONT")
+  w.signal("KILL")
+  env.killed(w, a)
+  return { w = w.name }
+end
+
+--- SIGSTOP a worker for `dur` s: its leases run out while it sleeps.
+function faults.sigstop(env, a)
+  local w = env.pick_worker(a.worker)
+  if not w then return { skipped = true } end
+  w.signal("STOP")
+  env.log{ ev = "stop", w = w.name, t = dlock.now() }
+  return { w = w.name, dur = a.dur }, function()
+    w.signal("CONT")
+    env.log{ ev = "cont", w = w.name, t = dlock.now() }
+  end
+end
+
+--- SENTINEL FAILOVER, then the old master is made a replica of the new.
+function faults.failover(env)
+  local h = env.topo.h
+  local old = h.master.port
+  h.failover(25)
+  return { from = old, to = h.master.port }
+end
+
+--- A live slot migration of the slot of lock `name`: IMPORTING and
+--- MIGRATING are set, the keys move over a second or two (clients meet
+--- ASK and TRYAGAIN meanwhile), then the slot is given to the target.
+function faults.migrate(env, a)
+  local c = env.topo.h
+  local key = "dlock:{" .. a.name .. "}"
+  local slot = c.keyslot(key)
+  local from = c.owner(slot)
+  if not from then return { skipped = true } end
+  local to = (from + (a.step or 0)) % #c.nodes + 1
+  local src, dst = c.nodes[from], c.nodes[to]
+  local function must(port, ...)
+    local r = rcli(port, ...)
+    if r ~= "OK" then error(("migrate: %s on %d: %s"):format(table.concat({ ... }, " "), port, r), 0) end
+  end
+  must(dst.port, "cluster", "setslot", slot, "importing", c.ids[from])
+  must(src.port, "cluster", "setslot", slot, "migrating", c.ids[to])
+  dlock.sleep(a.before or 0.5)
+  local deadline = dlock.now() + 15
+  repeat
+    local keys = {}
+    for k in rcli(src.port, "cluster", "getkeysinslot", slot, 3):gmatch("[^\n]+") do
+      keys[#keys + 1] = k
+    end
+    if #keys == 0 then break end
+    rcli(src.port, "migrate", "127.0.0.1", dst.port, "", 0, 5000, "keys", (table.unpack or unpack)(keys))
+    dlock.sleep(a.between or 0.1)
+  until dlock.now() > deadline
+  dlock.sleep(a.after or 0.2)
+  must(dst.port, "cluster", "setslot", slot, "node", c.ids[to])
+  must(src.port, "cluster", "setslot", slot, "node", c.ids[to])
+  for i, n in ipairs(c.nodes) do
+    if i ~= from and i ~= to then rcli(n.port, "cluster", "setslot", slot, "node", c.ids[to]) end
+  end
+  return { name = a.name, slot = slot, from = from, to = to }
+end
+
+return faults

@@ -1,0 +1,35 @@
+-- The torture monitor: a process that asks every lock of the round who
+-- holds it (client:inspect, read only) a few times a second and logs the
+-- holders' client ids, so the checker can see a lock still held long
+-- after its holder was killed or closed.
+--   lua monitor.lua ROUND_CONFIG
+local here = arg[0]:match("^(.*)/[^/]*$") or "."
+package.path = here .. "/?.lua;" .. package.path
+local dlock = require "dlock"
+local common = require "common"
+
+local cfg = dofile(arg[1])
+local log = common.writer(cfg.dir .. "/monitor.log")
+local o = { command_timeout = cfg.cto, connect_timeout = cfg.cto, label = "monitor" }
+for k, v in pairs(cfg.direct or cfg.conn) do o[k] = v end
+local c
+while not c and dlock.now() < cfg.monitor_until do
+  c = dlock.connect(o)
+  if not c then dlock.sleep(0.2) end
+end
+while c and dlock.now() < cfg.monitor_until do
+  for _, name in ipairs(cfg.all_names) do
+    local t0 = dlock.now()
+    local info = c:inspect(name)
+    if info then
+      local ids = {}
+      for _, x in ipairs(info.owners or {}) do
+        -- An explicit owner shared by workers is named after any one of
+        -- their clients, maybe a dead one while a live one holds it.
+        if not (x.owner and x.owner:match("^job:")) then ids[#ids + 1] = x.client end
+      end
+      log{ ev = "inspect", w = "monitor", name = name, t0 = t0, t1 = dlock.now(), clients = ids }
+    end
+  end
+  dlock.sleep(0.3)
+end

@@ -1,0 +1,362 @@
+-- make torture: a randomized fault checker over dlock (in the spirit of
+-- Jepsen and FoundationDB's simulation). The run is split into rounds of
+-- 12-30 s; each round picks a topology (one server, Redlock over 3 or 5
+-- masters, Sentinel, Cluster; started once, reused by later rounds), 4-6
+-- worker processes (worker.lua) running random operations, and a schedule
+-- of faults (faults.lua), all from the seed. Every process logs its calls
+-- to its own history file; after the round, check.lua runs the invariants
+-- over the merged history.
+--   TORTURE_SECONDS=300 SEED=s lua run.lua      (under tools/with-tmp.sh)
+-- The same seed replays the same schedule of operations and faults (the
+-- timing differs). A round with violations keeps its history directory and
+-- a report.txt naming the first; the last line printed is the summary.
+local here = arg[0]:match("^(.*)/[^/]*$") or "."
+package.path = here .. "/?.lua;" .. package.path
+local dlock = require "dlock"
+local helper = require "helper"
+local topology = require "topology"
+local common = require "common"
+local faults = require "faults"
+local check = require "check"
+
+local now = dlock.now
+local total = tonumber(os.getenv("TORTURE_SECONDS") or "") or 300
+local seed = tonumber(os.getenv("SEED") or "")
+if not seed then seed = (os.time() * 7919 + math.floor(now() * 1000)) % 1000000000 end
+seed = math.floor(seed)
+local root = ("%s/%d"):format(os.getenv("TORTURE_DIR") or "build/torture", seed)
+local run_start = now()
+
+local function say(fmt, ...)
+  io.write(fmt:format(...), "\n")
+  io.flush()
+end
+
+local function sh(cmd)
+  local ok = os.execute(cmd)
+  return ok == true or ok == 0
+end
+
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+sh("rm -rf " .. q(root) .. " && mkdir -p " .. q(root))
+say("torture: seed %d, %d s, histories in %s (replay: make torture SEED=%d)", seed, total, root, seed)
+
+-- ---- processes -----------------------------------------------------------------
+
+-- A process is gone once /proc says so or shows a zombie (init may reap
+-- orphans late).
+local function alive(pid)
+  local f = io.open("/proc/" .. pid .. "/stat")
+  if not f then return false end
+  local s = f:read("*l") or ""
+  f:close()
+  return not s:match("^%d+ %b() Z")
+end
+
+-- Start a Lua script of this directory in the background, its pid in
+-- $DLOCK_TMP so that tools/with-tmp.sh kills it if we do not.
+local function spawn(script, out, ...)
+  local args = { ... }
+  for i, a in ipairs(args) do args[i] = q(a) end
+  local p = io.popen(("%s %s/%s %s >%s 2>&1 & echo $!"):format(helper.lua_cmd(), here, script,
+    table.concat(args, " "), q(out)))
+  local pid = tonumber(p:read("*a"):match("%d+"))
+  p:close()
+  local f = io.open(("%s/torture-%d.pid"):format(helper.tmp, pid), "w")
+  if f then f:write(pid, "\n"); f:close() end
+  return { pid = pid, out = out,
+           signal = function(sig) return sh(("kill -%s %d 2>/dev/null"):format(sig, pid)) end,
+           alive = function() return alive(pid) end }
+end
+
+local function free_port()
+  for _ = 1, 100 do
+    local p = math.random(20000, 60000)
+    if not helper.port_in_use(p) then return p end
+  end
+  error("torture: no free port")
+end
+
+-- ---- topologies (started once, reused) ----------------------------------------
+
+local AOF = "--appendonly yes --appendfsync always"
+local topos = {}
+local store_srv
+
+local function get_topo(p)
+  local key = p.kind .. (p.masters or "")
+  if topos[key] then return topos[key] end
+  local t = { kind = p.kind, quorum = 1 }
+  if p.kind == "single" then
+    t.h = topology.masters(1, AOF)
+    t.srv = t.h.servers[1]
+    t.direct = { url = t.srv.url }
+  elseif p.kind == "redlock" then
+    t.h = topology.masters(p.masters, AOF)
+    t.direct = { servers = t.h.urls }
+    t.quorum = math.floor(p.masters / 2) + 1
+  elseif p.kind == "sentinel" then
+    -- down-after 5 s: the pauses and sleeps injected here stay shorter,
+    -- so only the driver's failovers change the master.
+    t.h = topology.sentinel{ down_after_ms = 5000 }
+    t.direct = { sentinels = t.h.sentinel_urls, master = t.h.name }
+  else
+    t.h = topology.cluster(3, { node_timeout_ms = 5000 })
+    t.direct = { cluster = t.h.urls }
+  end
+  topos[key] = t
+  return t
+end
+
+-- ---- the plan of a round, from the seed alone ------------------------------------
+
+local FAULTS = {
+  single = { restart = 2, pause = 2, sleep = 1.5, flush = 1, evict = 1, kill_conns = 2,
+             proxy = 3, sigkill = 1.5, sigstop = 1.5 },
+  redlock = { restart = 2, pause = 2, sleep = 1.5, flush = 1, evict = 1.5, kill_conns = 2,
+              sigkill = 1.5, sigstop = 1.5 },
+  sentinel = { failover = 3, pause = 1.5, sleep = 1, flush = 1, evict = 1, kill_conns = 1.5,
+               sigkill = 1.5, sigstop = 1.5 },
+  cluster = { migrate = 4, pause = 1.5, sleep = 1, flush = 1, evict = 1, kill_conns = 1.5,
+              sigkill = 1.5, sigstop = 1.5 },
+}
+
+local order = { "single", "redlock", "sentinel", "cluster" }
+do
+  local r = common.rng(common.derive(seed, 0))
+  for i = #order, 2, -1 do
+    local j = r:int(1, i)
+    order[i], order[j] = order[j], order[i]
+  end
+end
+
+local function plan(k, len)
+  local rng = common.rng(common.derive(seed, k))
+  local p = { k = k, len = len, kind = order[(k - 1) % #order + 1] }
+  p.lease = rng:pick({ 2, 3, 4 })
+  p.masters = p.kind == "redlock" and rng:pick({ 3, 3, 5 }) or nil
+  p.proxied = p.kind == "single" and rng:chance(0.6)
+  local heavy = p.kind == "sentinel" or p.kind == "cluster"
+  p.nworkers = heavy and rng:int(4, 5) or rng:int(4, 6)
+  p.seeds = {}
+  for i = 1, p.nworkers do p.seeds[i] = rng:int(1, 2000000000) end
+  p.sems = { rng:int(1, 2), rng:int(2, 3) }
+  local names = { "L1", "L2", "L3", "F1", "RW1", "S1", "S2" }
+  local weights = {}
+  for kname, w in pairs(FAULTS[p.kind]) do weights[kname] = w end
+  if not p.proxied then weights.proxy = nil end
+  p.faults = {}
+  local nf = math.floor(len / 2.2)
+  local failovers = 0
+  for _ = 1, nf do
+    local f = { t = rng:range(1, math.max(1.5, len - 3)), kind = rng:weighted(weights),
+                server = rng:int(0, 100), worker = rng:int(0, 100), step = rng:int(0, 1),
+                name = rng:pick(names), all = rng:chance(0.3), respawn = rng:int(1, 2000000000),
+                mode = rng:pick({ "delay", "drop", "cut" }), delay = rng:range(0.2, 1.5),
+                before = rng:range(0, 1.5), between = rng:range(0, 0.3), after = rng:range(0, 0.5) }
+    if f.kind == "pause" then
+      f.dur = rng:range(0.3, math.min(p.lease * 1.5, heavy and 3 or 6))
+    elseif f.kind == "sleep" then
+      f.dur = rng:range(0.2, heavy and 1.5 or 2.5)
+    elseif f.kind == "proxy" then
+      f.dur = rng:range(0.5, 3)
+    elseif f.kind == "sigstop" then
+      f.dur = rng:range(0.5, p.lease * 2.5)
+    end
+    if f.kind == "failover" then failovers = failovers + 1 end
+    if f.kind ~= "failover" or failovers <= 2 then p.faults[#p.faults + 1] = f end
+  end
+  table.sort(p.faults, function(a, b) return a.t < b.t end)
+  return p
+end
+
+-- ---- one round -----------------------------------------------------------------
+
+local function run_round(p)
+  local dir = ("%s/round-%d-%s"):format(root, p.k, p.kind)
+  sh("mkdir -p " .. q(dir))
+  local topo = get_topo(p)
+  local log = common.writer(dir .. "/driver.log")
+  local t_start = now()
+  local pre = ("r%d.%d:"):format(p.k, seed % 100000)
+  local cfg = { dir = dir, cto = 0.5, slack = 3, lease = p.lease, lease_max = math.max(p.lease, 4),
+                stop_at = t_start + p.len, monitor_until = t_start + p.len + 30,
+                store_port = store_srv.port, direct = topo.direct, conn = topo.direct,
+                locks = { pre .. "L1", pre .. "L2", pre .. "L3" }, fair = pre .. "F1",
+                rw = pre .. "RW1",
+                sems = { { name = pre .. "S1", permits = p.sems[1] },
+                         { name = pre .. "S2", permits = p.sems[2] } } }
+  cfg.all_names = { cfg.locks[1], cfg.locks[2], cfg.locks[3], cfg.fair, cfg.rw,
+                    cfg.sems[1].name, cfg.sems[2].name }
+  local env = { topo = topo, log = log }
+  local proxy
+  if p.proxied then
+    local port = free_port()
+    env.proxy_ctl = dir .. "/proxy.ctl"
+    local f = assert(io.open(env.proxy_ctl, "w")); f:write("pass\n"); f:close()
+    proxy = spawn("proxy.lua", dir .. "/proxy.out", port, topo.srv.port, env.proxy_ctl)
+    helper.wait_for(function() return helper.listening(port) end, 5)
+    cfg.conn = { url = ("redis://127.0.0.1:%d/0"):format(port) }
+  end
+  local cfg_file = dir .. "/config.lua"
+  local f = assert(io.open(cfg_file, "w"))
+  f:write("return ", common.encode(cfg), "\n")
+  f:close()
+  log{ ev = "round", w = "driver", t = t_start, k = p.k, kind = p.kind, lease = p.lease,
+       masters = p.masters, proxied = p.proxied, seeds = p.seeds }
+
+  local workers, all = {}, {}
+  local function start_worker(i, s)
+    local w = spawn("worker.lua", ("%s/w%d.%d.out"):format(dir, i, s), cfg_file, i, s)
+    w.name = ("w%d.%d"):format(i, s)
+    w.index = i
+    workers[i] = w
+    all[#all + 1] = w
+    return w
+  end
+  for i, s in ipairs(p.seeds) do start_worker(i, s) end
+  local monitor = spawn("monitor.lua", dir .. "/monitor.out", cfg_file)
+  function env.pick_worker(n)
+    local w = workers[n % #workers + 1]
+    return w and w.alive() and w or nil
+  end
+  function env.killed(w, a)
+    log{ ev = "kill", w = w.name, t = now() }
+    if now() < cfg.stop_at - 3 then start_worker(w.index, a.respawn) end
+  end
+
+  local undos = {}
+  local function run_undos(force)
+    for i = #undos, 1, -1 do
+      if force or now() >= undos[i].at then
+        local u = table.remove(undos, i)
+        pcall(u.fn)
+      end
+    end
+  end
+  local function sleep_until(t)
+    while now() < t do
+      run_undos(false)
+      dlock.sleep(math.min(0.05, math.max(0, t - now())))
+    end
+  end
+  local nfaults = 0
+  for _, fa in ipairs(p.faults) do
+    sleep_until(t_start + fa.t)
+    if now() > cfg.stop_at - 1 then break end
+    local t0 = now()
+    local ok, rec, undo = pcall(faults[fa.kind], env, fa)
+    local t1 = now()
+    if not ok then
+      log{ ev = "note", w = "driver", t = t0, what = "fault " .. fa.kind .. " failed",
+           err = tostring(rec) }
+    elseif not rec.skipped then
+      nfaults = nfaults + 1
+      rec.ev, rec.w, rec.kind, rec.t0, rec.t1 = "fault", "driver", fa.kind, t0, t1
+      log(rec)
+      if undo then undos[#undos + 1] = { at = t0 + (fa.dur or 0), fn = undo } end
+    end
+  end
+  sleep_until(cfg.stop_at)
+  sleep_until(math.max(now(), (function()
+    local last = now()
+    for _, u in ipairs(undos) do last = math.max(last, u.at) end
+    return last
+  end)()))
+  run_undos(true)
+
+  -- Workers finish their last operation and their deferred checks.
+  local deadline = cfg.stop_at + cfg.lease_max + 25
+  helper.wait_for(function()
+    for _, w in ipairs(all) do if w.alive() then return false end end
+    return true
+  end, math.max(1, deadline - now()), 0.2)
+  local hung = {}
+  for _, w in ipairs(all) do
+    if w.alive() then
+      hung[#hung + 1] = w.name
+      w.signal("CONT"); w.signal("KILL")
+    end
+  end
+  monitor.signal("KILL")
+  if proxy then proxy.signal("KILL") end
+  for _, s in ipairs(topo.kind == "redlock" and topo.h.servers or topo.kind == "cluster"
+      and topo.h.nodes or { topo.srv or topo.h.master }) do
+    topology.rcli(s.port, "client", "unpause")
+  end
+
+  -- The merged history and its check.
+  local records = {}
+  local ls = io.popen("ls " .. q(dir))
+  for file in ls:lines() do
+    if file:match("%.log$") then
+      for _, r in ipairs(common.read(dir .. "/" .. file)) do records[#records + 1] = r end
+    end
+  end
+  ls:close()
+  local nops = 0
+  for _, r in ipairs(records) do if r.op_id then nops = nops + 1 end end
+  local v = check.run(records, { t_start = t_start, lease_max = cfg.lease_max,
+                                 quorum = topo.quorum, dead_slack = 8 + cfg.slack })
+  for _, name in ipairs(hung) do
+    v[#v + 1] = { kind = "hang", t = deadline, msg = name .. " did not finish its last call " ..
+      "within the round's end + lease + 25 s (killed)" }
+  end
+  local crashed = {}
+  for _, w in ipairs(all) do
+    local out = helper.read_file(w.out) or ""
+    if out:find("%S") then crashed[#crashed + 1] = w.name .. ": " .. out:sub(1, 300) end
+  end
+  return { dir = dir, t_start = t_start, nops = nops, nfaults = nfaults, violations = v, crashed = crashed }
+end
+
+-- ---- the run -------------------------------------------------------------------
+
+store_srv = helper.start_redis()
+local round_len = math.max(12, math.min(30, total / 4 - 10))
+local histories, operations, nfaults, nviolations = 0, 0, 0, 0
+local failed = {}
+local k = 0
+while true do
+  local left = total - (now() - run_start)
+  local len = math.min(round_len, left - 10)
+  if k > 0 and len < 10 then break end
+  k = k + 1
+  local p = plan(k, math.max(len, 10))
+  local ok, r = pcall(run_round, p)
+  if not ok then
+    -- A topology that would not start is the machine's problem, not a
+    -- violation: say so and go on with the next round.
+    say("torture: round %d (%s): could not run: %s", k, p.kind, tostring(r))
+  else
+    histories = histories + 1
+    operations = operations + r.nops
+    nfaults = nfaults + r.nfaults
+    nviolations = nviolations + #r.violations
+    say("torture: round %d (%s, %d workers, lease %g%s): %d operations, %d faults, %d violations",
+      k, p.kind, p.nworkers, p.lease, p.proxied and ", proxied" or
+      (p.masters and (", " .. p.masters .. " masters") or ""), r.nops, r.nfaults, #r.violations)
+    for _, c in ipairs(r.crashed) do say("  worker output: %s", c) end
+    if #r.violations > 0 then
+      local lines = {}
+      for i, x in ipairs(r.violations) do
+        lines[i] = ("%s at %.3f s: %s"):format(x.kind, x.t - (r.t_start or 0), x.msg)
+      end
+      local rf = assert(io.open(r.dir .. "/report.txt", "w"))
+      rf:write(("seed %d, round %d (%s)\n"):format(seed, k, p.kind), table.concat(lines, "\n"), "\n")
+      rf:close()
+      say("  first violation: %s: %s", r.violations[1].kind, r.violations[1].msg)
+      say("  report: %s/report.txt", r.dir)
+      failed[#failed + 1] = r.dir
+    elseif not os.getenv("TORTURE_KEEP") then
+      sh("rm -rf " .. q(r.dir))
+    end
+  end
+end
+for _, t in pairs(topos) do pcall(t.h.stop) end
+store_srv.stop()
+if #failed == 0 and not os.getenv("TORTURE_KEEP") then sh("rm -rf " .. q(root)) end
+say("torture: %d histories, %d operations, %d faults, %d violations, seed %d",
+  histories, operations, nfaults, nviolations, seed)
+os.exit(nviolations > 0 and 1 or 0)

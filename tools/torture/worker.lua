@@ -1,0 +1,411 @@
+-- One torture worker process: random operations on the round's locks from
+-- a seed, each call and its result logged with dlock.now() to the worker's
+-- own history file (see check.lua for what is checked over them).
+--   lua worker.lua ROUND_CONFIG INDEX SEED
+-- The config (written by run.lua) names the topology, the locks, the lease
+-- and the monotonic time at which to stop.
+local here = arg[0]:match("^(.*)/[^/]*$") or "."
+package.path = here .. "/?.lua;" .. package.path
+local dlock = require "dlock"
+local common = require "common"
+local store_mod = require "store"
+
+local cfg = dofile(arg[1])
+local idx, seed = tonumber(arg[2]), tonumber(arg[3])
+local rng = common.rng(seed)
+local me = ("w%d.%d"):format(idx, seed)
+local log = common.writer(("%s/%s.log"):format(cfg.dir, me))
+local now = dlock.now
+
+-- Every call's bound: its wait plus a few command timeouts (an acquire may
+-- resend a pending request first, Redlock waits for its slowest master) and
+-- generous slack for a loaded 2-core machine.
+local function bound(wait)
+  return (wait or 0) + 6 * cfg.cto + cfg.slack
+end
+
+local function on_lost(lock, reason)
+  log{ ev = "lost", w = me, t = now(), name = lock.name, reason = tostring(reason) }
+end
+
+local function connect(extra)
+  local o = { lease = cfg.lease, command_timeout = cfg.cto, connect_timeout = cfg.cto,
+              on_lost = on_lost, label = me }
+  for k, v in pairs(cfg.conn) do o[k] = v end
+  for k, v in pairs(extra or {}) do o[k] = v end
+  -- Faults may be on at start: retry within the round.
+  while now() < cfg.stop_at do
+    local c, err = dlock.connect(o)
+    if c then return c end
+    log{ ev = "note", w = me, t = now(), what = "connect failed", err = tostring(err) }
+    dlock.sleep(0.2)
+  end
+  os.exit(0)
+end
+
+-- A scheduler that may raise inside a wait (as the dlock command's own
+-- does on a signal): multi_lock must not keep names when it does.
+local raise_p = 0
+local raising = { wait = function(_, timeout)
+  if raise_p > 0 and rng:chance(raise_p) then error("torture: the scheduler raised", 0) end
+  dlock.sleep(math.min(timeout or 0.05, 0.05))
+end }
+-- A scheduler that yields, so the worker can close the client mid-wait.
+local yielding = { wait = function(_, timeout) coroutine.yield(timeout) end }
+
+local c1 = connect()
+local c2 = connect()                 -- a second client: the other half of shared owners
+local c3 = connect{ scheduler = raising }
+local st = assert(store_mod.connect(cfg.store_port))
+log{ ev = "start", w = me, t = now(), clients = { c1.id, c2.id, c3.id } }
+
+local hid_n, op_n, co_n = 0, 0, 0
+local c3_fail_t = -math.huge         -- last release of c3's that did not succeed
+local deferred = {}                  -- { at, fn }: checks run after a lease
+
+local function call(rec, fn, ...)
+  op_n = op_n + 1
+  rec.w, rec.op_id = me, op_n
+  rec.t0 = now()
+  local r = table.pack(pcall(fn, ...))
+  rec.t1 = now()
+  if not r[1] then
+    rec.raised = tostring(r[2])
+    log(rec)
+    return nil, rec.raised
+  end
+  rec.ok = r[2] and true or false
+  if not r[2] then rec.err = tostring(r[3]) end
+  if r[2] and type(r[3]) == "number" then rec.rem = r[3] end   -- release: true, remaining
+  log(rec)
+  return table.unpack(r, 2, r.n)
+end
+
+-- held(): logged with the time taken *before* the call, so a true answer
+-- proves belief at the logged time (a hold never becomes held again).
+local function check_held(hid, obj)
+  local t = now()
+  local v = obj:held()
+  log{ ev = "held", w = me, hid = hid, t = t, v = v }
+  return v
+end
+
+local function pause(s)
+  local stop = now() + s
+  while now() < stop do
+    c1:poll(); c2:poll(); c3:poll()
+    dlock.sleep(math.min(0.05, math.max(0, stop - now())))
+  end
+end
+
+local function store_write(hid, name, tok)
+  local t0 = now()
+  local acc, seq, hi = st:write(name, tok, hid)
+  if acc == nil then
+    log{ ev = "note", w = me, t = t0, what = "store failed", err = tostring(seq) }
+    return
+  end
+  log{ ev = "store", w = me, hid = hid, name = name, tok = tostring(tok), acc = acc,
+       seq = seq, hi = hi, t0 = t0, t1 = now() }
+end
+
+-- The critical section of a hold: held() checks, fenced writes, maybe a
+-- reentry and an extend, for `dur` seconds. `names` are the lock names
+-- the hold covers (one but for a multi-lock), `tokens(name)` its tokens.
+local function body1(h, obj, dur)
+  local stop = now() + dur
+  repeat
+    if not check_held(h.hid, obj) then return false end
+    if h.fenced then
+      for _, n in ipairs(h.names) do
+        local tok = h.tokens(n)
+        if tok and check_held(h.hid, obj) then store_write(h.hid, n, tok) end
+      end
+    end
+    if h.reenter and rng:chance(0.2) then
+      local before, tokb = obj:count(), h.tokens(h.names[1])
+      local rrec = { ev = "reenter", hid = h.hid, bnd = bound(0) }
+      local ok = call(rrec, obj.acquire, obj, { wait = 0 })
+      if ok then
+        local after, toka = obj:count(), h.tokens(h.names[1])
+        log{ ev = "count", w = me, hid = h.hid, t = now(), before = before, after = after,
+             tokb = tostring(tokb), toka = tostring(toka) }
+        if after == before + 1 and toka == tokb then
+          h.depth = h.depth + 1
+        else
+          -- The hold was lost and this acquire took the lock afresh: a new
+          -- tenancy, so a new hold from here (the old one's belief ended
+          -- with its last held()).
+          local nh = new_hold(h.kind, h.names, h.owner, { shared = h.shared, client = h.client })
+          for k, v in pairs(nh) do if k ~= "tokens" then h[k] = v end end
+          h.depth = after
+          acquired(h, rrec, obj, h.tokens)
+        end
+      end
+    end
+    if h.extend and rng:chance(0.1) then
+      call({ ev = "extend", hid = h.hid, bnd = bound(0) }, obj.extend, obj,
+        rng:pick({ 1, 2, 4 }))
+    end
+    pause(math.min(rng:pick({ 0.05, 0.2, 0.5 }), math.max(0, stop - now())))
+  until now() >= stop
+  return check_held(h.hid, obj)
+end
+
+-- A worker bug must not leave a hold behind: it is noted, and the
+-- release still runs.
+local function body(h, obj, dur)
+  local ok, r = pcall(body1, h, obj, dur)
+  if not ok then log{ ev = "note", w = me, t = now(), what = "body raised", err = tostring(r) } end
+  return ok and r
+end
+
+local function release_all(h, obj)
+  for _ = 1, h.depth do
+    check_held(h.hid, obj)
+    local cnt = obj:count()
+    local rec = { ev = "rel", hid = h.hid, cnt = cnt, shared = h.shared, bnd = bound(0) }
+    local ok = call(rec, obj.release, obj)
+    if not ok then
+      if h.client == c3 then c3_fail_t = now() end
+      break
+    end
+  end
+end
+
+local function hold_dur()
+  return rng:pick({ 0.05, 0.1, 0.3, 0.8, 1.5, 3, cfg.lease * 1.5 })
+end
+
+local function lock_opts(shared)
+  local o = {}
+  local x = rng:float()
+  if x < 0.25 then o.expire = rng:pick({ 1, 2, 4 })
+  elseif x < 0.45 then o.watchdog_lease = rng:pick({ 1.5, 3 })
+  end
+  if shared and rng:chance(0.5) and not o.expire then o.expire, o.watchdog_lease = 1, nil end
+  return o
+end
+
+local function new_hold(kind, names, owner, extra)
+  hid_n = hid_n + 1
+  local h = { hid = me .. "#" .. hid_n, kind = kind, names = names, owner = owner,
+              depth = 1, reenter = true, extend = true,
+              fenced = kind ~= "read" and kind ~= "sem" }
+  for k, v in pairs(extra or {}) do h[k] = v end
+  return h
+end
+
+local function acquired(h, rec, obj, tokens)
+  h.tokens = tokens
+  local toks = {}
+  for _, n in ipairs(h.names) do toks[n] = tokens(n) and tostring(tokens(n)) end
+  log{ ev = "hold", w = me, hid = h.hid, kind = h.kind, names = h.names, owner = h.owner,
+       t0 = rec.t0, t1 = rec.t1, tokens = toks, count = obj:count(), shared = h.shared, permits = h.permits,
+       expire = rec.expire, wlease = rec.wlease }
+end
+
+-- ---- the operations --------------------------------------------------------
+
+local ops = {}
+
+-- A lock, fair lock or one half of the rwlock: acquire / try_acquire /
+-- with, maybe under an explicit owner that other workers share.
+function ops.lock()
+  local kind = rng:weighted({ lock = 5, fair = 2, read = 2, write = 2 })
+  local name, shared, owner
+  if kind == "fair" then name = cfg.fair
+  elseif kind == "read" or kind == "write" then name = cfg.rw
+  else name = rng:pick(cfg.locks) end
+  local client = c1
+  if (kind == "lock" or kind == "fair") and rng:chance(0.3) then
+    shared = true
+    owner = "job:" .. name                     -- the same owner in every worker
+    if rng:chance(0.5) then client = c2 end
+  end
+  local lopts = { owner = owner }
+  local obj
+  if kind == "lock" then obj = client:lock(name, lopts)
+  elseif kind == "fair" then obj = client:fair_lock(name, lopts)
+  else obj = client:rwlock(name, lopts)[kind] end
+  local o = lock_opts(shared)
+  local how = rng:weighted({ acquire = 5, try = 2, with = 2 })
+  local h = new_hold(kind, { name }, owner and ("x:" .. owner) or (me .. ":" .. client.id),
+                     { shared = shared })
+  local rec = { ev = "acq", kind = kind, name = name, owner = h.owner, how = how,
+                expire = o.expire, wlease = o.watchdog_lease }
+  local toks = function() return obj:token() end
+  if how == "with" then
+    o.wait = rng:pick({ 0, 0.3, 1, 3 })
+    local dur = hold_dur()
+    rec.wait, rec.bnd, rec.body = o.wait, bound(o.wait) + dur + 2, dur
+    h.reenter = false                           -- with releases one hold only
+    call(rec, obj.with, obj, o, function()
+      local r = { t0 = rec.t0, t1 = now(), expire = o.expire, wlease = o.watchdog_lease }
+      acquired(h, r, obj, toks)
+      body(h, obj, dur)
+      check_held(h.hid, obj)
+      log{ ev = "relcall", w = me, hid = h.hid, t = now() }
+    end)
+    return
+  end
+  local ok
+  if how == "try" then
+    rec.wait, rec.bnd = 0, bound(0)
+    ok = call(rec, obj.try_acquire, obj, o)
+  else
+    o.wait = rng:pick({ 0, 0.3, 1, 3 })
+    rec.wait, rec.bnd = o.wait, bound(o.wait)
+    ok = call(rec, obj.acquire, obj, o)
+  end
+  if not ok then return end
+  acquired(h, rec, obj, toks)
+  body(h, obj, hold_dur())
+  release_all(h, obj)
+end
+
+-- A multi-lock over two or three of the plain lock names (overlapping
+-- other workers' multi-locks and plain locks), sometimes in a coroutine
+-- of the client whose scheduler raises inside a wait.
+function ops.multi()
+  local names = {}
+  for _, n in ipairs(cfg.locks) do if rng:chance(0.6) then names[#names + 1] = n end end
+  if #names < 2 then names = { cfg.locks[1], cfg.locks[2] } end
+  if rng:chance(0.5) then names[1], names[#names] = names[#names], names[1] end
+  local raise = rng:chance(0.35)
+  local client = raise and c3 or c1
+  local obj = client:multi_lock(names)
+  local wait = rng:pick({ 0, 0.5, 2 })
+  co_n = co_n + 1
+  local owner = me .. ":" .. client.id .. (raise and (":co" .. co_n) or "")
+  local h = new_hold("multi", obj.names, owner, { client = client })
+  local rec = { ev = "acq", kind = "multi", name = obj.name, owner = owner, wait = wait,
+                bnd = bound(wait), raising = raise or nil }
+  local function run()
+    local ok = call(rec, obj.acquire, obj, { wait = wait })
+    if not ok then return end
+    acquired(h, rec, obj, function(n) local t = obj:tokens(); return t and t[n] end)
+    -- Nothing in the body may end this coroutine: only the acquire's
+    -- raise is under test here.
+    body(h, obj, hold_dur())
+    release_all(h, obj)
+  end
+  if not raise then return run() end
+  -- The scheduler only runs in a coroutine that can yield.
+  raise_p = 0.5
+  local co = coroutine.create(run)
+  local ok, err = coroutine.resume(co)
+  raise_p = 0
+  if not rec.raised then return end
+  -- It raised (the call's pcall caught it, or the coroutine died): nothing
+  -- of it may stay held after a lease. Keep the coroutine alive (a caller
+  -- may well hold on to it) and look again later.
+  local t = now()
+  log{ ev = "raised", w = me, t = t, names = obj.names, held = obj:held(), err = tostring(err) }
+  local keep = co
+  deferred[#deferred + 1] = { at = t + cfg.lease_max + cfg.slack, fn = function()
+    local _ = keep
+    for _, n in ipairs(obj.names) do
+      local info = c1:inspect(n)
+      local mine = false
+      for _, o in ipairs(info and info.owners or {}) do
+        if o.client == c3.id then mine = true end
+      end
+      -- A later hold of c3's whose release failed may linger for a lease.
+      local recent = now() - c3_fail_t < cfg.lease_max + cfg.slack
+      log{ ev = "orphan", w = me, t = now(), since = t, name = n, client = c3.id,
+           held = mine and not recent, recent_fail = recent or nil }
+    end
+  end }
+end
+
+-- A semaphore permit; now and then with another permit count than the
+-- round's (a client that names another limit).
+function ops.sem()
+  local s = rng:pick(cfg.sems)
+  local permits = s.permits
+  if rng:chance(0.2) then permits = s.permits + rng:int(1, 2) end
+  local sem = c1:semaphore(s.name, permits)
+  local o = { wait = rng:pick({ 0, 0.3, 1, 3 }) }
+  if rng:chance(0.3) then o.lease = rng:pick({ 1, 2, 4 }) end
+  local rec = { ev = "acq", kind = "sem", name = s.name, permits = permits, wait = o.wait,
+                bnd = bound(o.wait), expire = o.lease }
+  local id = call(rec, sem.acquire, sem, o)
+  if not id then return end
+  local h = new_hold("sem", { s.name }, me .. ":" .. tostring(id),
+                     { permits = permits, reenter = false, extend = false })
+  -- The permit's own lock object (internal: sem.held[id]) answers held();
+  -- without it the belief is the acquire reply only.
+  local p = type(sem.held) == "table" and sem.held[id]
+  local obj = p and p.held and p or { held = function() return false end, count = function() return 1 end }
+  acquired(h, rec, obj, function() return nil end)
+  body(h, obj, hold_dur())
+  check_held(h.hid, obj)
+  local rec2 = { ev = "rel", hid = h.hid, bnd = bound(0) }
+  call(rec2, sem.release, sem, id)
+end
+
+-- force_release of a plain or fair lock: its holder must learn it lost.
+function ops.force()
+  local name = rng:chance(0.7) and rng:pick(cfg.locks) or cfg.fair
+  local obj = name == cfg.fair and c1:fair_lock(name) or c1:lock(name)
+  local rec = { ev = "force", name = name, bnd = bound(0) }
+  call(rec, obj.force_release, obj)
+end
+
+-- A fresh client that waits for a lock in a coroutine and is closed in
+-- the middle of the wait (or abandoned, or lets the wait finish).
+function ops.closewait()
+  local c = connect{ scheduler = yielding }
+  local name = rng:pick(cfg.locks)
+  local obj = c:lock(name)
+  local wait = rng:pick({ 0.5, 2 })
+  local close_after = rng:range(0.02, 1)
+  local h = new_hold("lock", { name }, me .. ":" .. c.id)
+  local rec = { ev = "acq", kind = "lock", name = name, owner = h.owner, wait = wait,
+                bnd = bound(wait), closewait = true }
+  local co = coroutine.create(function() return call(rec, obj.acquire, obj, { wait = wait }) end)
+  local start = now()
+  local ok, got = coroutine.resume(co)
+  while ok and coroutine.status(co) ~= "dead" and now() - start < close_after do
+    dlock.sleep(math.min(tonumber(got) or 0.02, 0.02))
+    ok, got = coroutine.resume(co)
+  end
+  if coroutine.status(co) == "dead" and not rec.raised then
+    if rec.ok then
+      acquired(h, rec, obj, function() return obj:token() end)
+      check_held(h.hid, obj)
+    end
+  end
+  local t = now()
+  log{ ev = "gone", w = me, t = t, client = c.id, hid = rec.ok and h.hid or nil }
+  c:close()
+  if coroutine.status(co) ~= "dead" then
+    pcall(coroutine.resume, co)              -- the wait finds the client closed
+  end
+end
+
+local weights = { lock = 10, multi = 3, sem = 3, force = 0.3, closewait = 0.7 }
+-- A Redlock client has no semaphore (each master would count on its own).
+if cfg.conn.servers then weights.sem = nil end
+while now() < cfg.stop_at do
+  for i = #deferred, 1, -1 do
+    if now() >= deferred[i].at then
+      local d = table.remove(deferred, i)
+      pcall(d.fn)
+    end
+  end
+  local op = rng:weighted(weights)
+  local ok, err = pcall(ops[op])
+  if not ok then log{ ev = "note", w = me, t = now(), what = "op " .. op .. " raised", err = tostring(err) } end
+  pause(rng:pick({ 0, 0.01, 0.05, 0.2 }))
+end
+for _, d in ipairs(deferred) do
+  local wait = d.at - now()
+  if wait > 0 and wait < cfg.lease_max + cfg.slack + 1 then dlock.sleep(wait) end
+  pcall(d.fn)
+end
+log{ ev = "end", w = me, t = now(), ops = op_n }
+c1:close(); c2:close(); c3:close()
+st:close()
+os.exit(0)
