@@ -314,6 +314,30 @@ function helper.fds()
   return tonumber(read("ls -l /proc/$PPID/fd | grep -c 'socket:'"))
 end
 
+--- The library's Redis scripts, loaded into server handle `srv` with
+--- SCRIPT LOAD (for specs that drive them by hand): name -> sha.
+function helper.load_scripts(srv)
+  local sha = {}
+  for name, src in pairs(require("dlock.core").scripts()) do
+    local path = ("%s/script-%d-%s.lua"):format(helper.tmp, srv.port, name)
+    local f = assert(io.open(path, "wb"))
+    f:write(src)
+    f:close()
+    local p = assert(io.popen(("redis-cli -p %d -x SCRIPT LOAD < '%s'"):format(srv.port, path)))
+    sha[name] = p:read("*a"):match("%x+")
+    p:close()
+    assert(sha[name] and #sha[name] == 40, "SCRIPT LOAD " .. name)
+  end
+  return sha
+end
+
+--- The integers in redis-cli's output of a script's reply, in order.
+function helper.ints(out)
+  local r = {}
+  for v in out:gmatch("%-?%d+") do r[#r + 1] = tonumber(v) end
+  return r
+end
+
 --- Run Lua source `src` in a separate process with this tree's modules
 --- (arguments in `...` become its arg table). Returns whether it exited 0,
 --- its output (stdout and stderr), and its exit status (a signal that

@@ -5,23 +5,10 @@
 -- owner shared by two clients, keys deleted or evicted under a hold.
 local helper = require "helper"
 
-local scripts = require("dlock.core").scripts()
-
 describe("scripts", function()
   local srv, sha = helper.redis(), {}
 
-  setup(function()
-    for name, src in pairs(scripts) do
-      local path = ("%s/script-%s.lua"):format(helper.tmp, name)
-      local f = assert(io.open(path, "wb"))
-      f:write(src)
-      f:close()
-      local p = assert(io.popen(("redis-cli -p %d -x SCRIPT LOAD < '%s'"):format(srv.port, path)))
-      sha[name] = p:read("*a"):match("%x+")
-      p:close()
-      assert.equals(40, #sha[name])
-    end
-  end)
+  setup(function() sha = helper.load_scripts(srv) end)
 
   local key, fence
   before_each(function()
@@ -30,11 +17,7 @@ describe("scripts", function()
   end)
 
   -- The reply's integers.
-  local function ints(out)
-    local r = {}
-    for v in out:gmatch("%-?%d+") do r[#r + 1] = tonumber(v) end
-    return r
-  end
+  local ints = helper.ints
   -- acquire(owner, requester, seq [, lease_ms [, expected]])
   local function acquire(owner, req, seq, lease_ms, expect, token)
     return ints(srv.cli("EVALSHA", sha.acquire, 2, key, fence, owner, req, seq,

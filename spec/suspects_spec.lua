@@ -5,27 +5,7 @@ local dlock = require "dlock"
 local helper = require "helper"
 local unpack = table.unpack or unpack
 
--- The scripts, loaded into srv; returns a table name -> sha.
-local function load_scripts(srv)
-  local sha = {}
-  for name, src in pairs(require("dlock.core").scripts()) do
-    local path = ("%s/suspect-%s.lua"):format(helper.tmp, name)
-    local f = assert(io.open(path, "wb"))
-    f:write(src)
-    f:close()
-    local p = assert(io.popen(("redis-cli -p %d -x SCRIPT LOAD < '%s'"):format(srv.port, path)))
-    sha[name] = p:read("*a"):match("%x+")
-    p:close()
-    assert.equals(40, #sha[name])
-  end
-  return sha
-end
-
-local function ints(out)
-  local r = {}
-  for v in out:gmatch("%-?%d+") do r[#r + 1] = tonumber(v) end
-  return r
-end
+local load_scripts, ints = helper.load_scripts, helper.ints
 
 -- 1. Pruning request records past RECORDS_MAX (64 fields) on a new
 -- tenancy: the record of a release whose reply was lost, or of a
