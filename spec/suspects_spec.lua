@@ -215,6 +215,31 @@ describe("suspect 3: a shared owner lost on one client, alive on another", funct
     assert.equals(0, left2)
     assert.is_nil(other:inspect(name), "held after every holder released")
   end)
+
+  -- On a fair lock A's lost share is not dropped (state.c): A's next
+  -- fresh acquire may adopt the hold it had (g = A), and a DROP racing
+  -- that adoption would take out a hold A then believes in. So A's lost
+  -- share stays counted until the tenancy ends; what must never happen
+  -- is another owner getting in while A or B holds.
+  it("fair lock: A's lost share stays; no other owner gets in while A holds", function()
+    local name, owner = helper.unique_name("fshared"), helper.unique_name("job")
+    local a = assert(helper.client{ lease = 3 })
+    local b = assert(helper.client{ lease = 3 })
+    local other = assert(helper.client())
+    finally(function() a:close(); b:close(); other:close() end)
+    local la, lb = a:fair_lock(name, { owner = owner }), b:fair_lock(name, { owner = owner })
+    assert(la:acquire{ expire = 1 })                 -- A first: g = A
+    assert(lb:acquire())
+    dlock.sleep(1.6)
+    a:poll()
+    assert.is_false(la:held())
+    assert(la:acquire())                             -- A again, fresh
+    assert.equals(lb:token(), la:token())
+    assert(lb:release())
+    assert.is_true(la:held())
+    assert.is_nil((other:fair_lock(name):try_acquire()), "two holders")
+    assert(la:release())
+  end)
 end)
 
 -- 4. The kinds with no one-key acquire (a read-write lock, a fair lock,

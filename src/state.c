@@ -26,8 +26,12 @@ void dl_client_lose(dl_client *c, dl_hold *h, const char *reason)
      * whatever the client does next. Its pending request is not among
      * them: it ends on its own (a release resent, an acquire cancelled).
      * Where Redis said the hold is gone, the DROP finds nothing. A
-     * coroutine's owner is this client's alone: its holds expire. */
-    if (h->owner_num == 0 && h->count > 0 &&
+     * coroutine's owner is this client's alone: its holds expire. Not on
+     * a fair lock: there g = this requester may mark the hold as one its
+     * client has not seen yet, and a fresh acquire adopts it (script.c);
+     * an adoption racing the DROP would take in a hold the DROP takes
+     * out. Sent once: a DROP has no request id, so it is not resent. */
+    if (h->owner_num == 0 && h->count > 0 && h->kind != DL_KIND_FAIR &&
         dl_registry_orphan_share(&c->reg, h) != 0)
         dl_log_say(&c->log, DL_LOG_WARN, "%.*s: out of memory: this "
                    "client's lost holds stay until the lease runs out",
