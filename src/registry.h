@@ -45,7 +45,7 @@ typedef struct dl_hold {
                                    thread unlinks and frees it */
     const char *lost;           /* NULL, or why the hold was lost */
     int ref;                    /* Lua ref of the lock object, DL_NOREF */
-    uint64_t gen;               /* bumped on every confirmed count change */
+    uint64_t gen;               /* bumped on every confirmed count change and extend */
     int inflight;               /* a renewal of it is on the wire */
     int dead;                   /* unlinked while inflight: watchdog frees */
 } dl_hold;

@@ -92,23 +92,34 @@ dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
     if (lost)
         return dl_fail(err, errlen, DL_ELOST, "%s", lost);
 
+    /* The extend may set a TTL below the one the last renewal left, and
+     * may run even when its reply is lost: from its send, the hold is
+     * believed no longer than it asks for. A renewal in flight meanwhile
+     * (sent before, perhaps run before the extend) is not recorded: its
+     * deadline could outlast the TTL this extend set (h->gen). */
     dl_op op;
     dl_result res;
     dl_op_extend(&op, l, lease_ms, tok);
+    int64_t sent = dl_now_us();
     dl_status st = dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);
-    if (st != DL_OK)
-        return st;
-    int ok = res.kind == DL_V_YES;
-    int64_t t0 = res.t0;
+    int ok = st == DL_OK && res.kind == DL_V_YES;
+    int64_t t0 = st == DL_OK ? res.t0 : sent;
+    int64_t until = t0 + lease_ms * 1000 -
+                    dl_exec_drift_us(&c->topo, lease_ms);
 
     pthread_mutex_lock(&c->mu);
     dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
                                   l->ownerlen);
     if (!h || h->count <= 0) {
-        st = dl_fail(err, errlen, DL_ENOTHELD, "not held");
+        if (st == DL_OK)
+            st = dl_fail(err, errlen, DL_ENOTHELD, "not held");
+    } else if (st != DL_OK) {
+        h->gen++;
+        if (until < h->deadline_us)
+            h->deadline_us = until;
     } else if (ok) {
-        h->deadline_us = t0 + lease_ms * 1000 -
-                         dl_exec_drift_us(&c->topo, lease_ms);
+        h->gen++;
+        h->deadline_us = until;
         if (!h->watchdog)
             h->lease_ms = lease_ms;
         h->renew_at_us = t0 + lease_ms * 1000 / 3;
