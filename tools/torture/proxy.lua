@@ -5,7 +5,9 @@
 -- CONTROL_FILE holds the mode, read every 50 ms:
 --   pass          forward both ways
 --   delay S       hold each reply back S seconds
---   drop          swallow replies (the commands still run)
+--   drop          swallow replies (the commands still run); a connection
+--                 that lost a reply is closed at its next one, as TCP
+--                 never delivers the bytes after a gap
 --   cut           close the connection instead of forwarding a reply
 local cqueues = require "cqueues"
 local socket = require "cqueues.socket"
@@ -33,8 +35,12 @@ local function pump1(from, to, replies, conn)
     if replies then
       if mode == "delay" and delay > 0 then cqueues.sleep(delay) end
       if mode == "cut" then break end
-      if mode ~= "drop" then
-        if not to:write(data) or not to:flush() then break end
+      if mode == "drop" then
+        conn.gap = true
+      elseif conn.gap then
+        break     -- a reply after a lost one: never a later reply in its place
+      elseif not to:write(data) or not to:flush() then
+        break
       end
     else
       if not to:write(data) or not to:flush() then break end

@@ -311,7 +311,61 @@ local function run_round(p)
     local out = helper.read_file(w.out) or ""
     if out:find("%S") then crashed[#crashed + 1] = w.name .. ": " .. out:sub(1, 300) end
   end
-  return { dir = dir, t_start = t_start, nops = nops, nfaults = nfaults, violations = v, crashed = crashed }
+  return { dir = dir, t_start = t_start, nops = nops, nfaults = nfaults, violations = v, crashed = crashed,
+           records = records }
+end
+
+-- ---- what a CI log needs to explain a violation ----------------------------------
+
+-- The records around violation v: those of the holds it names, their
+-- workers' lost/note/extend records, and the driver's faults, from 3 s
+-- before to 1 s after, as short lines (the history itself stays on the
+-- machine that ran it).
+local function timeline(records, v, t_start)
+  local hids, workers = {}, {}
+  for hid in v.msg:gmatch("(w%d+%.%d+#%d+)") do
+    hids[hid] = true
+    workers[hid:match("^(w%d+%.%d+)")] = true
+  end
+  local function t_of(r) return r.t1 or r.t or r.t0 or 0 end
+  local lo, hi = math.huge, -math.huge
+  for _, r in ipairs(records) do
+    if r.hid and hids[r.hid] then lo, hi = math.min(lo, t_of(r)), math.max(hi, t_of(r)) end
+  end
+  lo, hi = lo - 3, hi + 1
+  local picked = {}
+  for _, r in ipairs(records) do
+    local t = t_of(r)
+    local mine = r.hid and hids[r.hid]
+    local near = t >= lo and t <= hi and (r.w == "driver" and r.ev == "fault" or
+      workers[r.w] and not r.hid and r.ev ~= "held" and r.ev ~= "start")
+    if mine or near then picked[#picked + 1] = r end
+  end
+  table.sort(picked, function(a, b) return t_of(a) < t_of(b) end)
+  local lines, held_run = {}, nil
+  for _, r in ipairs(picked) do
+    local c = {}
+    for k, x in pairs(r) do c[k] = x end
+    for _, k in ipairs({ "t", "t0", "t1" }) do
+      if type(c[k]) == "number" then c[k] = ("%.3f"):format(c[k] - t_start) end
+    end
+    local line = common.encode(c)
+    -- runs of held() answers are one line each way
+    if r.ev == "held" then
+      local key = r.hid .. tostring(r.v)
+      if held_run and held_run.key == key then
+        held_run.n, held_run.last = held_run.n + 1, c.t
+        lines[held_run.i] = ("held %s %s x%d from %s to %s"):format(r.hid, tostring(r.v),
+          held_run.n, held_run.first, c.t)
+        line = nil
+      else
+        held_run = { key = key, n = 1, first = c.t, last = c.t, i = #lines + 1 }
+      end
+    end
+    if line then lines[#lines + 1] = line end
+  end
+  while #lines > 80 do table.remove(lines, 1) end
+  return lines
 end
 
 -- ---- the run -------------------------------------------------------------------
@@ -351,6 +405,10 @@ while true do
       rf:close()
       say("  first violation: %s: %s", r.violations[1].kind, r.violations[1].msg)
       say("  report: %s/report.txt", r.dir)
+      say("  its timeline (s from the round's start):")
+      for _, line in ipairs(timeline(r.records, r.violations[1], r.t_start)) do
+        say("    %s", line)
+      end
       failed[#failed + 1] = r.dir
     elseif not os.getenv("TORTURE_KEEP") then
       sh("rm -rf " .. q(r.dir))
