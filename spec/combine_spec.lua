@@ -223,3 +223,36 @@ describe("found by the checker: an extend that lowers the TTL, its reply lost", 
     assert.is_false(held, ("held %.2f s after an extend of 0.4 s"):format(t - sent))
   end)
 end)
+
+describe("found by the checker: a reentry whose reply comes after the loss", function()
+  it("goes on with both counts when Redis still had the tenancy #slow", function()
+    -- A fixed 3 s lease; the reentry is sent at 1.5 s, its reply held back
+    -- 2.1 s by a proxy: the client declares the hold lost at 3 s, then
+    -- hears at 3.6 s that the reentry joined it (the key lives to 4.5 s).
+    local srv = helper.redis()
+    local proxy = helper.proxy(srv)
+    if not proxy then pending("cqueues for Lua 5.4 is missing") return end
+    local lost = {}
+    local c = assert(dlock.connect{ url = proxy.url, command_timeout = 5,
+                                    on_lost = function(_, why) lost[#lost + 1] = why end })
+    finally(function() proxy.set("pass"); c:close(); proxy.stop() end)
+    local name = helper.unique_name("late")
+    local l = c:lock(name, { expire = 3 })
+    local t0 = dlock.now()
+    assert(l:acquire())
+    local tok = l:token()
+    proxy.set("delay 2.1")
+    dlock.sleep(1.5 - (dlock.now() - t0))
+    assert(l:acquire())
+    assert.is_true(dlock.now() - t0 > 3.1, "the reply came before the loss: no test")
+    proxy.set("pass")
+    c:poll()
+    assert.equals(1, #lost)                      -- the loss was declared
+    assert.is_true(l:held())
+    assert.equals(2, l:count())                  -- Redis counts two
+    assert.equals(tok, l:token())
+    assert.same({ true, 1 }, { l:release() })
+    assert.same({ true, 0 }, { l:release() })
+    assert.is_true(helper.is_free(srv, key(name)))
+  end)
+end)

@@ -255,6 +255,34 @@ function helper.lua_cmd()
     package.cpath, helper.lua)
 end
 
+--- A TCP proxy in front of srv that can delay, lose or cut replies
+--- (tools/torture/proxy.lua, on cqueues under Lua 5.4): returns a handle
+--- with url, set(mode) ("pass", "delay S", "drop", "cut"; the proxy reads
+--- it within 50 ms) and stop(); nil when cqueues is missing.
+function helper.proxy(srv)
+  if not sh("lua5.4 -e 'require \"cqueues\"' 2>/dev/null") then return nil end
+  local port
+  repeat port = math.random(20000, 60000) until not helper.port_in_use(port)
+  local ctl = ("%s/proxy-%d.ctl"):format(tmp, port)
+  local function set(mode)
+    local f = assert(io.open(ctl, "w"))
+    f:write(mode, "\n")
+    f:close()
+  end
+  set("pass")
+  local pid = read(("env -u LD_PRELOAD lua5.4 tools/torture/proxy.lua %d %d '%s' " ..
+    ">%s/proxy-%d.out 2>&1 & echo $!"):format(port, srv.port, ctl, tmp, port)):match("%d+")
+  local pf = assert(io.open(("%s/proxy-%d.pid"):format(tmp, port), "w"))
+  pf:write(pid, "\n")
+  pf:close()
+  assert(helper.wait_for(function() return helper.listening(port) end, 5), "proxy did not start")
+  return { port = port, url = ("redis://127.0.0.1:%d"):format(port), set = function(m)
+             set(m)
+             dlock.sleep(0.15)
+           end,
+           stop = function() sh("kill -9 " .. pid .. " 2>/dev/null") end }
+end
+
 --- Start `worker.lua mode args...` in the background; returns its pid
 --- and the path of its output file.
 function helper.spawn(mode, ...)

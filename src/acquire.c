@@ -21,13 +21,30 @@
 #include <string.h>
 
 /* With c->mu held: record a successful acquire of h for a lease of ms,
- * sent at t0, valid for valid_ms (<= ms) less drift_us. */
+ * sent at t0, valid for valid_ms (<= ms) less drift_us; it was a reentry
+ * expecting `expect` holds (0: fresh), and Redis now counts `mine`.
+ *
+ * A reentry whose reply comes after this client gave the hold up as lost
+ * (its lease ran out here before a renewal was confirmed) found the
+ * tenancy alive in Redis, and joined it: a coroutine owner's holds are
+ * this client's alone, so the hold goes on with all its counts (else
+ * Redis would count holds nobody releases, and keep the lock for a lease
+ * after the last release). An explicit owner's lost holds are DROPped
+ * (state.c): its reentry starts a count of one. */
 static void record_acquire(dl_client *c, dl_hold *h, const dl_lockref *l,
                            int64_t tok, int64_t t0, int64_t ms,
                            int64_t valid_ms, int64_t drift_us, int watchdog,
-                           int ref, int *ref_kept)
+                           int64_t expect, int64_t mine, int ref,
+                           int *ref_kept)
 {
-    if (h->count <= 0 || h->lost) {         /* a fresh hold */
+    if (h->lost && h->count > 0 && expect > 0 && h->owner_num != 0 &&
+        tok == h->token && expect == h->count && mine == expect + 1) {
+        h->lost = NULL;                     /* alive after all */
+        if (h->ref != DL_NOREF)
+            dl_registry_push_event(&c->reg, h->ref, NULL);
+        h->ref = ref;
+        *ref_kept = 1;
+    } else if (h->count <= 0 || h->lost) {  /* a fresh hold */
         h->lost = NULL;
         h->count = 0;
         h->watchdog = watchdog;
@@ -203,7 +220,7 @@ static int take_grant(dl_client *c, dl_hold *h, const dl_lockref *l,
         dl_now_us() > op->reg_t0 + valid * 1000 * 2 / 3)
         return 0;
     record_acquire(c, h, l, tok, op->reg_t0, op->reg_ms, valid, 0,
-                   op->reg_watchdog, op->args.ref, &op->args.ref_kept);
+                   op->reg_watchdog, 0, 1, op->args.ref, &op->args.ref_kept);
     return 1;
 }
 
@@ -352,8 +369,8 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
             h->pend = DL_PEND_NONE;
             h->pend_lua = 0;
             record_acquire(c, h, l, a.y, t0, ms, ms,
-                           dl_exec_drift_us(&c->topo, ms), watchdog,
-                           args->ref, &args->ref_kept);
+                           dl_exec_drift_us(&c->topo, ms), watchdog, expect,
+                           a.x, args->ref, &args->ref_kept);
             break;
         }
         h->pend_lua = 0;                    /* Redlock: the watchdog or */

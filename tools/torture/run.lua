@@ -246,6 +246,7 @@ local function run_round(p)
   end
   local nfaults = 0
   for _, fa in ipairs(p.faults) do
+    fa.name = pre .. fa.name              -- the round's lock names are prefixed
     sleep_until(t_start + fa.t)
     if now() > cfg.stop_at - 1 then break end
     local t0 = now()
