@@ -178,9 +178,10 @@ function topology.sentinel(opts)
   end
 
   local ok, err = pcall(function()
-    t.master = helper.start_redis(own_dir("master") .. " " .. REPL, { tls = opts.tls })
+    local repl = REPL .. " " .. (opts.extra or "")
+    t.master = helper.start_redis(own_dir("master") .. " " .. repl, { tls = opts.tls })
     t.replica = helper.start_redis(("%s %s --replicaof 127.0.0.1 %d"):format(
-      own_dir("replica"), REPL, t.master.port), { tls = opts.tls })
+      own_dir("replica"), repl, t.master.port), { tls = opts.tls })
     -- Sentinels learn replicas from the master's INFO, which they read on
     -- connecting and then only every 10 s: have the replica online first.
     await("the replica's link to the master", timeout, function() return link_up(t.replica) end)
@@ -364,8 +365,8 @@ function topology.cluster(n, opts)
       local conf = helper.unique_name(helper.tmp .. "/nodes"):gsub(":", "-") .. ".conf"
       confs[i] = conf
       c.nodes[i] = helper.start_redis(("%s --cluster-enabled yes --cluster-config-file %s " ..
-        "--cluster-node-timeout %d --cluster-port %d"):format(own_dir("node"), conf,
-        opts.node_timeout_ms or 2000, bus_port(taken)), { tls = opts.tls })
+        "--cluster-node-timeout %d --cluster-port %d %s"):format(own_dir("node"), conf,
+        opts.node_timeout_ms or 2000, bus_port(taken), opts.extra or ""), { tls = opts.tls })
       c.nodes[i].cluster_conf = conf
       c.urls[i] = c.nodes[i].url
     end

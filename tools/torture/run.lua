@@ -81,6 +81,7 @@ end
 -- ---- topologies (started once, reused) ----------------------------------------
 
 local AOF = "--appendonly yes --appendfsync always"
+local DEBUG = "--enable-debug-command local"       -- DEBUG SLEEP (faults.sleep)
 local topos = {}
 local store_srv
 
@@ -89,20 +90,20 @@ local function get_topo(p)
   if topos[key] then return topos[key] end
   local t = { kind = p.kind, quorum = 1 }
   if p.kind == "single" then
-    t.h = topology.masters(1, AOF)
+    t.h = topology.masters(1, AOF .. " " .. DEBUG)
     t.srv = t.h.servers[1]
     t.direct = { url = t.srv.url }
   elseif p.kind == "redlock" then
-    t.h = topology.masters(p.masters, AOF)
+    t.h = topology.masters(p.masters, AOF .. " " .. DEBUG)
     t.direct = { servers = t.h.urls }
     t.quorum = math.floor(p.masters / 2) + 1
   elseif p.kind == "sentinel" then
     -- down-after 5 s: the pauses and sleeps injected here stay shorter,
     -- so only the driver's failovers change the master.
-    t.h = topology.sentinel{ down_after_ms = 5000 }
+    t.h = topology.sentinel{ down_after_ms = 5000, extra = DEBUG }
     t.direct = { sentinels = t.h.sentinel_urls, master = t.h.name }
   else
-    t.h = topology.cluster(3, { node_timeout_ms = 5000 })
+    t.h = topology.cluster(3, { node_timeout_ms = 5000, extra = DEBUG })
     t.direct = { cluster = t.h.urls }
   end
   topos[key] = t
@@ -319,8 +320,9 @@ end
 -- ---- what a CI log needs to explain a violation ----------------------------------
 
 -- The records around violation v: those of the holds it names, their
--- workers' lost/note/extend records, and the driver's faults, from 3 s
--- before to 1 s after, as short lines (the history itself stays on the
+-- workers' other records (but held() answers of other holds), and the
+-- driver's faults, from 3 s before the first to 1 s after the violation,
+-- as short lines (80 at most) (the history itself stays on the
 -- machine that ran it).
 local function timeline(records, v, t_start)
   local hids, workers = {}, {}
@@ -333,7 +335,7 @@ local function timeline(records, v, t_start)
   for _, r in ipairs(records) do
     if r.hid and hids[r.hid] then lo, hi = math.min(lo, t_of(r)), math.max(hi, t_of(r)) end
   end
-  lo, hi = lo - 3, hi + 1
+  lo, hi = lo - 3, math.min(hi, v.t or hi) + 1
   local picked = {}
   for _, r in ipairs(records) do
     local t = t_of(r)
@@ -365,7 +367,7 @@ local function timeline(records, v, t_start)
     end
     if line then lines[#lines + 1] = line end
   end
-  while #lines > 80 do table.remove(lines, 1) end
+  while #lines > 80 do table.remove(lines) end
   return lines
 end
 
@@ -373,6 +375,9 @@ end
 
 store_srv = helper.start_redis()
 local round_len = math.max(12, math.min(30, total / 4 - 10))
+-- A replay (TORTURE_ROUND) of a round from a run of another length:
+-- TORTURE_LEN = that run's round length (20 s for 120 s, 30 s from 160 s).
+round_len = tonumber(os.getenv("TORTURE_LEN") or "") or round_len
 local histories, operations, nfaults, nviolations = 0, 0, 0, 0
 local failed = {}
 local k = 0
@@ -381,7 +386,11 @@ while true do
   local len = math.min(round_len, left - 10)
   if k > 0 and len < 10 then break end
   k = k + 1
-  local p = plan(k, math.max(len, 10))
+  -- TORTURE_ROUND=k (with SEED and the run's TORTURE_SECONDS): replay
+  -- round k of that run's plan again and again, to hunt its violation.
+  local only = tonumber(os.getenv("TORTURE_ROUND") or "")
+  local p = plan(only or k, math.max(len, 10))
+  if only then p.k = k end
   local ok, r = pcall(run_round, p)
   if not ok then
     -- A topology that would not start is the machine's problem, not a

@@ -165,10 +165,13 @@ local function release_all(h, obj)
     check_held(h.hid, obj)
     local cnt = obj:count()
     local rec = { ev = "rel", hid = h.hid, cnt = cnt, shared = h.shared, bnd = bound(0) }
-    local ok = call(rec, obj.release, obj)
+    local ok, err = call(rec, obj.release, obj)
     if not ok then
       if h.client == c3 then c3_fail_t = now() end
-      break
+      -- The other holds are still this owner's (a lost one answers
+      -- "lost" once per hold): a caller releases them all, or its
+      -- coroutine keeps them until it is collected.
+      if tostring(err):find("^not held") then break end
     end
   end
 end
