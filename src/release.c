@@ -117,6 +117,10 @@ dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
         h->gen++;
         if (until < h->deadline_us)
             h->deadline_us = until;
+        if (h->watchdog && !h->final) {     /* renew now: a lease again */
+            h->renew_at_us = dl_now_us();
+            dl_watchdog_poke(c, h->renew_at_us);
+        }
     } else if (ok) {
         h->gen++;
         h->deadline_us = until;
