@@ -320,8 +320,11 @@ local function counts(g, meta, out)
   end
   for _, c in ipairs(g.counts) do
     -- (a reentry into a hold already lost takes the lock afresh: a new
-    -- token, and a count of 1; that is no drift)
-    if c.after ~= c.before + 1 and c.toka == c.tokb then
+    -- token, and a count of 1; that is no drift. So does an explicit
+    -- owner's in the same tenancy: its lost holds are dropped)
+    local h = g.holds[c.hid]
+    local fresh = c.after == 1 and h and h.shared
+    if c.after ~= c.before + 1 and c.toka == c.tokb and not fresh then
       out[#out + 1] = { kind = "count", t = c.t, msg = ("%s: a reentry took the count " ..
         "from %s to %s"):format(c.hid, tostring(c.before), tostring(c.after)) }
       break

@@ -146,7 +146,7 @@ local function plan(k, len)
   p.seeds = {}
   for i = 1, p.nworkers do p.seeds[i] = rng:int(1, 2000000000) end
   p.sems = { rng:int(1, 2), rng:int(2, 3) }
-  local names = { "L1", "L2", "L3", "F1", "RW1", "S1", "S2" }
+  local names = { "L1", "L2", "L3", "F1", "RW1", "S1", "S2", "C1" }
   local weights = {}
   for kname, w in pairs(FAULTS[p.kind]) do weights[kname] = w end
   if not p.proxied then weights.proxy = nil end
@@ -159,6 +159,9 @@ local function plan(k, len)
                 name = rng:pick(names), all = rng:chance(0.3), respawn = rng:int(1, 2000000000),
                 mode = rng:pick({ "delay", "drop", "cut" }), delay = rng:range(0.2, 1.5),
                 before = rng:range(0, 1.5), between = rng:range(0, 0.3), after = rng:range(0, 0.5) }
+    -- A slot migration finds most real locks free: C1, the cold lock,
+    -- is free most of the time (a fresh acquire then meets TRYAGAIN).
+    if f.kind == "migrate" and rng:chance(0.4) then f.name = "C1" end
     if f.kind == "pause" then
       f.dur = rng:range(0.3, math.min(p.lease * 1.5, heavy and 3 or 6))
     elseif f.kind == "sleep" then
@@ -188,11 +191,11 @@ local function run_round(p)
                 stop_at = t_start + p.len, monitor_until = t_start + p.len + 30,
                 store_port = store_srv.port, direct = topo.direct, conn = topo.direct,
                 locks = { pre .. "L1", pre .. "L2", pre .. "L3" }, fair = pre .. "F1",
-                rw = pre .. "RW1",
+                rw = pre .. "RW1", cold = pre .. "C1",
                 sems = { { name = pre .. "S1", permits = p.sems[1] },
                          { name = pre .. "S2", permits = p.sems[2] } } }
   cfg.all_names = { cfg.locks[1], cfg.locks[2], cfg.locks[3], cfg.fair, cfg.rw,
-                    cfg.sems[1].name, cfg.sems[2].name }
+                    cfg.sems[1].name, cfg.sems[2].name, cfg.cold }
   local env = { topo = topo, log = log }
   local proxy
   if p.proxied then

@@ -112,6 +112,7 @@ end
 -- The critical section of a hold: held() checks, fenced writes, maybe a
 -- reentry and an extend, for `dur` seconds. `names` are the lock names
 -- the hold covers (one but for a multi-lock), `tokens(name)` its tokens.
+local new_hold, acquired           -- below; a reentry that took the lock afresh calls them
 local function body1(h, obj, dur)
   local stop = now() + dur
   repeat
@@ -187,10 +188,13 @@ local function lock_opts(shared)
   elseif x < 0.45 then o.watchdog_lease = rng:pick({ 1.5, 3 })
   end
   if shared and rng:chance(0.5) and not o.expire then o.expire, o.watchdog_lease = 1, nil end
+  -- a sharer with a long lease (renewed every 4 s), as jobs often take:
+  -- another sharer's short expire must not cut it short
+  if shared and not o.expire and rng:chance(0.3) then o.watchdog_lease = 12 end
   return o
 end
 
-local function new_hold(kind, names, owner, extra)
+function new_hold(kind, names, owner, extra)
   hid_n = hid_n + 1
   local h = { hid = me .. "#" .. hid_n, kind = kind, names = names, owner = owner,
               depth = 1, reenter = true, extend = true,
@@ -199,7 +203,7 @@ local function new_hold(kind, names, owner, extra)
   return h
 end
 
-local function acquired(h, rec, obj, tokens)
+function acquired(h, rec, obj, tokens)
   h.tokens = tokens
   local toks = {}
   for _, n in ipairs(h.names) do toks[n] = tokens(n) and tostring(tokens(n)) end
@@ -356,6 +360,22 @@ function ops.force()
   call(rec, obj.force_release, obj)
 end
 
+-- The cold lock: taken now and then, briefly, on a 1 s lease, so it is
+-- free (its key gone) most of the time, as most real locks are: a slot
+-- migration then meets it free.
+function ops.cold()
+  if not cfg.cold then return end
+  local obj = c1:lock(cfg.cold)
+  local h = new_hold("lock", { cfg.cold }, me .. ":" .. c1.id, { extend = false })
+  local wait = rng:pick({ 0, 0.5 })
+  local rec = { ev = "acq", kind = "lock", name = cfg.cold, owner = h.owner, how = "acquire",
+                wait = wait, bnd = bound(wait), expire = 1 }
+  if not call(rec, obj.acquire, obj, { wait = wait, expire = 1 }) then return end
+  acquired(h, rec, obj, function() return obj:token() end)
+  body(h, obj, rng:pick({ 0.05, 0.2 }))
+  release_all(h, obj)
+end
+
 -- A fresh client that waits for a lock in a coroutine and is closed in
 -- the middle of the wait (or abandoned, or lets the wait finish).
 function ops.closewait()
@@ -388,7 +408,7 @@ function ops.closewait()
   end
 end
 
-local weights = { lock = 10, multi = 3, sem = 3, force = 0.3, closewait = 0.7 }
+local weights = { lock = 10, multi = 3, sem = 3, force = 0.3, closewait = 0.7, cold = 1 }
 -- A Redlock client has no semaphore (each master would count on its own).
 if cfg.conn.servers then weights.sem = nil end
 while now() < cfg.stop_at do
