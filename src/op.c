@@ -277,13 +277,18 @@ static void first_vote(const redisReply *r, dl_vote *v)
         bool_vote(r->element[0], v);
 }
 
+int dl_op_extend_lowers(const dl_lockref *l)
+{
+    return !own_leases(l) && l->owner_num != 0;
+}
+
 void dl_op_extend(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token)
 {
     if (own_leases(l)) {
         lease_op(op, "extend", DL_S_RW_RENEW, first_vote, l, ms, token);
     } else {
         lease_op(op, "extend", DL_S_EXTEND, bool_vote, l, ms, token);
-        add_s(op, l->owner_num ? "0" : "1");    /* shared: raise only */
+        add_s(op, dl_op_extend_lowers(l) ? "0" : "1");  /* shared: raise only */
     }
 }
 

@@ -115,6 +115,9 @@ void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
 void dl_op_void(dl_op *op, const dl_lockref *l, uint64_t seq,
                 int64_t keep_ms, const char *pub, int fresh);
 void dl_op_extend(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token);
+/* Whether l's extend sets the TTL exactly (it may lower it): a coroutine
+ * owner's plain or fair lock. Every other extend only raises it. */
+int dl_op_extend_lowers(const dl_lockref *l);
 void dl_op_ttl(dl_op *op, const dl_lockref *l);
 /* Free l whoever holds it, as request seq of requester req. */
 void dl_op_force(dl_op *op, const dl_lockref *l, const char *req,

@@ -92,11 +92,12 @@ dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
     if (lost)
         return dl_fail(err, errlen, DL_ELOST, "%s", lost);
 
-    /* The extend may set a TTL below the one the last renewal left, and
-     * may run even when its reply is lost: from its send, the hold is
-     * believed no longer than it asks for. A renewal in flight meanwhile
-     * (sent before, perhaps run before the extend) is not recorded: its
-     * deadline could outlast the TTL this extend set (h->gen). */
+    /* A coroutine owner's extend may set a TTL below the one the last
+     * renewal left (dl_op_extend_lowers), and may run even when its reply
+     * is lost: from its send, the hold is believed no longer than it asks
+     * for. A renewal in flight meanwhile (sent before, perhaps run before
+     * the extend) is not recorded: its deadline could outlast the TTL this
+     * extend set (h->gen). Any other extend only raises the TTL. */
     dl_op op;
     dl_result res;
     dl_op_extend(&op, l, lease_ms, tok);
@@ -114,12 +115,15 @@ dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
         if (st == DL_OK)
             st = dl_fail(err, errlen, DL_ENOTHELD, "not held");
     } else if (st != DL_OK) {
-        h->gen++;
-        if (until < h->deadline_us)
-            h->deadline_us = until;
-        if (h->watchdog && !h->final) {     /* renew now: a lease again */
-            h->renew_at_us = dl_now_us();
-            dl_watchdog_poke(c, h->renew_at_us);
+        if (dl_op_extend_lowers(l)) {
+            h->gen++;
+            if (until < h->deadline_us)
+                h->deadline_us = until;
+            if (h->watchdog && !h->final) { /* renew now: a lease again */
+                h->renew_at_us = dl_now_us();
+                h->retry_at_us = 0;
+                dl_watchdog_poke(c, h->renew_at_us);
+            }
         }
     } else if (ok) {
         h->gen++;

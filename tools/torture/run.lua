@@ -325,7 +325,7 @@ end
 -- The records around violation v: those of the holds it names, their
 -- workers' other records (but held() answers of other holds), and the
 -- driver's faults, from 3 s before the first to 1 s after the violation,
--- as short lines (80 at most) (the history itself stays on the
+-- as short lines (the last 80) (the history itself stays on the
 -- machine that ran it).
 local function timeline(records, v, t_start)
   local hids, workers = {}, {}
@@ -337,6 +337,10 @@ local function timeline(records, v, t_start)
   local lo, hi = math.huge, -math.huge
   for _, r in ipairs(records) do
     if r.hid and hids[r.hid] then lo, hi = math.min(lo, t_of(r)), math.max(hi, t_of(r)) end
+  end
+  if lo == math.huge then              -- no hold named (a leftover, say): around v.t
+    lo, hi = (v.t or 0) - 5, v.t or 0
+    for _, r in ipairs(records) do if r.w then workers[r.w] = true end end
   end
   lo, hi = lo - 3, math.min(hi, v.t or hi) + 1
   local picked = {}
@@ -370,7 +374,7 @@ local function timeline(records, v, t_start)
     end
     if line then lines[#lines + 1] = line end
   end
-  while #lines > 80 do table.remove(lines) end
+  while #lines > 80 do table.remove(lines, 1) end      -- the last ones, nearest v
   return lines
 end
 

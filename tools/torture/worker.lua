@@ -188,9 +188,6 @@ local function lock_opts(shared)
   elseif x < 0.45 then o.watchdog_lease = rng:pick({ 1.5, 3 })
   end
   if shared and rng:chance(0.5) and not o.expire then o.expire, o.watchdog_lease = 1, nil end
-  -- a sharer with a long lease (renewed every 4 s), as jobs often take:
-  -- another sharer's short expire must not cut it short
-  if shared and not o.expire and rng:chance(0.3) then o.watchdog_lease = 12 end
   return o
 end
 
