@@ -202,6 +202,17 @@ describe("found by the checker: an extend that lowers the TTL, its reply lost", 
   lazy_setup(function() srv = helper.start_redis("--enable-debug-command local") end)
   lazy_teardown(function() srv.stop() end)
 
+  -- DEBUG SLEEP of 0.8 s in the background; returns once the server is
+  -- asleep (a ping with a short timeout goes unanswered), with the sleeper.
+  local function put_to_sleep()
+    local sleeper = helper.spawn("sh", "redis-cli -p " .. srv.port .. " debug sleep 0.8")
+    local probe = assert(dlock.connect{ url = srv.url, command_timeout = 0.05 })
+    local asleep = helper.wait_for(function() return not probe:ping() end, 5, 0.01)
+    probe:close()
+    assert(asleep, "the server never slept")
+    return sleeper
+  end
+
   it("is believed for no longer than it asked, from its send", function()
     -- The extend runs after its client gave up on it (the server slept);
     -- it set a 0.4 s TTL, and the hold's 30 s lease must not outlive it.
@@ -211,12 +222,7 @@ describe("found by the checker: an extend that lowers the TTL, its reply lost", 
     local name = helper.unique_name("ext")
     local l = c:lock(name, { expire = 30 })
     assert(l:acquire())
-    local sleeper = helper.spawn("sh", "redis-cli -p " .. srv.port .. " debug sleep 0.8")
-    -- asleep once a ping with a short timeout goes unanswered
-    local probe = assert(dlock.connect{ url = srv.url, command_timeout = 0.05 })
-    local asleep = helper.wait_for(function() return not probe:ping() end, 5, 0.01)
-    probe:close()
-    assert(asleep, "the server never slept")
+    local sleeper = put_to_sleep()
     local sent = dlock.now()
     local ok, err = l:extend(0.4)
     assert.is_nil(ok)
@@ -233,11 +239,7 @@ describe("found by the checker: an extend that lowers the TTL, its reply lost", 
     local name = helper.unique_name("ext")
     local l = c:lock(name, { expire = 30, owner = "job-7" })
     assert(l:acquire())
-    local sleeper = helper.spawn("sh", "redis-cli -p " .. srv.port .. " debug sleep 0.8")
-    local probe = assert(dlock.connect{ url = srv.url, command_timeout = 0.05 })
-    local asleep = helper.wait_for(function() return not probe:ping() end, 5, 0.01)
-    probe:close()
-    assert(asleep, "the server never slept")
+    local sleeper = put_to_sleep()
     assert.is_nil((l:extend(0.4)))
     assert(helper.wait_for(function() return not sleeper.alive() end, 5))
     dlock.sleep(0.5)                        -- past what the extend asked
