@@ -73,7 +73,7 @@ ifneq ($(filter test demo asan valgrind bench tsan soak torture,$(MAKECMDGOALS))
 $(SO) $(BUILD)/forktest.so: | deps
 endif
 
-test: deps all $(BUILD)/forktest.so  ## build, then run the busted suite on real redis-servers
+test: deps all $(BUILD)/forktest.so  ## build, then the busted suite on real redis-servers (JOBS=6 files at a time; SERIAL=1)
 	sh tools/with-tmp.sh sh tools/busted.sh $(LUA) $(BUSTED_ARGS) spec
 
 demo: deps all             ## build, then run examples/ ($REDIS_URL or a throwaway server)
