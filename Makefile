@@ -124,8 +124,8 @@ tsan: deps                 ## the suite under ThreadSanitizer (built in build/ts
 	BUSTED_CMD="setarch -R $(CURDIR)/build/tsan/lua $$(command -v $(BUSTED))" \
 	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=slow,fork spec
 
-valgrind: deps all $(BUILD)/forktest.so ## the suite under valgrind (leaks, bad reads)
-	DLOCK_VALGRIND=1 BUSTED_CMD="valgrind -q --error-exitcode=9 --leak-check=full \
+valgrind: deps all $(BUILD)/forktest.so ## the suite under valgrind (leaks, bad reads; CPU-bound: 3 files at a time)
+	DLOCK_VALGRIND=1 JOBS=$${JOBS:-3} BUSTED_CMD="valgrind -q --error-exitcode=9 --leak-check=full \
 	    --errors-for-leak-kinds=definite $(LUA) $$(command -v $(BUSTED))" \
 	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=slow spec
 
