@@ -32,7 +32,7 @@ build = {
                   "src/registry.c", "src/wait.c", "src/topology.c", "src/op.c",
                   "src/exec.c", "src/batch.c", "src/state.c", "src/watchdog.c", "src/pending.c",
                   "src/client.c", "src/inspect.c", "src/acquire.c", "src/release.c",
-                  "src/lua_dlock.c", "src/lua_client.c", "src/lua_connect.c",
+                  "src/lua_aux.c", "src/lua_dlock.c", "src/lua_client.c", "src/lua_connect.c",
                   "src/lua_lock.c", "src/lua_process.c" },
       defines = { "DL_WITH_TLS" },
       libraries = { "hiredis", "ssl", "crypto", "pthread", "dl", "m" },

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT
  * client.c: the lock operations, run on the Lua thread.
  *
- * Lock order: c->mu is the only mutex. It is never held across I/O:
- * each operation reads what it needs from the registry, drops the mutex,
+ * Mutexes, in the order they may be taken: live_mu (below: the process's
+ * list of open clients, for the exit and fork handlers), then c->mu (the
+ * client's: its registry, stats and topology, shared with its watchdog),
+ * then the log's own (a leaf). c->mu is never held across I/O: each
+ * operation reads what it needs from the registry, drops the mutex,
  * runs one script (on one node, or on every Redlock master at once), then
  * retakes it to record what Redis confirmed. Holds are unlinked only on
  * this thread, so a hold found before the I/O is still valid after it

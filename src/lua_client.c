@@ -354,10 +354,6 @@ void dlua_client_open(lua_State *L)
         { NULL, NULL }
     };
     static const luaL_Reg client_methods[] = {
-        { "lock", dlua_lock_new },
-        { "rwlock", dlua_rwlock_new },
-        { "fair_lock", dlua_fair_lock_new },
-        { "_permit", dlua_permit_new },
         { "ping", client_ping },
         { "inspect", client_inspect },
         { "poll", client_poll },

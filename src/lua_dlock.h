@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT
- * lua_dlock.h: what the two halves of the Lua binding share. Only the
- * binding (src/lua_*.c) includes lua.h. */
+ * lua_dlock.h: what the classes of the Lua binding export, to each other
+ * and to the module's entry point (lua_dlock.c): the Client (lua_client.c),
+ * connect (lua_connect.c), the Lock (lua_lock.c) and the command's process
+ * plumbing (lua_process.c). Calls go one way: the entry point opens the
+ * classes, the Lock calls the Client, every file calls lua_aux.c. */
 #ifndef DLOCK_LUA_H
 #define DLOCK_LUA_H
 
-#include "compat.h"
+#include "lua_aux.h"
 #include "client.h"
 
 #pragma GCC visibility push(hidden)
@@ -23,10 +26,6 @@ typedef struct lua_client {
     int dispatching;            /* inside an on_lost callback */
 } lua_client;
 
-/* Push nil and "code: detail" (detail alone if it already starts with
- * the code); returns 2. */
-int dlua_fail(lua_State *L, dl_status st, const char *detail);
-
 /* The open client at idx, or raise ("closed", "forked"). */
 lua_client *dlua_client(lua_State *L, int idx, const char *fname);
 
@@ -36,42 +35,6 @@ int dlua_dispatch(lua_State *L, int ci);
 /* Owner number of the running coroutine for the client at ci. */
 uint64_t dlua_owner(lua_State *L, int ci);
 
-/* Durations in seconds from the value at idx, raising on misuse with
- * `what` named. dlua_wait: <0 means forever. */
-int64_t dlua_wait_us(lua_State *L, int idx, const char *fname,
-                     const char *what);
-int64_t dlua_lease_ms(lua_State *L, int idx, const char *fname,
-                      const char *what);
-int64_t dlua_seconds_us(lua_State *L, int idx, const char *fname,
-                        const char *what);
-
-/* Raise "bad option 'k' to 'fname' (unknown option)" for a key of the
- * table at t that is not in the NULL-terminated keys. */
-void dlua_check_keys(lua_State *L, int t, const char *fname,
-                     const char *const *keys);
-
-/* Raise "bad option 'what' to 'fname' (msg)", or "bad argument #n to
- * 'fname' (msg)" when what is "#n": durations and URLs are checked alike
- * whether they come as options or as arguments. */
-int dlua_opt_error(lua_State *L, const char *fname, const char *what,
-                   const char *msg);
-
-/* Raise "bad argument #arg to 'fname' (msg)". Arguments are numbered as
- * the caller wrote them (self not counted), and fname is the public name,
- * whatever the call site: never luaL_argerror's guess. */
-int dlua_arg_error(lua_State *L, int arg, const char *fname, const char *msg);
-
-/* The userdata of metatable mt at idx, or raise "calling 'fname' on bad
- * self (...)". */
-void *dlua_self(lua_State *L, int idx, const char *mt, const char *fname);
-
-void dlua_new_class(lua_State *L, const char *name, const luaL_Reg *meta,
-                    const luaL_Reg *methods);
-
-/* Raise msg (formatted) at the line of the user's call (dlock.lua's
- * frames skipped). */
-int dlua_error(lua_State *L, const char *fmt, ...);
-
 /* dlock.connect(url | opts): a Client, or nil and an error. */
 int dlua_connect(lua_State *L);
 
@@ -79,16 +42,10 @@ int dlua_connect(lua_State *L);
  * on the stack. */
 void dlua_client_open(lua_State *L);
 
-/* client:lock(name [, opts]) with the client at index 1. */
-int dlua_lock_new(lua_State *L);
-/* client:rwlock(name [, opts]) -> { read = lock, write = lock, name }. */
-int dlua_rwlock_new(lua_State *L);
-/* client:fair_lock(name [, opts]) -> a lock whose waiters queue (FIFO). */
-int dlua_fair_lock_new(lua_State *L);
-/* client:_permit(name, id, permits): one permit's lock (dlock.lua). */
-int dlua_permit_new(lua_State *L);
-/* Register the Lock class; leaves its methods table on the stack. */
-void dlua_lock_open(lua_State *L);
+/* Register the Lock class, and the Client's constructors of locks
+ * (client:lock, :rwlock, :fair_lock, :_permit) in the Client methods
+ * table at client_methods; leaves the Lock methods table on the stack. */
+void dlua_lock_open(lua_State *L, int client_methods);
 
 /* lua_process.c: pushes dlock.core.process, the `dlock` command's
  * process plumbing (signal handlers: for the command only). */

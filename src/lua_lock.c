@@ -228,7 +228,7 @@ static void new_lock(lua_State *L, const char *fname, int kind)
     lua_setiuservalue(L, -2, 1);
 }
 
-int dlua_lock_new(lua_State *L)
+static int client_lock_new(lua_State *L)
 {
     new_lock(L, "lock", DL_KIND_LOCK);
     return 1;
@@ -236,7 +236,7 @@ int dlua_lock_new(lua_State *L)
 
 /* client:_permit(name, id, permits): the lock of one permit of the
  * semaphore name (owner id), for dlock.lua's Semaphore. */
-int dlua_permit_new(lua_State *L)
+static int client_permit_new(lua_State *L)
 {
     lua_settop(L, 4);
     lua_client *lc = dlua_client(L, 1, "semaphore");
@@ -258,13 +258,13 @@ int dlua_permit_new(lua_State *L)
 }
 
 /* client:fair_lock(name [, opts]): a lock whose waiters queue. */
-int dlua_fair_lock_new(lua_State *L)
+static int client_fair_lock_new(lua_State *L)
 {
     new_lock(L, "fair_lock", DL_KIND_FAIR);
     return 1;
 }
 
-int dlua_rwlock_new(lua_State *L)
+static int client_rwlock_new(lua_State *L)
 {
     lua_settop(L, 3);                   /* client, name, opts or nil */
     new_lock(L, "rwlock", DL_KIND_READ);
@@ -608,8 +608,15 @@ static int lock__tostring(lua_State *L)
     return 1;
 }
 
-void dlua_lock_open(lua_State *L)
+void dlua_lock_open(lua_State *L, int client_methods)
 {
+    static const luaL_Reg constructors[] = {
+        { "lock", client_lock_new },
+        { "rwlock", client_rwlock_new },
+        { "fair_lock", client_fair_lock_new },
+        { "_permit", client_permit_new },
+        { NULL, NULL }
+    };
     static const luaL_Reg meta[] = {
         { "__close", lock__close },
         { "__tostring", lock__tostring },
@@ -632,6 +639,10 @@ void dlua_lock_open(lua_State *L)
         { NULL, NULL }
     };
     static const luaL_Reg none[] = { { NULL, NULL } };
+    client_methods = lua_absindex(L, client_methods);
+    lua_pushvalue(L, client_methods);
+    luaL_setfuncs(L, constructors, 0);
+    lua_pop(L, 1);
     dlua_new_class(L, STEP_MT, none, NULL);
     dlua_new_class(L, LOCK_MT, meta, methods);
     luaL_getmetatable(L, LOCK_MT);              /* mt */

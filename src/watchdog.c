@@ -11,7 +11,7 @@
  *   2. takes every watchdog hold due for renewal, renewing up to lease/6
  *      early so that holds drift into the same pass, and notes the node
  *      (and Cluster slot) each goes to - every node on Redlock;
- *   3. renews them with one script call per DL_RENEW_BATCH keys of one
+ *   3. renews them with one script call per DL_OP_BATCH keys of one
  *      node (and one slot, which Cluster scripts need), every call of the
  *      pass pipelined and written to all nodes before any reply is read:
  *      one round trip per pass, however many holds;
