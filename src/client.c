@@ -186,7 +186,7 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
     dl_client *c = calloc(1, sizeof *c);
     if (!c) {
         dl_client_opts_free(opts);
-        return dl_fail(err, errlen, DL_ECONN, "out of memory");
+        return dl_oom(err, errlen);
     }
     c->opts = *opts;
     memset(opts, 0, sizeof *opts);
@@ -202,7 +202,7 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
     if (dl_random_hex(c->id, DL_ID_BYTES) != 0)
         st = dl_fail(err, errlen, DL_ECONN, "no randomness for the client id");
     else if (name_endpoints(c) != 0)
-        st = dl_fail(err, errlen, DL_ECONN, "out of memory");
+        st = dl_oom(err, errlen);
     if (st != DL_OK) {
         dl_client_opts_free(&c->opts);
         pthread_mutex_destroy(&c->mu);
@@ -227,7 +227,7 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
     c->opts.neps = 0;
     c->opts.master = NULL;
     if (st == DL_OK && dl_registry_init(&c->reg) != 0)
-        st = dl_fail(err, errlen, DL_ECONN, "out of memory");
+        st = dl_oom(err, errlen);
     if (st == DL_OK)
         st = load_scripts(c, err, errlen);
     if (st == DL_OK)

@@ -383,7 +383,7 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
     c->ctx = ep->path ? redisConnectUnixWithTimeout(ep->path, tv)
                       : redisConnectWithTimeout(ep->host, ep->port, tv);
     if (!c->ctx)
-        return dl_fail(err, errlen, DL_ECONN, "out of memory");
+        return dl_oom(err, errlen);
     if (c->ctx->err)
         return connect_failed(c, err, errlen);
     c->read_us = c->connect_timeout_us;     /* hiredis set it so */

@@ -61,5 +61,10 @@ dl_status dl_fail(char *err, size_t errlen, dl_status st, const char *fmt, ...)
 #endif
     ;
 
+/* Out of memory, reported alike everywhere: "connection: out of memory"
+ * (the request was not sent, or its outcome is not known). Returns
+ * DL_ECONN. */
+dl_status dl_oom(char *err, size_t errlen);
+
 #pragma GCC visibility pop
 #endif

@@ -204,7 +204,7 @@ dl_status dl_client_inspect(dl_client *c, const char *name, size_t len,
     *held = 0;
     memset(in, 0, sizeof *in);
     if (!buf)
-        return dl_fail(err, errlen, DL_ECONN, "out of memory");
+        return dl_oom(err, errlen);
     /* P{name}, P{name}:q, P{name}:ch */
     dl_lockref l;
     memset(&l, 0, sizeof l);
@@ -244,7 +244,7 @@ dl_status dl_client_inspect(dl_client *c, const char *name, size_t len,
         (void)dl_exec(&c->topo, &c->scripts, &op, &res, e, sizeof e);
         if (decode(rs[best], ls[best], in) != 0) {
             dl_inspect_free(in);
-            st = dl_fail(err, errlen, DL_ECONN, "out of memory");
+            st = dl_oom(err, errlen);
         } else {
             *held = 1;
         }

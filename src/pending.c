@@ -126,7 +126,7 @@ dl_hold *dl_client_ready_hold(dl_client *c, const dl_lockref *l, int create,
                         l->chan, l->chanlen, l->owner, l->ownerlen, l->req,
                         l->reqlen, l->queue ? l->queue : "", l->queuelen);
     if (!h)
-        *st = dl_fail(err, errlen, DL_EREDIS, "out of memory");
+        *st = dl_oom(err, errlen);
     else
         h->kind = l->kind;
     return h;

@@ -104,7 +104,7 @@ static int node_resolve(void *ud, dl_endpoint *out, char *err, size_t errlen)
     int bad = dl_endpoint_copy(out, &n->ep);
     pthread_mutex_unlock(n->topo->mu);
     if (bad)
-        dl_fail(err, errlen, DL_ECONN, "out of memory");
+        dl_oom(err, errlen);
     return bad ? -1 : 0;
 }
 
@@ -521,7 +521,7 @@ dl_status dl_topology_init(dl_topology *t, dl_topo_kind kind,
         eps = NULL;
         dl_node *n = new_node(t, &t->tmpl);
         if (!n)
-            st = dl_fail(err, errlen, DL_ECONN, "out of memory");
+            st = dl_oom(err, errlen);
         else
             t->nodes[t->nnodes++] = n;
     }
@@ -529,7 +529,7 @@ dl_status dl_topology_init(dl_topology *t, dl_topo_kind kind,
         t->nseeds = neps;
         t->slots = malloc(DL_SLOTS * sizeof *t->slots);
         if (!t->slots)
-            st = dl_fail(err, errlen, DL_ECONN, "out of memory");
+            st = dl_oom(err, errlen);
         else
             for (size_t i = 0; i < DL_SLOTS; i++)
                 t->slots[i] = DL_NO_NODE;
@@ -537,7 +537,7 @@ dl_status dl_topology_init(dl_topology *t, dl_topo_kind kind,
     for (size_t i = 0; eps && st == DL_OK && i < neps; i++) {
         dl_node *n = new_node(t, &eps[i]);
         if (!n)
-            st = dl_fail(err, errlen, DL_ECONN, "out of memory");
+            st = dl_oom(err, errlen);
         else
             t->nodes[t->nnodes++] = n;
     }

@@ -114,3 +114,8 @@ int dl_grow(void *p, size_t *cap, size_t n, size_t sz)
     *cap = c;
     return 0;
 }
+
+dl_status dl_oom(char *err, size_t errlen)
+{
+    return dl_fail(err, errlen, DL_ECONN, "out of memory");
+}

@@ -160,7 +160,7 @@ dl_status dl_waiter_subscribe(dl_waiter *w, const char *chan, size_t len,
         evict_lru(w);
     char *copy = malloc(len + 1);
     if (!copy)
-        return dl_fail(err, errlen, DL_ECONN, "out of memory");
+        return dl_oom(err, errlen);
     memcpy(copy, chan, len);
     copy[len] = '\0';
     const char *argv[2] = { w->sharded ? "SSUBSCRIBE" : "SUBSCRIBE", chan };

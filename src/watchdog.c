@@ -341,11 +341,11 @@ dl_status dl_watchdog_start(dl_client *c, char *err, size_t errlen)
 {
     dl_watchdog *w = c->wd = calloc(1, sizeof *c->wd);
     if (!w)
-        return dl_fail(err, errlen, DL_ECONN, "out of memory");
+        return dl_oom(err, errlen);
     w->settle = malloc(DL_SETTLE_MAX * sizeof *w->settle);
     w->snap = malloc(DL_SETTLE_MAX * sizeof *w->snap);
     if (!w->settle || !w->snap)
-        return dl_fail(err, errlen, DL_ECONN, "out of memory");
+        return dl_oom(err, errlen);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
