@@ -177,3 +177,83 @@ describe("client:close()", function()
     assert.equals(before, helper.threads())
   end)
 end)
+
+describe("client:stats().evictable", function()
+  it("flags a server whose eviction policy can remove lock keys", function()
+    local srv = helper.start_redis("--maxmemory-policy allkeys-lru")
+    local c = assert(dlock.connect(srv.url))
+    assert.is_true(c:stats().evictable)
+    c:close()
+    srv.stop()
+    local c2 = assert(helper.client())
+    assert.is_false(c2:stats().evictable)
+    c2:close()
+  end)
+end)
+
+describe("credentials", function()
+  local srv
+  lazy_setup(function() srv = helper.start_redis("--requirepass s3cret") end)
+  lazy_teardown(function() srv.stop() end)
+
+  local addr = function() return "127%.0%.0%.1:" .. srv.port end
+
+  it("no password against a server that needs one is a connection error with the address", function()
+    local c, err = dlock.connect(srv.url)
+    assert.is_nil(c)
+    assert.matches("^connection: NOAUTH", err)
+    assert.matches(addr(), err)
+    assert.matches("password", err)
+  end)
+
+  it("a wrong password is a connection error with the address", function()
+    local c, err = dlock.connect(("redis://:wrong@127.0.0.1:%d"):format(srv.port))
+    assert.is_nil(c)
+    assert.matches("^connection: AUTH failed", err)
+    assert.matches(addr(), err)
+  end)
+
+  it("the right one, in the URL or as an option, works", function()
+    local c = assert(dlock.connect(("redis://:s3cret@127.0.0.1:%d"):format(srv.port)))
+    assert.is_true(c:ping())
+    c:close()
+    c = assert(dlock.connect{ url = srv.url, password = "s3cret" })
+    assert.is_true(c:with("x", function() return true end))
+    c:close()
+  end)
+
+  it("a password written without its colon raises, naming the pitfall but not the secret", function()
+    local ok, err = pcall(dlock.connect, ("redis://s3cret@127.0.0.1:%d"):format(srv.port))
+    assert.is_false(ok)
+    assert.matches("bad argument #1 to 'dlock.connect'", err, 1, true)
+    assert.matches("a user name without a password", err, 1, true)
+    assert.matches("redis://:password@host", err, 1, true)
+    assert.is_nil(err:find("s3cret", 1, true))
+  end)
+
+  -- The userinfo ends at the last '@' (a password may hold '/', '?',
+  -- ':' or '@'), and no error quotes any part of it.
+  it("takes a password holding '/', '?', ':' or '@' up to the last '@'", function()
+    for _, pw in ipairs({ "s3/cret", "s3?cr:et", "s3@cret" }) do
+      local c, err = dlock.connect(("redis://:%s@127.0.0.1:%d"):format(pw, srv.port))
+      assert.is_nil(c)                          -- parsed: the server refused it
+      assert.matches("^connection: AUTH failed", err)
+      assert.is_nil(err:find(pw, 1, true))
+    end
+  end)
+
+  it("never quotes a part of the password in a URL error", function()
+    for _, url in ipairs({ "redis://:Sup3r/Secr3t@127.0.0.1:1/0",
+                           "redis://:Sup3r/Secr3t@127.0.0.1:x/0",
+                           "redis://:Sup3r?Secr3t@127.0.0.1:1/db",
+                           "Sup3r:Secr3t@127.0.0.1:6379",
+                           "unix://:Sup3r/Secr3t@" }) do
+      local ok, c, err = pcall(dlock.connect, url)
+      if ok and c then c:close() end
+      local msg = ok and err or c               -- nil, err; or raised
+      assert.is_string(msg)
+      assert.is_nil(msg:find("Sup3r", 1, true), msg)
+      assert.is_nil(msg:find("Secr3t", 1, true), msg)
+    end
+  end)
+end)

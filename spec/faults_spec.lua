@@ -1,4 +1,6 @@
--- Redis faults: slow, paused, killed and restarted servers.
+-- Redis faults: slow, paused, killed and restarted servers; dropped links
+-- (SIGPIPE), a replica that never confirms, a wait behind a huge lease; and
+-- a process that exits or forks while it holds locks.
 local dlock = require "dlock"
 local helper = require "helper"
 
@@ -200,5 +202,139 @@ describe("a held lock with a huge TTL", function()
     assert.is_true(sent < 50, sent .. " scripts in one second of waiting")
     c:close()
     holder:close()
+  end)
+end)
+
+describe("SIGPIPE", function()
+  it("stays as the host set it, and a dead link still does not kill the process", function()
+    local srv = helper.start_redis()
+    local ok, out = helper.run_lua([[
+      local dlock = require "dlock"
+      local function ignored()          -- SIGPIPE (13) in this process's SigIgn
+        local f = assert(io.open("/proc/self/status"))
+        local mask = f:read("*a"):match("SigIgn:%s*(%x+)")
+        f:close()
+        return math.floor(tonumber(mask:sub(-4), 16) / 4096) % 2 == 1
+      end
+      local function child()            -- yes's status when head exits early
+        local p = io.popen("bash -c 'yes | head -c1 >/dev/null; echo ${PIPESTATUS[0]}'")
+        local s = p:read("*a"):match("%d+")
+        p:close()
+        return s
+      end
+      local c = assert(dlock.connect{ url = arg[1], command_timeout = 2 })
+      print("open", ignored(), child())
+      -- the server drops our connection; a large write then meets a reset
+      os.execute("redis-cli -p " .. arg[2] .. " client kill type normal >/dev/null")
+      dlock.sleep(0.2)
+      local big = string.rep("x", 8 * 1024 * 1024)
+      for _ = 1, 3 do
+        os.execute("redis-cli -p " .. arg[2] .. " client kill type normal >/dev/null")
+        dlock.sleep(0.1)
+        print("big", c:lock(big):acquire{ wait = 0 })
+      end
+      print("alive", c:ping())
+      c:close()
+      print("closed", ignored(), child())
+    ]], srv.url, srv.port)
+    srv.stop()
+    assert.is_true(ok, out)
+    assert.matches("open\tfalse\t141", out)
+    assert.matches("closed\tfalse\t141", out)
+    assert.matches("alive\ttrue", out)
+  end)
+end)
+
+describe("a wait behind a very long lease", function()
+  it("waits in bounded polls behind a holder whose lease is 25 days", function()
+    if not os.execute("command -v strace >/dev/null 2>&1") then
+      return pending("strace is not installed")
+    end
+    local name = helper.unique_name("long")
+    local holder = assert(helper.client())
+    assert(holder:lock(name):acquire{ lease = 25 * 86400 })
+    local trace = helper.tmp .. "/poll-" .. name:gsub(":", "_")
+    -- a wait without a bound, traced: every poll has a timeout >= 0
+    local script = helper.tmp .. "/longwait.lua"
+    local f = assert(io.open(script, "wb"))
+    f:write([[
+      local dlock = require "dlock"
+      local c = assert(dlock.connect(arg[1]))
+      c:lock(arg[2]):acquire()
+    ]])
+    f:close()
+    os.execute(("(timeout -s KILL 1.5 strace -f -e trace=poll -o '%s' %s '%s' '%s' '%s' " ..
+                ">/dev/null 2>&1)"):format(trace, "env " .. helper.lua_cmd(), script,
+                helper.url(), name))
+    local log = helper.read_file(trace) or ""
+    local polls, negative = 0, 0
+    for line in log:gmatch("[^\n]+") do
+      local t = line:match("poll%(.-%], %d+, (%-?%d+)")
+      if t then
+        polls = polls + 1
+        if tonumber(t) < 0 then negative = negative + 1 end
+      end
+    end
+    assert.is_true(polls > 0, "no poll traced:\n" .. log:sub(1, 500))
+    assert.equals(0, negative)
+    holder:close()
+  end)
+end)
+
+describe("sync_replicas that no replica confirms", function()
+  it("reports a WAIT shortfall as quorum even when sync_timeout >= command_timeout", function()
+    local srv = helper.start_redis()
+    local c = assert(dlock.connect{ url = srv.url, sync_replicas = 1, sync_timeout = 0.4,
+                                    command_timeout = 0.2 })
+    local name = helper.unique_name("wait")
+    local ok, err = c:lock(name):acquire()
+    assert.is_nil(ok)
+    assert.matches("^quorum", err)
+    assert(helper.wait_for(function() return helper.is_free(srv, "dlock:{" .. name .. "}") end, 2))
+    c:close()
+    srv.stop()
+  end)
+end)
+
+describe("process exit", function()
+  local script = [[
+    local dlock = require "dlock"
+    local c = assert(dlock.connect(arg[1]))
+    assert(c:lock(arg[2]):acquire())
+    assert(c:lock(arg[3], { lease = 60 }):acquire())
+    local explicit = c:lock(arg[4], { owner = "job" })
+    assert(explicit:acquire()); assert(explicit:acquire())
+    print("held")
+    os.exit(0)                  -- no close, no __gc
+  ]]
+
+  it("releases what a client still holds when the program calls os.exit", function()
+    local srv = helper.redis()
+    local a, b, e = helper.unique_name("exit-a"), helper.unique_name("exit-b"),
+                    helper.unique_name("exit-e")
+    local ok, out = helper.run_lua(script, srv.url, a, b, e)
+    assert.is_true(ok, out)
+    assert.matches("held", out)
+    for _, name in ipairs({ a, b, e }) do
+      assert.is_true(helper.is_free(srv, "dlock:{" .. name .. "}"), name)
+    end
+  end)
+
+  it("leaves a parent's holds alone when a forked child exits #fork", function()
+    local ok, forktest = pcall(require, "forktest")
+    if not ok then pending("forktest.so not built") return end
+    local srv = helper.redis()
+    local c = assert(helper.client())
+    local name = helper.unique_name("fork-exit")
+    local lock = c:lock(name)
+    assert(lock:acquire())
+    io.stdout:flush(); io.stderr:flush()         -- nothing for the child to write twice
+    local pid = forktest.fork()
+    if pid == 0 then os.exit(0) end              -- the child ends through exit(), state open
+    forktest.wait(pid)
+    assert.is_false(helper.is_free(srv, "dlock:{" .. name .. "}"))
+    assert.is_true(lock:held())
+    assert.same({ true, 0 }, { lock:release() })
+    c:close()
   end)
 end)

@@ -168,3 +168,123 @@ describe("bad input", function()
     assert(big:release())
   end)
 end)
+
+describe("error messages", function()
+  local client, lock
+  lazy_setup(function()
+    client = assert(helper.client())
+    lock = client:lock(helper.unique_name())
+  end)
+  lazy_teardown(function() client:close() end)
+
+  local function message(f, ...)
+    local ok, err = pcall(f, ...)
+    assert.is_false(ok)
+    return err
+  end
+
+  it("name dlock.connect and the part of the URL that is wrong", function()
+    local rows = {
+      { "redis://127.0.0.1:ab", "port 'ab' is not a whole number from 1 to 65535" },
+      { "redis://127.0.0.1:99999", "port '99999'" },
+      { "redis://127.0.0.1:6379/x", "db 'x' is not a whole number" },
+      { "redis://127.0.0.1:6379?timeout=1", "unknown query parameter 'timeout'" },
+      { "redis://127.0.0.1:6379?db=z", "db 'z'" },
+      { "unix:///tmp/r.sock?dbb=1", "unknown query parameter 'dbb'" },
+      { "http://127.0.0.1", "scheme 'http' is not known" },
+      { "127.0.0.1:6379", "scheme '127.0.0.1' is not known" },
+      { "localhost", "no scheme" },
+      { "redis://[::1:6379", "closing ']'" },
+      { "redis://:%zz@127.0.0.1", "password has a bad %-escape" },
+      { "unix://relative.sock", "absolute socket path" },
+    }
+    for _, row in ipairs(rows) do
+      local ok, err = pcall(dlock.connect, { url = row[1], connect_timeout = 0.2 })
+      if row[2] then
+        assert.is_false(ok, row[1])
+        assert.matches("bad option 'url' to 'dlock.connect' (bad URL: ", err, 1, true)
+        assert.matches(row[2], err, 1, true)
+        -- and as the string argument
+        err = message(dlock.connect, row[1])
+        assert.matches("bad argument #1 to 'dlock.connect' (bad URL: ", err, 1, true)
+        assert.matches(row[2], err, 1, true)
+      else
+        assert.is_true(ok, row[1])
+      end
+    end
+    local err = message(dlock.connect, { servers = { "redis://127.0.0.1:1", "redis://127.0.0.1:0" } })
+    assert.matches("bad option 'servers' to 'dlock.connect' (bad URL in the list: port '0'", err, 1, true)
+  end)
+
+  it("report positional arguments as arguments, numbered as written", function()
+    assert.matches("bad argument #1 to 'extend' (number of seconds expected, got string)",
+                   message(lock.extend, lock, "x"), 1, true)
+    assert.matches("bad argument #1 to 'extend' (negative duration)",
+                   message(lock.extend, lock, -1), 1, true)
+    assert.matches("bad argument #1 to 'acquire' (options table expected, got number)",
+                   message(lock.acquire, lock, 5), 1, true)
+    assert.matches("bad argument #2 to 'lock' (options table expected",
+                   message(client.lock, client, "x", 5), 1, true)
+    assert.matches("bad argument #1 to 'lock' (lock name (a string) expected, got number)",
+                   message(client.lock, client, 5), 1, true)
+    assert.matches("bad argument #2 to 'with' (function expected, got number)",
+                   message(client.with, client, "x", 5), 1, true)
+    assert.matches("bad argument #3 to 'with' (function expected, got nil)",
+                   message(client.with, client, "x", {}), 1, true)
+    assert.matches("bad argument #2 to 'with' (function expected, got nil)",
+                   message(lock.with, lock, {}), 1, true)
+    assert.matches("bad argument #1 to 'dlock.sleep'", message(dlock.sleep, -1), 1, true)
+    assert.matches("calling 'acquire' on bad self (dlock.Lock expected, got number)",
+                   message(lock.acquire, 5), 1, true)
+    assert.matches("calling 'ping' on bad self (dlock.Client expected, got table)",
+                   message(client.ping, {}), 1, true)
+  end)
+
+  it("point at the caller's line, never into dlock.lua", function()
+    local cases = {
+      function() dlock.connect{ lease = -1 } end,
+      function() dlock.connect{ lease = -1, scheduler = { wait = print } } end,
+      function() lock:acquire{ wait = -1 } end,
+      function() lock:with({ wait = -1 }, print) end,
+      function() client:with("x", 5) end,
+    }
+    for i, f in ipairs(cases) do
+      local err = message(f)
+      assert.matches("^spec/misuse_spec%.lua:%d+: bad ", err, nil, false, "case " .. i)
+    end
+  end)
+
+  it("never name an internal module, nor '?' for the function", function()
+    local calls = {
+      function() dlock.connect(true) end,
+      function() dlock.connect("redis://x:y") end,
+      function() dlock.connect{ url = "redis://x:y" } end,
+      function() dlock.connect{ lease = -1 } end,
+      function() dlock.connect{ url = "redis://a", servers = {} } end,
+      function() dlock.sleep("x") end,
+      function() client:lock() end,
+      function() client:lock("") end,
+      function() client:lock("x", 5) end,
+      function() client:lock("x", { wiat = 1 }) end,
+      function() lock:acquire(5) end,
+      function() lock:acquire{ wait = -1 } end,
+      function() lock:extend() end,
+      function() lock:extend("x") end,
+      function() lock:with(5) end,
+      function() client:with("x", 5) end,
+    }
+    local direct = { dlock.connect, client.lock, lock.acquire, lock.extend,
+                     lock.release, client.ping }
+    for i, f in ipairs(calls) do
+      local err = message(f)
+      assert.is_nil(err:find("dlock.core", 1, true), err)
+      assert.is_nil(err:find("'?'", 1, true), err)
+      assert.matches("bad [aso]", err, nil, false, "call " .. i)
+    end
+    for _, f in ipairs(direct) do                 -- called through pcall: no call site
+      local err = message(f, 42)
+      assert.is_nil(err:find("dlock.core", 1, true), err)
+      assert.is_nil(err:find("'?'", 1, true), err)
+    end
+  end)
+end)

@@ -57,18 +57,20 @@ if [ "${SERIAL:-}" = 1 ]; then
 fi
 
 # The files, the slowest first so that the last to start are short ones.
-slow="trust command failover ha log faults suspects combine tls topology fairlock
-      hostile soak install rwlock resources inspect"
-files=
+slow="failover command ha faults watchdog log suspects combine tls topology fairlock
+      hostile lock client soak install sentinel cluster rwlock resources inspect"
+all=
 for p in $paths; do
-    if [ -d "$p" ]; then
-        for s in $slow; do [ -f "$p/${s}_spec.lua" ] && files="$files $p/${s}_spec.lua"; done
-        for f in "$p"/*_spec.lua; do
-            case " $files " in *" $f "*) ;; *) files="$files $f" ;; esac
-        done
-    else
-        files="$files $p"
-    fi
+    if [ -d "$p" ]; then all="$all $(echo "$p"/*_spec.lua)"; else all="$all $p"; fi
+done
+files=
+for s in $slow; do
+    for f in $all; do
+        case $f in */${s}_spec.lua) files="$files $f" ;; esac
+    done
+done
+for f in $all; do
+    case " $files " in *" $f "*) ;; *) files="$files $f" ;; esac
 done
 
 dir=$(mktemp -d) || exit 1

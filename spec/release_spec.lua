@@ -1,0 +1,69 @@
+-- lock:release() when the server's reply never comes: the hold ends at
+-- once for the caller, and the release completes in the background.
+local dlock = require "dlock"
+local helper = require "helper"
+
+describe("a release whose reply never came", function()
+  local srv
+  before_each(function() srv = helper.start_redis() end)
+  after_each(function() srv.stop() end)
+
+  local function setup_lock()
+    local c = assert(dlock.connect{ url = srv.url, lease = 1, command_timeout = 0.2 })
+    local probe = assert(dlock.connect(srv.url))
+    local name = helper.unique_name("rel")
+    return c, probe, name, c:lock(name)
+  end
+
+  -- The lock must come free soon after the pause, and the releasing
+  -- client must never have renewed it again.
+  local function freed(c, probe, name, r0)
+    assert(helper.wait_for(function()
+      return probe:lock(name):try_acquire()
+    end, 4, 0.05), "the lock stayed held")
+    assert.equals(r0, c:stats().renewed)
+    assert(probe:lock(name):release())
+  end
+
+  it("ends the hold at once and completes the release in the background", function()
+    local c, probe, name, l = setup_lock()
+    assert(l:acquire())
+    srv.cli("client", "pause", "700")
+    local ok, err = l:release()
+    assert.is_nil(ok)
+    assert.matches("^connection", err)
+    assert.is_false(l:held())
+    local r0 = c:stats().renewed
+    freed(c, probe, name, r0)
+    assert(helper.wait_for(function() return c:stats().released == 1 end, 2))
+    assert.equals(0, c:stats().lost)
+    c:close(); probe:close()
+  end)
+
+  it("does the same for with()", function()
+    local c, probe, name, l = setup_lock()
+    local ok, err, v = l:with(function()
+      srv.cli("client", "pause", "700")
+      return 42
+    end)
+    assert.is_nil(ok)
+    assert.matches("^connection", err)
+    assert.equals(42, v)
+    freed(c, probe, name, c:stats().renewed)
+    c:close(); probe:close()
+  end)
+
+  it("does the same for <close>", function()
+    if _VERSION ~= "Lua 5.4" then return pending("Lua 5.4 only") end
+    local c, probe, name, l = setup_lock()
+    local run = assert(load([[
+      local l, srv = ...
+      local held <close> = assert(l:acquire())
+      srv.cli("client", "pause", "700")
+    ]]))
+    run(l, srv)
+    assert.is_false(l:held())
+    freed(c, probe, name, c:stats().renewed)
+    c:close(); probe:close()
+  end)
+end)
