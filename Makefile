@@ -35,7 +35,7 @@ BUILD ?= build
 SO  = $(BUILD)/dlock/core.so
 
 # Tests and examples load the module from the tree.
-export LUA_PATH  := $(CURDIR)/lua/?.lua;$(CURDIR)/spec/?.lua;;
+export LUA_PATH  := $(CURDIR)/lua/?.lua;$(CURDIR)/spec/support/?.lua;;
 export LUA_CPATH := $(CURDIR)/$(BUILD)/?.so;;
 export DLOCK_LUA := $(LUA)
 export DLOCK_BUILD := $(BUILD)
@@ -62,7 +62,7 @@ $(BUILD)/host: examples/host/host.c $(SO)
 	$(CC) $(CFLAGS) $(WARN) $(shell pkg-config --cflags $(LUA_PC) 2>/dev/null) -o $@ $< \
 	    $(shell pkg-config --libs $(LUA_PC) 2>/dev/null) $(LDFLAGS)
 
-$(BUILD)/forktest.so: spec/forktest.c   # fork() for the fork specs only
+$(BUILD)/forktest.so: spec/support/forktest.c   # fork() for the fork specs only
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -shared -o $@ $< $(LDFLAGS)
 
 deps:                      ## install missing Debian packages (as root)

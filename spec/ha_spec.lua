@@ -1,5 +1,5 @@
 -- The same lock API on Redlock (independent masters), Sentinel and Cluster,
--- against real topologies started on loopback by spec/topology.lua.
+-- against real topologies started on loopback by spec/support/topology.lua.
 local dlock = require "dlock"
 local helper = require "helper"
 local topology = require "topology"

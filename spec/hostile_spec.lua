@@ -1,4 +1,4 @@
--- Hostile servers (issue 27): a fake RESP server (spec/fakeredis.lua)
+-- Hostile servers (issue 27): a fake RESP server (spec/support/fakeredis.lua)
 -- answers each script, each set-up command, Sentinel and Cluster with
 -- malformed replies of every shape, so that dlock's decoders run on them
 -- in this process (under `make asan` too). What must hold for each:
@@ -10,7 +10,7 @@
 -- Every call is bounded by a short command_timeout; each fake server is
 -- stopped in teardown (and dies with this process in any case). The fake
 -- servers run under lua5.4 with cqueues whatever Lua runs this spec (see
--- spec/fakeredis.lua); the calls under test run here, in this process.
+-- spec/support/fakeredis.lua); the calls under test run here, in this process.
 require "compat"
 local dlock = require "dlock"
 local helper = require "helper"

@@ -6,7 +6,7 @@ local dlock = require "dlock"
 local helper = require "helper"
 local topology = require "topology"
 
---- A worker process (spec/worker.lua) and a wait for its first line.
+--- A worker process (spec/support/worker.lua) and a wait for its first line.
 local function worker(want, mode, ...)
   local w = helper.spawn(mode, ...)
   assert(helper.wait_for(function() return w.output():find(want, 1, true) end, 15),

@@ -4,7 +4,7 @@
 -- A block that connects to "redis://127.0.0.1:6379/0" runs against a
 -- server this spec starts; a Redlock block (servers = {...}) runs against as many
 -- fresh servers as it names ports; a Sentinel or Cluster block against the
--- sentinels or nodes of a topology from spec/topology.lua (tagged #slow: they
+-- sentinels or nodes of a topology from spec/support/topology.lua (tagged #slow: they
 -- take a few seconds to start); a TLS block (rediss://) against a TLS-only
 -- server that wants client certificates, made by helper.tls_certs, whose
 -- files stand in for the block's /etc/redis/tls/ ones. Before a block runs, each of its loopback

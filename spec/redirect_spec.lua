@@ -1,5 +1,5 @@
 -- Cluster redirects from servers that lie (issue 27, items 2 and 9), with
--- fake servers (spec/fakeredis.lua): a redirect is followed only to a node
+-- fake servers (spec/support/fakeredis.lua): a redirect is followed only to a node
 -- the cluster itself names, and nodes the cluster no longer names give
 -- their places to new ones, so that a burst of moves cannot fill the node
 -- table for good. (A url= client of a real Cluster node: ha_spec.)

@@ -1,4 +1,4 @@
--- The HA topologies of spec/topology.lua start and behave, checked with
+-- The test harness: the HA topologies of spec/support/topology.lua start and behave, checked with
 -- redis-cli only (through the handles' cli), not with the dlock client.
 local helper = require "helper"
 local topology = require "topology"

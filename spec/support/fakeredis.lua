@@ -5,7 +5,7 @@
 -- Two uses of this one file:
 --   * `require "fakeredis"` in a spec: reply builders (R.bulk, R.arr, ...)
 --     and start(rules), which runs a server as a separate process;
---   * `lua5.4 spec/fakeredis.lua serve RULES BASE SCRIPTS PARENT_PID`: the
+--   * `lua5.4 spec/support/fakeredis.lua serve RULES BASE SCRIPTS PARENT_PID`: the
 --     server itself, on cqueues. It listens on 127.0.0.1, port 0, and
 --     writes the port it got to BASE.port.
 -- The server always runs under `lua5.4` (or $FAKEREDIS_LUA), whatever Lua
@@ -521,7 +521,7 @@ function M.start(rules)
   write_atomic(base .. ".rules", rules_text(rules))
   local lua = os.getenv("FAKEREDIS_LUA") or "lua5.4"
   local cmd = string.format(
-    "env -u LD_PRELOAD -u LUA_PATH -u LUA_CPATH %s spec/fakeredis.lua serve '%s.rules' '%s' '%s' %s " ..
+    "env -u LD_PRELOAD -u LUA_PATH -u LUA_CPATH %s spec/support/fakeredis.lua serve '%s.rules' '%s' '%s' %s " ..
     ">'%s.out' 2>&1 & echo $!", lua, base, base, scripts_file, self_pid() or "", base)
   local p = assert(io.popen(cmd))
   local pid = tonumber((p:read("*a") or ""):match("%d+"))

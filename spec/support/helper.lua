@@ -295,7 +295,7 @@ function helper.spawn(mode, ...)
   local out = ("%s/worker-%d-%d.out"):format(tmp, n, math.random(1, 1e9))
   local args = { mode, ... }
   for i, a in ipairs(args) do args[i] = ("'%s'"):format(tostring(a)) end
-  local pid = read(("%s spec/worker.lua %s >%s 2>&1 & echo $!"):format(
+  local pid = read(("%s spec/support/worker.lua %s >%s 2>&1 & echo $!"):format(
     helper.lua_cmd(), table.concat(args, " "), out)):match("%d+")
   return { pid = tonumber(pid), out = out,
            output = function() return helper.read_file(out) or "" end,
@@ -311,7 +311,7 @@ function helper.run_parallel(nproc, mode, ...)
   local outs, cmds = {}, {}
   for i = 1, nproc do
     outs[i] = ("%s/par-%d-%d.out"):format(tmp, i, math.random(1, 1e9))
-    cmds[i] = ("%s spec/worker.lua %s %d >%s 2>&1 &"):format(
+    cmds[i] = ("%s spec/support/worker.lua %s %d >%s 2>&1 &"):format(
       helper.lua_cmd(), table.concat(args, " "), i, outs[i])
   end
   sh("sh -c \"" .. table.concat(cmds, " "):gsub('"', '\\"') .. " wait\"")
