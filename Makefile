@@ -151,7 +151,10 @@ lint:                      ## cppcheck, and the rule that only the binding sees 
 install: all
 	install -d $(DESTDIR)$(LIBDIR)/dlock $(DESTDIR)$(SHAREDIR) $(DESTDIR)$(BINDIR)
 	install -m 0755 $(SO) $(DESTDIR)$(LIBDIR)/dlock/core.so
+	install -d $(DESTDIR)$(SHAREDIR)/dlock
 	install -m 0644 lua/dlock.lua $(DESTDIR)$(SHAREDIR)/dlock.lua
+	install -m 0644 lua/dlock/sched.lua lua/dlock/multi.lua lua/dlock/semaphore.lua \
+	    $(DESTDIR)$(SHAREDIR)/dlock/
 	sed -e '1s|.*|#!/usr/bin/env $(LUA)|' \
 	    -e 's|^-- @PATHS@.*|package.path = "$(SHAREDIR)/?.lua;" .. package.path; package.cpath = "$(LIBDIR)/?.so;" .. package.cpath|' \
 	    bin/dlock >$(DESTDIR)$(BINDIR)/dlock.tmp

@@ -40,6 +40,9 @@ build = {
       libdirs = { "$(HIREDIS_LIBDIR)", "$(OPENSSL_LIBDIR)" },
     },
     dlock = "lua/dlock.lua",
+    ["dlock.sched"] = "lua/dlock/sched.lua",
+    ["dlock.multi"] = "lua/dlock/multi.lua",
+    ["dlock.semaphore"] = "lua/dlock/semaphore.lua",
   },
   -- The `dlock` command: luarocks puts a wrapper for it in the tree's bin/.
   install = { bin = { dlock = "bin/dlock" } },

@@ -247,6 +247,10 @@ describe("error messages", function()
       function() lock:acquire{ wait = -1 } end,
       function() lock:with({ wait = -1 }, print) end,
       function() client:with("x", 5) end,
+      -- raised in the core under the Lua half's other files
+      function() client:semaphore("s", 1):acquire{ wait = -1 } end,
+      function() client:multi_lock{ "a", "b" }:acquire{ wait = -1 } end,
+      function() client:multi_lock{ "a", "b" }:with({ lease = "z" }, print) end,
     }
     for i, f in ipairs(cases) do
       local err = message(f)

@@ -24,21 +24,37 @@ int dlua_fail(lua_State *L, dl_status st, const char *detail)
     return 2;
 }
 
+/* Whether a chunk's source is a file of the module's Lua half: dlock.lua,
+ * or dlock/NAME.lua beside it. */
+static int lua_half(const char *source)
+{
+    size_t n = strlen(source);
+    if (n < 5 || strcmp(source + n - 4, ".lua") != 0)
+        return 0;
+    if ((n >= 10 && strcmp(source + n - 10, "/dlock.lua") == 0) ||
+        strcmp(source, "@dlock.lua") == 0)
+        return 1;
+    const char *base = strrchr(source, '/');    /* .../dlock/NAME.lua */
+    if (!base)
+        return 0;
+    if (base - source >= 6 && strncmp(base - 6, "/dlock", 6) == 0)
+        return 1;
+    return base - source == 6 && strncmp(source, "@dlock", 6) == 0;
+}
+
 /* Raise msg (formatted) with the position of the user's call: frames of
- * the module's Lua half (dlock.lua) are skipped, so the error points at
- * the line that called the public function, as luaL_error would had the
- * user called the C function directly. */
+ * the module's Lua half are skipped, so the error points at the line
+ * that called the public function, as luaL_error would had the user
+ * called the C function directly. */
 int dlua_error(lua_State *L, const char *fmt, ...)
 {
     lua_Debug ar;
     int level = 1;
     for (; lua_getstack(L, level, &ar); level++) {
         lua_getinfo(L, "S", &ar);
-        size_t n = strlen(ar.source);
         if (strcmp(ar.what, "tail") == 0)       /* Lua 5.1: a tail call's trace */
             continue;
-        if (!(n >= 10 && strcmp(ar.source + n - 10, "/dlock.lua") == 0) &&
-            strcmp(ar.source, "@dlock.lua") != 0)
+        if (!lua_half(ar.source))
             break;
     }
     luaL_where(L, level);

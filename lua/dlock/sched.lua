@@ -1,0 +1,154 @@
+-- dlock.sched: where a wait may yield, and the waits that yield to an
+-- event loop (connect's scheduler option). Part of dlock's Lua half
+-- (dlock.lua); not a public module.
+local pcall, type, error = pcall, type, error
+local pack = table.pack or function(...) return { n = select("#", ...), ... } end
+local running = coroutine.running
+
+local function callable(f)
+  return type(f) == "function" or
+         (type(getmetatable(f)) == "table" and getmetatable(f).__call ~= nil)
+end
+
+-- Whether a wait may yield to a scheduler here. Plain Lua 5.1 (not
+-- LuaJIT) has no isyieldable and cannot yield across pcall: there the
+-- main thread, the fn of a `with` and an on_lost callback (guard below
+-- counts them) block instead.
+local plain51 = _VERSION == "Lua 5.1" and not rawget(_G, "jit")
+local guarded = setmetatable({}, { __mode = "k" })          -- coroutine -> depth
+local isyieldable = not plain51 and coroutine.isyieldable or function()
+  local co = running()
+  return co ~= nil and not guarded[co]
+end
+
+-- pcall(fn, ...) as a table of results (n = their number); on plain 5.1,
+-- waits inside fn know they cannot yield.
+local function guard(fn, ...)
+  local co = plain51 and running()
+  if co then guarded[co] = (guarded[co] or 0) + 1 end
+  local res = pack(pcall(fn, ...))
+  if co then guarded[co] = guarded[co] > 1 and guarded[co] - 1 or nil end
+  return res
+end
+
+-- Waits that yield to an event loop.
+--
+-- With connect{ scheduler = S }, an acquire that must wait, called from a
+-- coroutine that can yield, runs the core's acquire steps here and hands
+-- each wait to S: wait(fd, seconds) returns when the subscriber socket fd
+-- may be readable or the time has passed (early is fine; fd is nil when
+-- there is no socket to watch). Elsewhere (the main coroutine, across a C
+-- call) the acquire blocks in C as without a scheduler.
+
+local resume, yield = coroutine.resume, coroutine.yield
+
+-- cqueues: poll the socket from the running cqueue's coroutine. Several
+-- coroutines may wait on one socket, and the first to run after it turns
+-- readable reads it dry: so one polls the socket and, when it returns,
+-- wakes the others, which wait on a condition meanwhile.
+local function cqueues_wait()
+  local ok, cqueues = pcall(require, "cqueues")
+  if not ok then return nil, "cqueues is not installed" end
+  local condition = require "cqueues.condition"
+  local watch = {}                      -- fd -> { cond, polling }
+  return function(fd, timeout)
+    if not fd then return cqueues.sleep(timeout) end
+    local w = watch[fd]
+    if not w then
+      w = { cond = condition.new() }
+      watch[fd] = w
+    end
+    if w.polling then
+      cqueues.poll(w.cond, timeout)
+    else
+      w.polling = true
+      cqueues.poll({ pollfd = fd, events = "r" }, timeout)
+      w.polling = false
+      w.cond:signal()                   -- every other waiter looks again
+    end
+  end
+end
+
+-- luv: yield the coroutine; a poll handle on the socket, or a timer,
+-- resumes it from the loop. One poll handle per socket, whatever the
+-- number of coroutines waiting on it (libuv allows no more).
+local function luv_wait()
+  local ok, uv = pcall(require, "luv")
+  if not ok then return nil, "luv is not installed" end
+  local polls = {}                      -- fd -> { handle, waiting = {w = true} }
+  -- End the wait w once, whoever ends it: a callback below, or another
+  -- resume of the coroutine (then no callback may resume it later).
+  local function finish(w)
+    if w.done then return false end
+    w.done = true
+    w.timer:stop()
+    w.timer:close()
+    local p = w.fd and polls[w.fd]
+    if p then
+      p.waiting[w] = nil
+      if next(p.waiting) == nil then
+        p.handle:stop()
+        p.handle:close()
+        polls[w.fd] = nil
+      end
+    end
+    return true
+  end
+  local function wake(w)
+    if not finish(w) then return end
+    local ok, err = resume(w.co)
+    if not ok then error(err, 0) end    -- the coroutine's own error
+  end
+  return function(fd, timeout)
+    local w = { co = running(), fd = fd, timer = uv.new_timer() }
+    w.timer:start(math.ceil(timeout * 1000), 0, function() wake(w) end)
+    if fd then
+      local p = polls[fd]
+      if not p then
+        p = { handle = uv.new_socket_poll(fd), waiting = {} }
+        polls[fd] = p
+        p.handle:start("r", function()
+          local all = {}                -- wake() changes p.waiting
+          for x in pairs(p.waiting) do all[#all + 1] = x end
+          for _, x in ipairs(all) do wake(x) end
+        end)
+      end
+      p.waiting[w] = true
+    end
+    yield()
+    finish(w)
+  end
+end
+
+local builtin = { cqueues = cqueues_wait, luv = luv_wait }
+
+-- The wait function for connect's scheduler option (raises on misuse).
+local function scheduler(s)
+  local what = "\"cqueues\", \"luv\" or a table with a wait function expected"
+  if type(s) == "string" then
+    local make = builtin[s]
+    if not make then
+      error(("bad option 'scheduler' to 'dlock.connect' (%s, got \"%s\")")
+            :format(what, s), 3)
+    end
+    local wait, err = make()
+    if not wait then
+      error(("bad option 'scheduler' to 'dlock.connect' (%s)"):format(err), 3)
+    end
+    return wait
+  end
+  if type(s) == "table" and callable(s.wait) then
+    local wait = s.wait
+    return function(fd, timeout) return wait(fd, timeout) end
+  end
+  error(("bad option 'scheduler' to 'dlock.connect' (%s, got %s)")
+        :format(what, type(s)), 3)
+end
+
+return {
+  plain51 = plain51,          -- plain Lua 5.1: no yield across pcall
+  isyieldable = isyieldable,  -- whether a wait may yield here
+  guard = guard,              -- pcall(fn, ...) as a table of results
+  callable = callable,
+  scheduler = scheduler,      -- connect's scheduler option -> wait(fd, s)
+}
