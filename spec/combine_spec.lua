@@ -202,16 +202,8 @@ describe("found by the checker: an extend that lowers the TTL, its reply lost", 
   lazy_setup(function() srv = helper.start_redis("--enable-debug-command local") end)
   lazy_teardown(function() srv.stop() end)
 
-  -- DEBUG SLEEP of 0.8 s in the background; returns once the server is
-  -- asleep (a ping with a short timeout goes unanswered), with the sleeper.
-  local function put_to_sleep()
-    local sleeper = helper.spawn("sh", "redis-cli -p " .. srv.port .. " debug sleep 0.8")
-    local probe = assert(dlock.connect{ url = srv.url, command_timeout = 0.05 })
-    local asleep = helper.wait_for(function() return not probe:ping() end, 5, 0.01)
-    probe:close()
-    assert(asleep, "the server never slept")
-    return sleeper
-  end
+  -- DEBUG SLEEP of 0.8 s in the background, once the server is asleep.
+  local function put_to_sleep() return helper.put_to_sleep(srv, 0.8) end
 
   it("is believed for no longer than it asked, from its send", function()
     -- The extend runs after its client gave up on it (the server slept);

@@ -535,8 +535,7 @@ describe("a reentrant acquire whose reply timed out", function()
     local key = "dlock:{" .. name .. "}"
     local l = c:lock(name)
     assert(l:acquire())
-    local sleeper = helper.spawn("sh", "redis-cli -p " .. srv.port .. " debug sleep 0.6")
-    dlock.sleep(0.1)
+    local sleeper = helper.put_to_sleep(srv, 0.6)
     local ok, err = l:acquire()                  -- runs after the sleep
     assert.is_nil(ok)
     assert.matches("^connection", err)

@@ -288,6 +288,19 @@ function helper.proxy(srv)
            stop = function() sh("kill -9 " .. pid .. " 2>/dev/null") end }
 end
 
+--- DEBUG SLEEP `seconds` on srv (started with --enable-debug-command
+--- local) in the background; returns the sleeper's handle once the server
+--- is asleep: a ping with a short timeout goes unanswered. (A fixed nap
+--- after the spawn is a race: under load the sleep may start late.)
+function helper.put_to_sleep(srv, seconds)
+  local probe = assert(dlock.connect{ url = srv.url, command_timeout = 0.05 })
+  local sleeper = helper.spawn("sh", ("redis-cli -p %d debug sleep %s"):format(srv.port, seconds))
+  local asleep = helper.wait_for(function() return not probe:ping() end, 5, 0.01)
+  probe:close()
+  assert(asleep, "the server never slept")
+  return sleeper
+end
+
 --- Start `worker.lua mode args...` in the background; returns its pid
 --- and the path of its output file.
 function helper.spawn(mode, ...)
