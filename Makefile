@@ -25,7 +25,7 @@ PKG_CFLAGS += -DDL_WITH_TLS $(shell pkg-config --cflags openssl)
 PKG_LIBS   += $(shell pkg-config --libs openssl)
 endif
 
-SRC = src/util.c src/log.c src/tls.c src/endpoint.c src/conn.c src/script.c src/registry.c src/wait.c \
+SRC = src/util.c src/log.c src/tls.c src/endpoint.c src/conn.c src/script.c src/lockid.c src/registry.c src/wait.c \
       src/topology.c src/op.c src/exec.c src/batch.c src/state.c src/watchdog.c \
       src/pending.c src/client.c src/inspect.c src/acquire.c src/release.c \
       src/lua_aux.c src/lua_dlock.c src/lua_client.c src/lua_connect.c src/lua_lock.c \

@@ -99,8 +99,9 @@ static size_t subscribe(dl_client *c, const dl_lockref *l, dl_waiter **ws,
     size_t fresh = 0;
     *nws = waiters(c, l, ws);
     for (size_t i = 0; i < *nws; i++)
-        if (!dl_waiter_subscribed(ws[i], l->chan, l->chanlen) &&
-            dl_waiter_subscribe(ws[i], l->chan, l->chanlen, err, sizeof err)
+        if (!dl_waiter_subscribed(ws[i], l->ident.chan, l->ident.chanlen) &&
+            dl_waiter_subscribe(ws[i], l->ident.chan, l->ident.chanlen, err,
+                                sizeof err)
                 == DL_OK)
             fresh++;
     return fresh;
@@ -113,7 +114,7 @@ static size_t waiters(dl_client *c, const dl_lockref *l, dl_waiter **ws)
     dl_topology *t = &c->topo;
     size_t lo = 0, hi = t->nnodes, n = 0;
     if (t->kind != DL_TOPO_REDLOCK) {
-        lo = dl_topology_route(t, l->key, l->keylen);
+        lo = dl_topology_route(t, l->ident.key, l->ident.keylen);
         hi = lo + 1;
     }
     for (size_t i = lo; i < hi; i++)
@@ -192,7 +193,8 @@ static int64_t heard_grant(const dl_client *c, dl_waiter **ws, size_t nws,
              (unsigned long long)op->reg_seq,
              (unsigned long long)op->reg_secret);
     for (size_t i = 0; i < nws; i++) {
-        const char *m = dl_waiter_note(&ws[i], 1, l->chan, l->chanlen, prefix);
+        const char *m = dl_waiter_note(&ws[i], 1, l->ident.chan,
+                                       l->ident.chanlen, prefix);
         if (m && (t = grant_token(m + strlen(prefix))) >= 0) {
             heard++;
             tok = t > tok ? t : tok;
@@ -276,7 +278,8 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
         args->ref_kept = 0;
         args->busy_ms = -1;
     } else if (op->nfds || op->wake_us) {   /* back from a wait: why? */
-        uint64_t seen = dl_waiter_count(ws, nws, l->chan, l->chanlen, &nlive);
+        uint64_t seen = dl_waiter_count(ws, nws, l->ident.chan,
+                                        l->ident.chanlen, &nlive);
         int64_t now = dl_now_us();
         if (seen == op->seen && now < op->wake_us && nlive == op->nfds)
             return DL_EWAIT;                /* early: wait on */
@@ -325,7 +328,8 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
         pthread_mutex_unlock(&c->mu);
 
         /* Releases counted from here on wake this acquire. */
-        op->seen = dl_waiter_count(ws, nws, l->chan, l->chanlen, &nlive);
+        op->seen = dl_waiter_count(ws, nws, l->ident.chan, l->ident.chanlen,
+                                   &nlive);
         dl_result a;
         st = dl_exec(&c->topo, &c->scripts, &try, &a, err, errlen);
         int64_t t0 = a.t0;
@@ -428,7 +432,8 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
             pthread_mutex_lock(&c->mu);
             continue;               /* subscribed: retry before waiting */
         }
-        uint64_t seen = dl_waiter_count(ws, nws, l->chan, l->chanlen, &nlive);
+        uint64_t seen = dl_waiter_count(ws, nws, l->ident.chan,
+                                        l->ident.chanlen, &nlive);
         pthread_mutex_lock(&c->mu);
         if (seen != op->seen) {             /* released meanwhile */
             grant = heard_grant(c, ws, nws, l, op);
@@ -439,7 +444,8 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
             op->seen = seen;                /* another waiter's grant */
         }
         int fds[DL_MAX_NODES];
-        size_t nfds = dl_waiter_fds(ws, nws, l->chan, l->chanlen, fds);
+        size_t nfds = dl_waiter_fds(ws, nws, l->ident.chan, l->ident.chanlen,
+                                    fds);
         int64_t bound = busy_bound_us(a.busy_ms);
         if (nfds == 0 && bound > 100000)    /* no subscriber: nap */
             bound = 100000;

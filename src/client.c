@@ -348,8 +348,7 @@ void dl_client_hold_info(dl_client *c, const dl_lockref *l, dl_holdinfo *hi)
     memset(hi, 0, sizeof *hi);
     int64_t now = dl_now_us();
     pthread_mutex_lock(&c->mu);
-    dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
-                                  l->ownerlen);
+    dl_hold *h = dl_registry_find(&c->reg, &l->ident);
     if (h && h->count > 0) {
         hi->lost = h->lost;
         hi->held = !h->lost && now < h->deadline_us;

@@ -199,8 +199,9 @@ dl_status dl_client_inspect(dl_client *c, const char *name, size_t len,
                             int *held, dl_inspect *in, char *err,
                             size_t errlen)
 {
-    size_t plen = c->opts.prefixlen, klen = plen + len + 2;
-    char *buf = malloc(3 * klen + 8);
+    const char *pfx = c->opts.prefix;
+    size_t plen = c->opts.prefixlen;
+    char *buf = malloc(dl_lockid_size(plen, len, DL_KIND_ANY, "", 0));
     *held = 0;
     memset(in, 0, sizeof *in);
     if (!buf)
@@ -208,18 +209,8 @@ dl_status dl_client_inspect(dl_client *c, const char *name, size_t len,
     /* P{name}, P{name}:q, P{name}:ch */
     dl_lockref l;
     memset(&l, 0, sizeof l);
-    char *key = buf, *queue = buf + klen + 1, *chan = queue + klen + 3;
-    memcpy(key, c->opts.prefix, plen);          /* name may hold NULs */
-    key[plen] = '{';
-    memcpy(key + plen + 1, name, len);
-    memcpy(key + plen + 1 + len, "}", 2);
-    memcpy(queue, key, klen);
-    memcpy(queue + klen, ":q", 3);
-    memcpy(chan, key, klen);
-    memcpy(chan + klen, ":ch", 4);
-    l.key = key;     l.keylen = klen;
-    l.queue = queue; l.queuelen = klen + 2;
-    l.chan = chan;   l.chanlen = klen + 3;
+    dl_lockid_build(&l.ident, buf, pfx, plen, name, len, DL_KIND_ANY, "",
+                    NULL, 0);
 
     redisReply *rs[DL_MAX_NODES] = { 0 }, *ls[DL_MAX_NODES] = { 0 };
     dl_op op;

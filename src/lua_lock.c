@@ -1,35 +1,28 @@
 /* SPDX-License-Identifier: MIT
  * lua_lock.c: the Lock class of the binding.
  *
- * A lock userdata is one block: the struct, then the name, the key
- * "P{name}", the fencing counter of its slot "P{tag}:fence", the channel
- * "P{name}:ch" (a queued kind's: "P{name}:ch:<client id>", its client's
- * own), an explicit owner and a queued kind's queue "P{name}:q", each
- * NUL-terminated. Its user value
- * pins the client. The owner of a call is the explicit owner, or
- * "<client id>:<n>" where n numbers the running coroutine (see
- * dlua_owner); its requester (client.h) is pushed on the stack when it
- * must be built.
+ * A lock userdata is one block: the struct, then the name and the
+ * strings of its identity (lockid.h: its keys, and an explicit owner's
+ * owner and requester), each NUL-terminated. Its user value pins the
+ * client. The owner of a call is the explicit owner, or the running
+ * coroutine's (dlua_owner numbers it; lockid.c builds the string).
  */
 #include "lua_dlock.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 typedef struct lua_lock {
     int64_t wait_us;            /* default wait; <0 forever */
     int64_t lease_ms;           /* default fixed lease; 0 watchdog */
     int64_t renew_ms;           /* default watchdog lease; 0 the client's */
-    const char *name, *key, *fence, *chan, *owner, *queue;
-    size_t namelen, keylen, fencelen, chanlen, queuelen;
-    size_t ownerlen;            /* 0: coroutine owners */
+    const char *name;
+    size_t namelen;
+    dl_lockid ident;            /* ident.ownerlen 0: coroutine owners */
     int kind;                   /* DL_KIND_*: a lock, a read-write half,
                                    a semaphore's permit, a fair lock */
     int64_t permits;            /* a permit's: the semaphore's size */
 } lua_lock;
-
-#define OWNER_MAX (DL_ID_HEX + 27)
 
 static lua_lock *check_lock(lua_State *L, int idx, const char *fname)
 {
@@ -44,65 +37,33 @@ static lua_client *lock_client(lua_State *L, int li, const char *fname)
     return dlua_client(L, lua_gettop(L), fname);
 }
 
-/* Fill l for the lock at li with the client at ci; buf holds the owner.
- * An explicit owner's requester is pushed (it must stay on the stack
- * while l is used). A read half's owner and requester are its owner's
- * with "\0r" after them (the write half's are the owner's own), and
- * l->writer names that write half's owner (wbuf holds it). */
+/* Fill l for the lock k, called by the running owner of the client at
+ * ci; buf and wbuf (DL_OWNER_MAX bytes) hold a coroutine owner's strings.
+ * A read half's l->writer names its write half's owner. */
 static void lockref(lua_State *L, lua_lock *k, int ci, dl_lockref *l,
                     char *buf, char *wbuf)
 {
     lua_client *lc = lua_touserdata(L, ci);
-    int rd = k->kind == DL_KIND_READ;
-    l->key = k->key;     l->keylen = k->keylen;
-    l->fence = k->fence; l->fencelen = k->fencelen;
-    l->chan = k->chan;   l->chanlen = k->chanlen;
-    l->queue = k->queue; l->queuelen = k->queuelen;
+    l->ident = k->ident;
     l->kind = k->kind;
     l->permits = k->permits;
     l->writer = NULL;
     l->writerlen = 0;
-    if (k->ownerlen) {
+    if (k->ident.ownerlen) {            /* explicit: "owner\0r" on a read */
         l->owner_num = 0;
-        l->owner = k->owner;
-        l->ownerlen = k->ownerlen;
-        if (rd) {
-            l->writer = k->owner;
-            l->writerlen = k->ownerlen;
-            lua_pushlstring(L, k->owner, k->ownerlen);
-            lua_pushlstring(L, "\0r", 2);
-            lua_concat(L, 2);
-            l->owner = lua_tolstring(L, -1, &l->ownerlen);
+        if (k->kind == DL_KIND_READ) {
+            l->writer = k->ident.owner;
+            l->writerlen = k->ident.ownerlen - 2;
         }
-        lua_pushstring(L, lc->c->id);
-        lua_pushliteral(L, "|");
-        lua_pushlstring(L, l->owner, l->ownerlen);
-        lua_concat(L, 3);
-        l->req = lua_tolstring(L, -1, &l->reqlen);
         return;
     }
     l->owner_num = dlua_owner(L, ci);
-    int n = snprintf(buf, OWNER_MAX, "%s:%llu", lc->c->id,
-                     (unsigned long long)l->owner_num);
-    if (rd) {
-        memcpy(wbuf, buf, (size_t)n + 1);
+    size_t n = dl_lockid_caller(buf, lc->c->id, l->owner_num, k->kind, wbuf,
+                                &l->writerlen);
+    if (k->kind == DL_KIND_READ)
         l->writer = wbuf;
-        l->writerlen = (size_t)n;
-        memcpy(buf + n, "\0r", 3);
-        n += 2;
-    }
-    l->owner = l->req = buf;
-    l->ownerlen = l->reqlen = (size_t)n;
-}
-
-static char *put(char *p, const char *a, size_t alen, const char *b,
-                 size_t blen, const char *c, size_t clen)
-{
-    memcpy(p, a, alen);
-    memcpy(p + alen, b, blen);
-    memcpy(p + alen + blen, c, clen);
-    p[alen + blen + clen] = '\0';
-    return p + alen + blen + clen + 1;
+    l->ident.owner = l->ident.req = buf;
+    l->ident.ownerlen = l->ident.reqlen = n;
 }
 
 static const char *const LOCK_KEYS[] = { "wait", "expire", "lease",
@@ -182,45 +143,19 @@ static void new_lock(lua_State *L, const char *fname, int kind)
     }
     const char *pfx = lc->c->opts.prefix;
     size_t pl = lc->c->opts.prefixlen;
-    size_t keylen = pl + namelen + 2;
-    char stag[24];                      /* {tag}:fence */
-    stag[0] = '{';
-    int queued = kind == DL_KIND_SEM || kind == DL_KIND_FAIR;
-    size_t idlen = queued ? 1 + strlen(lc->c->id) : 0;  /* ":<id>" */
-    size_t queuelen = queued ? keylen + 2 : 0;
-    size_t size = sizeof(lua_lock) + namelen + 1 + keylen + 1 +
-                  pl + sizeof stag + 1 + keylen + 3 + idlen + 1 +
-                  ownerlen + 1 + queuelen + 1;
-    lua_lock *k = lua_newuserdatauv(L, size, 1);
-    char *p = (char *)(k + 1), tag[2] = { '{', '}' };
+    lua_lock *k = lua_newuserdatauv(L, sizeof(lua_lock) + namelen + 1 +
+                                    dl_lockid_size(pl, namelen, kind,
+                                                   lc->c->id, ownerlen), 1);
+    char *p = (char *)(k + 1);
     k->wait_us = a.wait_us;
     k->lease_ms = a.lease_ms;
     k->renew_ms = a.renew_ms;
     k->name = p;
-    p = put(p, name, namelen, "", 0, "", 0);
-    k->key = p;                         /* P{name} */
-    p = put(p, pfx, pl, tag, 1, name, namelen);
-    p[-1] = '}';
-    *p++ = '\0';
-    k->fence = p;                       /* the counter of the lock's slot */
-    size_t taglen = 1 + (size_t)dl_slot_tag(dl_key_slot(k->key, keylen),
-                                            stag + 1, sizeof stag - 8);
-    memcpy(stag + taglen, "}:fence", 7);        /* P{tag}:fence */
-    taglen += 7;
-    p = put(p, pfx, pl, stag, taglen, "", 0);
-    k->fencelen = pl + taglen;
-    k->chan = p;                        /* P{name}:ch, or P{name}:ch:<id> */
-    p = put(p, k->key, keylen, ":ch:", queued ? 4 : 3,
-            queued ? lc->c->id : "", idlen ? idlen - 1 : 0);
-    k->chanlen = keylen + 3 + idlen;
-    k->owner = p;
-    p = put(p, owner ? owner : "", ownerlen, "", 0, "", 0);
-    k->queue = p;                       /* P{name}:q, or "" */
-    put(p, k->key, queued ? keylen : 0, ":q", queued ? 2 : 0, "", 0);
-    k->queuelen = queuelen;
+    memcpy(p, name, namelen);
+    p[namelen] = '\0';
     k->namelen = namelen;
-    k->keylen = keylen;
-    k->ownerlen = ownerlen;
+    dl_lockid_build(&k->ident, p + namelen + 1, pfx, pl, name, namelen, kind,
+                    lc->c->id, owner, ownerlen);
     k->kind = kind;
     k->permits = 0;
     luaL_setmetatable(L, LOCK_MT);
@@ -284,7 +219,7 @@ typedef struct lock_call {
     lua_client *lc;
     int ci;                     /* stack index of the client */
     dl_lockref l;
-    char owner[OWNER_MAX], writer[OWNER_MAX];
+    char owner[DL_OWNER_MAX], writer[DL_OWNER_MAX];
 } lock_call;
 
 /* Every method starts here, once its own arguments are read: check the
@@ -325,10 +260,10 @@ static void check_upgrade(lua_State *L, lock_call *k)
     dl_lockref rl = k->l;
     if (k->l.kind != DL_KIND_WRITE)
         return;
-    lua_pushlstring(L, k->l.owner, k->l.ownerlen);
+    lua_pushlstring(L, k->l.ident.owner, k->l.ident.ownerlen);
     lua_pushlstring(L, "\0r", 2);
     lua_concat(L, 2);
-    rl.owner = lua_tolstring(L, -1, &rl.ownerlen);
+    rl.ident.owner = lua_tolstring(L, -1, &rl.ident.ownerlen);
     dl_client_hold_info(k->lc->c, &rl, &r);
     dl_client_hold_info(k->lc->c, &k->l, &w);
     lua_pop(L, 1);
@@ -592,7 +527,7 @@ static int lock__tostring(lua_State *L)
     dl_holdinfo hi;
     memset(&hi, 0, sizeof hi);
     if (lc && lc->c && dl_client_same_process(lc->c)) {
-        char ownbuf[OWNER_MAX], wbuf[OWNER_MAX];
+        char ownbuf[DL_OWNER_MAX], wbuf[DL_OWNER_MAX];
         dl_lockref l;
         lockref(L, k, lua_gettop(L), &l, ownbuf, wbuf);
         dl_client_hold_info(lc->c, &l, &hi);

@@ -126,8 +126,8 @@ static void renew_vote(const redisReply *r, dl_vote *v)
 /* ARGV owner requester seq: who asks, and which request this is. */
 static void add_request(dl_op *op, const dl_lockref *l, uint64_t seq)
 {
-    add(op, l->owner, l->ownerlen);
-    add(op, l->req, l->reqlen);
+    add(op, l->ident.owner, l->ident.ownerlen);
+    add(op, l->ident.req, l->ident.reqlen);
     add_i(op, (int64_t)seq);
 }
 
@@ -137,7 +137,7 @@ static void add_freeing(dl_op *op, const dl_lockref *l, int64_t keep_ms,
                         const char *pub)
 {
     add_i(op, keep_ms);
-    add(op, l->chan, l->chanlen);
+    add(op, l->ident.chan, l->ident.chanlen);
     add_s(op, pub);
 }
 
@@ -145,11 +145,11 @@ static void add_freeing(dl_op *op, const dl_lockref *l, int64_t keep_ms,
  * where the kind's script for the op takes them. */
 static void add_keys(dl_op *op, const dl_lockref *l, int counter, int queue)
 {
-    add(op, l->key, l->keylen);
+    add(op, l->ident.key, l->ident.keylen);
     if (counter)
-        add(op, l->fence, l->fencelen);
+        add(op, l->ident.fence, l->ident.fencelen);
     if (queue)
-        add(op, l->queue, l->queuelen);
+        add(op, l->ident.queue, l->ident.queuelen);
     op->nkeys = op->argc - DL_SCRIPT_HEAD;
 }
 
@@ -161,7 +161,8 @@ void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
         [DL_KIND_LOCK] = DL_S_ACQUIRE, [DL_KIND_READ] = DL_S_RW_ACQUIRE,
         [DL_KIND_WRITE] = DL_S_RW_ACQUIRE, [DL_KIND_SEM] = DL_S_SEM_ACQUIRE,
         [DL_KIND_FAIR] = DL_S_FAIR_ACQUIRE };
-    init(op, "acquire", ids[l->kind], 0, l->key, l->keylen, acquire_vote);
+    init(op, "acquire", ids[l->kind], 0, l->ident.key, l->ident.keylen,
+         acquire_vote);
     add_keys(op, l, l->kind != DL_KIND_SEM,
              l->kind == DL_KIND_SEM || l->kind == DL_KIND_FAIR);
     add_request(op, l, seq);
@@ -215,11 +216,12 @@ int dl_op_unify(const dl_op *op, int64_t token, dl_op *fence)
     if (op->id != DL_S_ACQUIRE && op->id != DL_S_ACQUIRE1 &&
         op->id != DL_S_RW_ACQUIRE && op->id != DL_S_FAIR_ACQUIRE)
         return 0;
-    init(fence, "fence", DL_S_FENCE, 2, l->key, l->keylen, done_vote);
-    add(fence, l->fence, l->fencelen);
-    add(fence, l->key, l->keylen);
+    init(fence, "fence", DL_S_FENCE, 2, l->ident.key, l->ident.keylen,
+         done_vote);
+    add(fence, l->ident.fence, l->ident.fencelen);
+    add(fence, l->ident.key, l->ident.keylen);
     add_i(fence, token);
-    add(fence, l->owner, l->ownerlen);
+    add(fence, l->ident.owner, l->ident.ownerlen);
     fence->wd = op->wd;
     return 1;
 }
@@ -230,7 +232,7 @@ void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
     int sem = l->kind == DL_KIND_SEM, fair = l->kind == DL_KIND_FAIR;
     init(op, "release", sem ? DL_S_SEM_RELEASE : fair ? DL_S_FAIR_RELEASE
                                                     : DL_S_RELEASE,
-         0, l->key, l->keylen, release_vote);
+         0, l->ident.key, l->ident.keylen, release_vote);
     add_keys(op, l, fair, sem || fair);
     add_request(op, l, seq);
     add_i(op, token);
@@ -241,8 +243,8 @@ void dl_op_void(dl_op *op, const dl_lockref *l, uint64_t seq,
                 int64_t keep_ms, const char *pub, int fresh)
 {
     int fair = l->kind == DL_KIND_FAIR;
-    init(op, "cancel", fair ? DL_S_FAIR_VOID : DL_S_VOID, 0, l->key,
-         l->keylen, done_vote);
+    init(op, "cancel", fair ? DL_S_FAIR_VOID : DL_S_VOID, 0, l->ident.key,
+         l->ident.keylen, done_vote);
     add_keys(op, l, fair, fair);
     add_request(op, l, seq);
     add_freeing(op, l, keep_ms, pub);
@@ -262,9 +264,9 @@ static int own_leases(const dl_lockref *l)
 static void lease_op(dl_op *op, const char *name, int id, dl_decode_fn d,
                      const dl_lockref *l, int64_t ms, int64_t token)
 {
-    init(op, name, id, 1, l->key, l->keylen, d);
-    add(op, l->key, l->keylen);
-    add(op, l->owner, l->ownerlen);
+    init(op, name, id, 1, l->ident.key, l->ident.keylen, d);
+    add(op, l->ident.key, l->ident.keylen);
+    add(op, l->ident.owner, l->ident.ownerlen);
     add_i(op, ms);
     add_i(op, token);
 }
@@ -294,16 +296,17 @@ void dl_op_extend(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token)
 
 void dl_op_ttl(dl_op *op, const dl_lockref *l)
 {
-    init(op, "ttl", DL_S_TTL, 1, l->key, l->keylen, ttl_vote);
-    add(op, l->key, l->keylen);
+    init(op, "ttl", DL_S_TTL, 1, l->ident.key, l->ident.keylen, ttl_vote);
+    add(op, l->ident.key, l->ident.keylen);
     op->rule = DL_RULE_READ;
 }
 
 void dl_op_force(dl_op *op, const dl_lockref *l, const char *req,
                  uint64_t seq, int64_t keep_ms, const char *pub)
 {
-    init(op, "force_release", DL_S_FORCE, 1, l->key, l->keylen, bool_vote);
-    add(op, l->key, l->keylen);
+    init(op, "force_release", DL_S_FORCE, 1, l->ident.key, l->ident.keylen,
+         bool_vote);
+    add(op, l->ident.key, l->ident.keylen);
     add_s(op, req);
     add_i(op, (int64_t)seq);
     add_freeing(op, l, keep_ms, pub);
@@ -314,10 +317,11 @@ void dl_op_drop(dl_op *op, const dl_lockref *l, int64_t count,
                 int64_t token, int64_t keep_ms, const char *pub)
 {
     int fair = l->kind == DL_KIND_FAIR;
-    init(op, "drop", fair ? DL_S_FAIR_DROP : DL_S_DROP, 0, l->key, l->keylen,
+    init(op, "drop", fair ? DL_S_FAIR_DROP : DL_S_DROP, 0, l->ident.key,
+         l->ident.keylen,
          done_vote);
     add_keys(op, l, fair, fair);
-    add(op, l->owner, l->ownerlen);
+    add(op, l->ident.owner, l->ident.ownerlen);
     add_i(op, count);
     add_i(op, token);
     add_freeing(op, l, keep_ms, pub);
@@ -333,15 +337,17 @@ void dl_op_ping(dl_op *op)
 
 void dl_op_free(dl_op *op, const dl_lockref *l)
 {
-    init(op, "available", DL_S_SEM_FREE, 1, l->key, l->keylen, done_vote);
-    add(op, l->key, l->keylen);
+    init(op, "available", DL_S_SEM_FREE, 1, l->ident.key, l->ident.keylen,
+         done_vote);
+    add(op, l->ident.key, l->ident.keylen);
     add_i(op, l->permits);
     op->rule = DL_RULE_READ;
 }
 
 void dl_op_sync(dl_op *op, const dl_lockref *l, int n, int64_t ms)
 {
-    init(op, "wait", DL_OP_COMMAND, 0, l->key, l->keylen, done_vote);
+    init(op, "wait", DL_OP_COMMAND, 0, l->ident.key, l->ident.keylen,
+         done_vote);
     add_s(op, "WAIT");
     add_i(op, n);
     add_i(op, ms);
@@ -366,10 +372,11 @@ static void inspect_vote(const redisReply *r, dl_vote *v)
 void dl_op_inspect(dl_op *op, const dl_lockref *l, const char *verb,
                    redisReply **keep)
 {
-    init(op, "inspect", DL_S_INSPECT, 2, l->key, l->keylen, inspect_vote);
-    add(op, l->key, l->keylen);
-    add(op, l->queue, l->queuelen);
-    add(op, l->chan, l->chanlen);
+    init(op, "inspect", DL_S_INSPECT, 2, l->ident.key, l->ident.keylen,
+         inspect_vote);
+    add(op, l->ident.key, l->ident.keylen);
+    add(op, l->ident.queue, l->ident.queuelen);
+    add(op, l->ident.chan, l->ident.chanlen);
     add_s(op, verb);
     op->rule = DL_RULE_READ;
     op->keep = keep;
@@ -377,7 +384,8 @@ void dl_op_inspect(dl_op *op, const dl_lockref *l, const char *verb,
 
 void dl_op_clients(dl_op *op, const dl_lockref *l, redisReply **keep)
 {
-    init(op, "client list", DL_OP_COMMAND, 0, l->key, l->keylen, reply_vote);
+    init(op, "client list", DL_OP_COMMAND, 0, l->ident.key, l->ident.keylen,
+         reply_vote);
     add_s(op, "CLIENT");
     add_s(op, "LIST");
     op->rule = DL_RULE_READ;

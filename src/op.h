@@ -8,29 +8,21 @@
 #ifndef DLOCK_OP_H
 #define DLOCK_OP_H
 
+#include "lockid.h"
 #include "script.h"
 
 #pragma GCC visibility push(hidden)
 
-/* The identity of one lock as one owner sees it. The requester names
- * the client acting for this owner: the owner itself for a coroutine
- * owner (it embeds the client id), "<client id>|<owner>" for an explicit
- * one, which other clients may share. */
+/* One lock as one owner sees it: its identity (lockid.h, with this
+ * call's owner and requester) and what an operation needs beside it. */
 typedef struct dl_lockref {
-    const char *key, *fence, *chan, *owner, *req, *queue;
-    size_t keylen, fencelen, chanlen, ownerlen, reqlen, queuelen;
+    dl_lockid ident;
     uint64_t owner_num;         /* coroutine owner number; 0: explicit */
     int kind;                   /* DL_KIND_* */
     const char *writer;         /* a reader's: its owner's write-lock owner */
     size_t writerlen;
     int64_t permits;            /* a permit's: the semaphore's size */
 } dl_lockref;
-
-/* What a hold is of: an exclusive lock, one half of a read-write lock, a
- * semaphore (one hold per permit), or a fair lock. The last two have a
- * queue of waiters (the key queue) and wake one client at a time (chan is
- * then this client's own channel of the lock). */
-enum { DL_KIND_LOCK, DL_KIND_READ, DL_KIND_WRITE, DL_KIND_SEM, DL_KIND_FAIR };
 
 /* What one server answered. */
 enum {

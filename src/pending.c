@@ -109,8 +109,7 @@ dl_status dl_client_settle(dl_client *c, dl_hold *h, char *err,
 dl_hold *dl_client_ready_hold(dl_client *c, const dl_lockref *l, int create,
                               dl_status *st, char *err, size_t errlen)
 {
-    dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
-                                  l->ownerlen);
+    dl_hold *h = dl_registry_find(&c->reg, &l->ident);
     *st = DL_OK;
     if (h && h->pend != DL_PEND_NONE &&
         (*st = dl_client_settle(c, h, err, errlen)) != DL_OK) {
@@ -122,9 +121,7 @@ dl_hold *dl_client_ready_hold(dl_client *c, const dl_lockref *l, int create,
     }
     if (h || !create)
         return h;
-    h = dl_registry_add(&c->reg, l->key, l->keylen, l->fence, l->fencelen,
-                        l->chan, l->chanlen, l->owner, l->ownerlen, l->req,
-                        l->reqlen, l->queue ? l->queue : "", l->queuelen);
+    h = dl_registry_add(&c->reg, &l->ident);
     if (!h)
         *st = dl_oom(err, errlen);
     else

@@ -62,14 +62,13 @@ static dl_hold **bucket(dl_registry *reg, const char *key, size_t keylen,
                          (reg->nbuckets - 1)];
 }
 
-dl_hold *dl_registry_find(dl_registry *reg, const char *key, size_t keylen,
-                          const char *owner, size_t ownerlen)
+dl_hold *dl_registry_find(dl_registry *reg, const dl_lockid *d)
 {
-    dl_hold *h = *bucket(reg, key, keylen, owner, ownerlen);
+    dl_hold *h = *bucket(reg, d->key, d->keylen, d->owner, d->ownerlen);
     for (; h; h = h->hnext)
-        if (h->keylen == keylen && h->ownerlen == ownerlen &&
-            memcmp(h->key, key, keylen) == 0 &&
-            memcmp(h->owner, owner, ownerlen) == 0)
+        if (h->ident.keylen == d->keylen && h->ident.ownerlen == d->ownerlen &&
+            memcmp(h->ident.key, d->key, d->keylen) == 0 &&
+            memcmp(h->ident.owner, d->owner, d->ownerlen) == 0)
             return h;
     return NULL;
 }
@@ -81,7 +80,8 @@ static void grow(dl_registry *reg)
     if (!b)
         return;                 /* keep the longer chains; still correct */
     for (dl_hold *h = reg->head; h; h = h->next) {
-        dl_hold **slot = &b[hash(h->key, h->keylen, h->owner, h->ownerlen) &
+        dl_hold **slot = &b[hash(h->ident.key, h->ident.keylen,
+                                 h->ident.owner, h->ident.ownerlen) &
                             (n - 1)];
         h->hnext = *slot;
         *slot = h;
@@ -101,50 +101,36 @@ static const char *put(char **p, const char *s, size_t n)
 }
 
 /* A new unlinked hold with count 0 and copies of the strings. */
-static dl_hold *alloc_hold(const char *key, size_t keylen,
-                           const char *fence, size_t fencelen,
-                           const char *chan, size_t chanlen,
-                           const char *owner, size_t ownerlen,
-                           const char *req, size_t reqlen,
-                           const char *queue, size_t queuelen)
+static dl_hold *alloc_hold(const dl_lockid *d)
 {
-    dl_hold *h = calloc(1, sizeof *h + keylen + fencelen + chanlen +
-                               ownerlen + reqlen + queuelen + 6);
+    dl_hold *h = calloc(1, sizeof *h + d->keylen + d->fencelen +
+                               d->chanlen + d->ownerlen + d->reqlen +
+                               d->queuelen + 6);
     if (!h)
         return NULL;
     char *p = (char *)(h + 1);
-    h->key = put(&p, key, keylen);
-    h->fence = put(&p, fence, fencelen);
-    h->chan = put(&p, chan, chanlen);
-    h->owner = put(&p, owner, ownerlen);
-    h->req = put(&p, req, reqlen);
-    h->queue = put(&p, queue, queuelen);
-    h->queuelen = queuelen;
-    h->reqlen = reqlen;
-    h->keylen = keylen;
-    h->fencelen = fencelen;
-    h->chanlen = chanlen;
-    h->ownerlen = ownerlen;
+    dl_lockid *c = &h->ident;
+    *c = *d;                            /* the lengths; the strings: */
+    c->key = put(&p, d->key, d->keylen);
+    c->fence = put(&p, d->fence, d->fencelen);
+    c->chan = put(&p, d->chan, d->chanlen);
+    c->owner = put(&p, d->owner, d->ownerlen);
+    c->req = put(&p, d->req, d->reqlen);
+    c->queue = put(&p, d->queue ? d->queue : "", d->queuelen);
     h->ref = DL_NOREF;
     return h;
 }
 
-dl_hold *dl_registry_add(dl_registry *reg,
-                         const char *key, size_t keylen,
-                         const char *fence, size_t fencelen,
-                         const char *chan, size_t chanlen,
-                         const char *owner, size_t ownerlen,
-                         const char *req, size_t reqlen,
-                         const char *queue, size_t queuelen)
+dl_hold *dl_registry_add(dl_registry *reg, const dl_lockid *ident)
 {
     if (reg->count >= reg->nbuckets)
         grow(reg);
-    dl_hold *h = alloc_hold(key, keylen, fence, fencelen, chan, chanlen,
-                            owner, ownerlen, req, reqlen, queue, queuelen);
+    dl_hold *h = alloc_hold(ident);
     if (!h)
         return NULL;
     h->id = reg->next_id++;
-    dl_hold **slot = bucket(reg, key, keylen, owner, ownerlen);
+    dl_hold **slot = bucket(reg, ident->key, ident->keylen, ident->owner,
+                            ident->ownerlen);
     h->hnext = *slot;
     *slot = h;
     h->next = reg->head;
@@ -157,7 +143,8 @@ dl_hold *dl_registry_add(dl_registry *reg,
 
 void dl_registry_unlink(dl_registry *reg, dl_hold *h)
 {
-    dl_hold **slot = bucket(reg, h->key, h->keylen, h->owner, h->ownerlen);
+    dl_hold **slot = bucket(reg, h->ident.key, h->ident.keylen,
+                            h->ident.owner, h->ident.ownerlen);
     while (*slot != h)
         slot = &(*slot)->hnext;
     *slot = h->hnext;
@@ -229,9 +216,7 @@ size_t dl_registry_orphan(dl_registry *reg, uint64_t owner_num)
 
 int dl_registry_orphan_share(dl_registry *reg, const dl_hold *h)
 {
-    dl_hold *o = alloc_hold(h->key, h->keylen, h->fence, h->fencelen,
-                            h->chan, h->chanlen, h->owner, h->ownerlen,
-                            h->req, h->reqlen, h->queue, h->queuelen);
+    dl_hold *o = alloc_hold(&h->ident);
     if (!o)
         return -1;
     o->id = reg->next_id++;

@@ -6,7 +6,7 @@
 #ifndef DLOCK_REGISTRY_H
 #define DLOCK_REGISTRY_H
 
-#include "dlock.h"
+#include "lockid.h"
 
 #pragma GCC visibility push(hidden)
 
@@ -15,8 +15,7 @@ typedef struct dl_hold {
     struct dl_hold *hnext;      /* hash bucket chain */
     struct dl_hold *prev, *next;/* list of all linked holds */
     struct dl_hold *onext;      /* orphan list */
-    const char *key, *fence, *chan, *owner, *req, *queue; /* inline after */
-    size_t keylen, fencelen, chanlen, ownerlen, reqlen, queuelen;
+    dl_lockid ident;            /* its strings inline after the struct */
     uint64_t owner_num;         /* coroutine owner number; 0: explicit */
     int kind;                   /* DL_KIND_* (op.h) */
     int64_t count;              /* this client's holds for this owner
@@ -73,18 +72,12 @@ int dl_registry_init(dl_registry *reg);
 /* Free every hold, orphan and event. */
 void dl_registry_free(dl_registry *reg);
 
-dl_hold *dl_registry_find(dl_registry *reg, const char *key, size_t keylen,
-                          const char *owner, size_t ownerlen);
+/* The linked hold of the lock's key and owner, or NULL. */
+dl_hold *dl_registry_find(dl_registry *reg, const dl_lockid *ident);
 
-/* A new linked hold with count 0 and copies of the strings; NULL if out
- * of memory. */
-dl_hold *dl_registry_add(dl_registry *reg,
-                         const char *key, size_t keylen,
-                         const char *fence, size_t fencelen,
-                         const char *chan, size_t chanlen,
-                         const char *owner, size_t ownerlen,
-                         const char *req, size_t reqlen,
-                         const char *queue, size_t queuelen);
+/* A new linked hold with count 0 and a copy of the lock's identity;
+ * NULL if out of memory. */
+dl_hold *dl_registry_add(dl_registry *reg, const dl_lockid *ident);
 
 /* Unlink h and free it, or leave it to the watchdog if a renewal of it is
  * in flight. The caller has dealt with h->ref. */

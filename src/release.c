@@ -74,8 +74,7 @@ static int64_t held_token(dl_client *c, const dl_lockref *l,
                           const char **lost)
 {
     pthread_mutex_lock(&c->mu);
-    dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
-                                  l->ownerlen);
+    dl_hold *h = dl_registry_find(&c->reg, &l->ident);
     int64_t tok = h && h->count > 0 ? h->token : 0;
     *lost = h && h->count > 0 ? h->lost : NULL;
     pthread_mutex_unlock(&c->mu);
@@ -109,8 +108,7 @@ dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
                     dl_exec_drift_us(&c->topo, lease_ms);
 
     pthread_mutex_lock(&c->mu);
-    dl_hold *h = dl_registry_find(&c->reg, l->key, l->keylen, l->owner,
-                                  l->ownerlen);
+    dl_hold *h = dl_registry_find(&c->reg, &l->ident);
     if (!h || h->count <= 0) {
         if (st == DL_OK)
             st = dl_fail(err, errlen, DL_ENOTHELD, "not held");

@@ -35,10 +35,11 @@ void dl_client_lose(dl_client *c, dl_hold *h, const char *reason)
         dl_registry_orphan_share(&c->reg, h) != 0)
         dl_log_say(&c->log, DL_LOG_WARN, "%.*s: out of memory: this "
                    "client's lost holds stay until the lease runs out",
-                   (int)h->keylen, h->key);
+                   (int)h->ident.keylen, h->ident.key);
     dl_registry_mark_lost(&c->reg, h, reason);
     c->stats.lost++;
-    dl_log_say(&c->log, DL_LOG_WARN, "%.*s: %s", (int)h->keylen, h->key,
+    dl_log_say(&c->log, DL_LOG_WARN, "%.*s: %s", (int)h->ident.keylen,
+               h->ident.key,
                reason);
     __atomic_store_n(&c->pending, 1, __ATOMIC_RELEASE);
 }
@@ -58,12 +59,7 @@ void dl_client_opts_free(dl_client_opts *o)
 void dl_hold_lockref(const dl_hold *h, dl_lockref *l)
 {
     memset(l, 0, sizeof *l);
-    l->key = h->key;     l->keylen = h->keylen;
-    l->fence = h->fence; l->fencelen = h->fencelen;
-    l->chan = h->chan;   l->chanlen = h->chanlen;
-    l->owner = h->owner; l->ownerlen = h->ownerlen;
-    l->req = h->req;     l->reqlen = h->reqlen;
-    l->queue = h->queue; l->queuelen = h->queuelen;
+    l->ident = h->ident;
     l->owner_num = h->owner_num;
     l->kind = h->kind;
 }

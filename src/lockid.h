@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT
+ * lockid.h: a lock's identity, built in one place (lockid.c): the Redis
+ * names derived from its name, and the owner and requester strings.
+ *
+ * Keys of one lock (script.h has the data model), under the client's
+ * prefix P:
+ *   P{name}                 the lock's hash
+ *   P{tag}:fence            the fencing counter of the slot P{name} is in
+ *                           (tag: dl_slot_tag), shared by the slot's locks
+ *   P{name}:ch              the channel a release publishes on; a queued
+ *                           kind's is P{name}:ch:<client id>, its client's
+ *   P{name}:q               a queued kind's waiters ("" for the others)
+ * The owner is an explicit owner string, or "<client id>:<n>" where n
+ * numbers a coroutine; a read half's owner has "\0r" after it (its write
+ * half's owner is the owner's own). The requester names the client acting
+ * for the owner: a coroutine owner itself (it embeds the client id), or
+ * "<client id>|<owner>" for an explicit owner, which clients may share.
+ */
+#ifndef DLOCK_LOCKID_H
+#define DLOCK_LOCKID_H
+
+#include "dlock.h"
+
+#pragma GCC visibility push(hidden)
+
+/* What a hold is of: an exclusive lock, one half of a read-write lock, a
+ * semaphore (one hold per permit), or a fair lock. The last two have a
+ * queue of waiters (the key queue) and wake one client at a time (chan is
+ * then this client's own channel of the lock). */
+enum { DL_KIND_LOCK, DL_KIND_READ, DL_KIND_WRITE, DL_KIND_SEM, DL_KIND_FAIR };
+
+/* For dl_lockid_build: the names every kind shares, as inspect reads
+ * them: the key, the channel a release publishes on, and the queue. */
+#define DL_KIND_ANY (-1)
+
+typedef struct dl_lockid {
+    const char *key, *fence, *chan, *queue, *owner, *req;
+    size_t keylen, fencelen, chanlen, queuelen, ownerlen, reqlen;
+} dl_lockid;
+
+/* Bytes dl_lockid_build needs for the lock name of kind under prefix (of
+ * length pl), for the client of id client_id, with the explicit owner of
+ * ownerlen bytes (0: coroutine owners). */
+size_t dl_lockid_size(size_t pl, size_t namelen, int kind,
+                      const char *client_id, size_t ownerlen);
+
+/* Build the lock's keys into buf (dl_lockid_size bytes; every string is
+ * NUL-terminated), and with an explicit owner (ownerlen > 0) its owner
+ * and requester; with coroutine owners, owner and req stay NULL (see
+ * dl_lockid_caller). */
+void dl_lockid_build(dl_lockid *d, char *buf, const char *prefix, size_t pl,
+                     const char *name, size_t namelen, int kind,
+                     const char *client_id, const char *owner,
+                     size_t ownerlen);
+
+/* The longest coroutine owner, with its read half's suffix and NUL. */
+#define DL_OWNER_MAX (DL_ID_HEX + 27)
+
+/* The coroutine owner n of client_id for a lock of kind, written to buf
+ * (DL_OWNER_MAX bytes); its length. A read half's writer (its write
+ * half's owner) goes to wbuf (DL_OWNER_MAX bytes) when wbuf is not NULL:
+ * its length in *wlen. */
+size_t dl_lockid_caller(char *buf, const char *client_id, uint64_t n,
+                        int kind, char *wbuf, size_t *wlen);
+
+#pragma GCC visibility pop
+#endif
