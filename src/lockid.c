@@ -76,7 +76,7 @@ void dl_lockid_build(dl_lockid *d, char *buf, const char *prefix, size_t pl,
     d->queuelen = hq ? keylen + 2 : 0;
     d->owner = d->req = NULL;
     d->ownerlen = d->reqlen = 0;
-    if (!ownerlen)
+    if (!owner || !ownerlen)            /* coroutine owners: per call */
         return;
     size_t rd = kind == DL_KIND_READ ? 2 : 0;   /* "\0r" */
     d->owner = p;
