@@ -30,7 +30,7 @@ SRC = src/util.c src/log.c src/tls.c src/endpoint.c src/conn.c src/script.c src/
       src/pending.c src/client.c src/inspect.c src/acquire.c src/release.c \
       src/lua_aux.c src/lua_dlock.c src/lua_client.c src/lua_connect.c src/lua_lock.c \
       src/lua_process.c
-HDR = $(wildcard src/*.h)
+HDR = $(wildcard src/*.h) src/scripts.h
 BUILD ?= build
 SO  = $(BUILD)/dlock/core.so
 
@@ -56,6 +56,18 @@ $(SO): $(SRC) $(HDR)
 	    exit 1; } >&2
 	@mkdir -p $(BUILD)/dlock
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -shared -o $@ $(SRC) $(PKG_LIBS) $(LDFLAGS)
+
+# src/scripts.h: the Redis scripts (src/scripts/*.lua, one per script) as C,
+# written by tools/gen-scripts.lua when a script is newer. It is committed:
+# a build with no Lua to run the generator (luarocks, or a fresh clone whose
+# file times say nothing) uses it as it is.
+SCRIPTS = $(wildcard src/scripts/*.lua src/scripts/lib/*.lua)
+GEN_LUA ?= $(firstword $(shell command -v $(LUA) lua5.4 lua5.3 lua5.1 luajit lua 2>/dev/null))
+src/scripts.h: $(SCRIPTS) tools/gen-scripts.lua
+	@if [ -n "$(GEN_LUA)" ]; then \
+	    echo "$(GEN_LUA) tools/gen-scripts.lua src/scripts $@"; \
+	    $(GEN_LUA) tools/gen-scripts.lua src/scripts $@; \
+	else echo "dlock: no Lua to run tools/gen-scripts.lua: src/scripts.h as committed" >&2; fi
 
 # examples/host: a C program embedding Lua, running jobs from a tick loop.
 $(BUILD)/host: examples/host/host.c $(SO)
