@@ -151,12 +151,19 @@ valgrind: deps all $(BUILD)/forktest.so ## the suite under valgrind (leaks, bad 
 	    --errors-for-leak-kinds=definite $(LUA) $$(command -v $(BUSTED))" \
 	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=slow spec
 
-lint:                      ## cppcheck, and the rule that only the binding sees lua.h
+lint:                      ## cppcheck, the rule that only the binding sees lua.h, luacheck on the Redis scripts
 	@! grep -l '#include.*\(lua\.h\|lauxlib\.h\|compat\.h\|lua_dlock\.h\)' \
 	    $(filter-out src/lua_% src/compat.h,$(wildcard src/*.c src/*.h)) \
 	    || (echo "lint: only src/lua_*.c may see Lua" && false)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
 	    --std=c99 --suppress=missingIncludeSystem --inline-suppr -Isrc src
+	@# each script as Redis gets it (its includes in it), against Redis's globals
+	@if command -v luacheck >/dev/null 2>&1 && [ -n "$(GEN_LUA)" ]; then \
+	    rm -rf $(BUILD)/scripts && mkdir -p $(BUILD)/scripts && \
+	    $(GEN_LUA) tools/gen-scripts.lua src/scripts --expand $(BUILD)/scripts && \
+	    echo "luacheck --config src/scripts/.luacheckrc $(BUILD)/scripts" && \
+	    luacheck -q --no-color --config src/scripts/.luacheckrc $(BUILD)/scripts; \
+	else echo "lint: no luacheck (Debian: lua-check): the Redis scripts are not linted" >&2; fi
 
 # The `dlock` command goes to $(BINDIR), run by $(LUA) and told where the
 # module is (its @PATHS@ line), so it works whatever LUA_PATH says.
