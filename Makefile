@@ -30,7 +30,7 @@ SRC = src/util.c src/log.c src/tls.c src/endpoint.c src/conn.c src/script.c src/
       src/pending.c src/client.c src/inspect.c src/acquire.c src/release.c \
       src/lua_aux.c src/lua_dlock.c src/lua_client.c src/lua_connect.c src/lua_lock.c \
       src/lua_process.c
-HDR = $(wildcard src/*.h)
+HDR = $(wildcard src/*.h) src/scripts.h
 BUILD ?= build
 SO  = $(BUILD)/dlock/core.so
 
@@ -56,6 +56,18 @@ $(SO): $(SRC) $(HDR)
 	    exit 1; } >&2
 	@mkdir -p $(BUILD)/dlock
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -shared -o $@ $(SRC) $(PKG_LIBS) $(LDFLAGS)
+
+# src/scripts.h: the Redis scripts (src/scripts/*.lua, one per script) as C,
+# written by tools/gen-scripts.lua when a script is newer. It is committed:
+# a build with no Lua to run the generator (luarocks, or a fresh clone whose
+# file times say nothing) uses it as it is.
+SCRIPTS = $(wildcard src/scripts/*.lua src/scripts/lib/*.lua)
+GEN_LUA ?= $(firstword $(shell command -v $(LUA) lua5.4 lua5.3 lua5.1 luajit lua 2>/dev/null))
+src/scripts.h: $(SCRIPTS) tools/gen-scripts.lua
+	@if [ -n "$(GEN_LUA)" ]; then \
+	    echo "$(GEN_LUA) tools/gen-scripts.lua src/scripts $@"; \
+	    $(GEN_LUA) tools/gen-scripts.lua src/scripts $@; \
+	else echo "dlock: no Lua to run tools/gen-scripts.lua: src/scripts.h as committed" >&2; fi
 
 # examples/host: a C program embedding Lua, running jobs from a tick loop.
 $(BUILD)/host: examples/host/host.c $(SO)
@@ -139,12 +151,19 @@ valgrind: deps all $(BUILD)/forktest.so ## the suite under valgrind (leaks, bad 
 	    --errors-for-leak-kinds=definite $(LUA) $$(command -v $(BUSTED))" \
 	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=slow spec
 
-lint:                      ## cppcheck, and the rule that only the binding sees lua.h
+lint:                      ## cppcheck, the rule that only the binding sees lua.h, luacheck on the Redis scripts
 	@! grep -l '#include.*\(lua\.h\|lauxlib\.h\|compat\.h\|lua_dlock\.h\)' \
 	    $(filter-out src/lua_% src/compat.h,$(wildcard src/*.c src/*.h)) \
 	    || (echo "lint: only src/lua_*.c may see Lua" && false)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
 	    --std=c99 --suppress=missingIncludeSystem --inline-suppr -Isrc src
+	@# each script as Redis gets it (its includes in it), against Redis's globals
+	@if command -v luacheck >/dev/null 2>&1 && [ -n "$(GEN_LUA)" ]; then \
+	    rm -rf $(BUILD)/scripts && mkdir -p $(BUILD)/scripts && \
+	    $(GEN_LUA) tools/gen-scripts.lua src/scripts --expand $(BUILD)/scripts && \
+	    echo "luacheck --config src/scripts/.luacheckrc $(BUILD)/scripts" && \
+	    luacheck -q --no-color --config src/scripts/.luacheckrc $(BUILD)/scripts; \
+	else echo "lint: no luacheck (Debian: lua-check): the Redis scripts are not linted" >&2; fi
 
 # The `dlock` command goes to $(BINDIR), run by $(LUA) and told where the
 # module is (its @PATHS@ line), so it works whatever LUA_PATH says.

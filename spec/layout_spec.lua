@@ -135,8 +135,9 @@ describe("the C core's layout", function()
         end
       end
     end
-    -- each script id named by one builder, in op.c alone
-    local ids = read(DIR .. "/src/script.h"):match("typedef enum {(.-)} dl_script_id")
+    -- each script id named by one builder, in op.c alone (the ids come
+    -- from src/scripts/, through the generated scripts.h)
+    local ids = read(DIR .. "/src/scripts.h"):match("typedef enum {(.-)} dl_script_id")
     for id in ids:gmatch("(DL_S_[%u%d_]+)") do
       if id ~= "DL_S_COUNT" then
         for _, name in ipairs(sources()) do

@@ -18,40 +18,48 @@ describe("scripts", function()
 
   -- The reply's integers.
   local ints = helper.ints
+  -- Each script called with its arguments by name (helper.evalsha: the
+  -- positions come from the scripts' headers).
+  local function call(name, args)
+    return ints(helper.evalsha(srv, sha, name,
+                               { lock = key, counter = fence, queue = key .. ":q" }, args))
+  end
+  local function freeing(t, chan)           -- keep_ms chan pub
+    t.keep_ms, t.chan, t.pub = t.keep_ms or 10000, chan or key .. ":ch", "PUBLISH"
+    return t
+  end
   -- acquire(owner, requester, seq [, lease_ms [, expected]])
   local function acquire(owner, req, seq, lease_ms, expect, token)
-    return ints(srv.cli("EVALSHA", sha.acquire, 2, key, fence, owner, req, seq,
-                        lease_ms or 10000, expect or 0, token or 1))
+    return call("acquire", { owner = owner, req = req, seq = seq, lease_ms = lease_ms or 10000,
+                             expect = expect or 0, token = token or 1 })
   end
   local function drop(owner, n, token)
-    return ints(srv.cli("EVALSHA", sha.drop, 1, key, owner, n, token or 0, 10000,
-                        key .. ":ch", "PUBLISH"))[1]
+    return call("drop", freeing({ owner = owner, count = n, token = token or 0 }))[1]
   end
   local function release(owner, req, seq, token, keep_ms)
-    return ints(srv.cli("EVALSHA", sha.release, 1, key, owner, req, seq, token,
-                        keep_ms or 10000, key .. ":ch", "PUBLISH"))
+    return call("release", freeing({ owner = owner, req = req, seq = seq, token = token,
+                                     keep_ms = keep_ms }))
   end
   local function void(owner, req, seq)
-    return ints(srv.cli("EVALSHA", sha.void, 1, key, owner, req, seq, 10000,
-                        key .. ":ch", "PUBLISH"))
+    return call("void", freeing({ owner = owner, req = req, seq = seq }))
   end
   local function force(req, seq)
-    return ints(srv.cli("EVALSHA", sha.force, 1, key, req, seq, 10000,
-                        key .. ":ch", "PUBLISH"))[1]
+    return call("force", freeing({ req = req, seq = seq }))[1]
   end
-  -- The fair lock's scripts: KEYS lock counter queue. fair_acquire's
-  -- ARGV: owner requester seq lease_ms expected token waits pub secret.
+  -- The fair lock's scripts: a grant is published on the waiter's own
+  -- channel, with its registration's secret.
   local function fair_acquire(owner, req, seq, secret, expect, token)
-    return ints(srv.cli("EVALSHA", sha.fair_acquire, 3, key, fence, key .. ":q", owner, req,
-                        seq, 10000, expect or 0, token or 1, "1", "PUBLISH", secret or ""))
+    return call("fair_acquire", { owner = owner, req = req, seq = seq, lease_ms = 10000,
+                                  expect = expect or 0, token = token or 1, waits = "1",
+                                  pub = "PUBLISH", secret = secret or "" })
   end
   local function fair_release(owner, req, seq, token)
-    return ints(srv.cli("EVALSHA", sha.fair_release, 3, key, fence, key .. ":q", owner, req,
-                        seq, token, 10000, key .. ":ch:" .. req, "PUBLISH"))
+    return call("fair_release", freeing({ owner = owner, req = req, seq = seq, token = token },
+                                        key .. ":ch:" .. req))
   end
   local function fair_void(owner, req, seq)
-    return ints(srv.cli("EVALSHA", sha.fair_void, 3, key, fence, key .. ":q", owner, req,
-                        seq, 10000, key .. ":ch:" .. req, "PUBLISH"))
+    return call("fair_void", freeing({ owner = owner, req = req, seq = seq, fresh = "0" },
+                                     key .. ":ch:" .. req))
   end
   -- A redis-cli subscribed to chan: a function that returns the messages
   -- it got so far, and one that stops it.

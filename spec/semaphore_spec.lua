@@ -126,7 +126,7 @@ describe("semaphore", function()
 
   it("keeps its request records bounded while it is never free", function()
     -- A record stays while a resend of its request may come (twice its
-    -- lease, script.c), so the bound is the requesters of the last two
+    -- lease, src/scripts/lib/prune.lua), so the bound is the requesters of the last two
     -- leases: with a 0.3 s lease, 150 permits come and go, and once
     -- their records are past (and a second since the last prune), the
     -- next acquire prunes them.

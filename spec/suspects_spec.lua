@@ -18,17 +18,20 @@ describe("suspect 1: request records pruned past 64 fields", function()
     key = "s{" .. helper.unique_name("prune") .. "}"
     fence = key .. ":fence"
   end)
+  local function call(name, args)
+    return ints(helper.evalsha(srv, sha, name, { lock = key, counter = fence }, args))
+  end
   local function acquire(owner, req, seq, lease_ms, expect, token)
-    return ints(srv.cli("EVALSHA", sha.acquire, 2, key, fence, owner, req, seq,
-                        lease_ms or 10000, expect or 0, token or 1))
+    return call("acquire", { owner = owner, req = req, seq = seq, lease_ms = lease_ms or 10000,
+                             expect = expect or 0, token = token or 1 })
   end
   local function release(owner, req, seq, token, keep_ms)
-    return ints(srv.cli("EVALSHA", sha.release, 1, key, owner, req, seq, token,
-                        keep_ms or 10000, key .. ":ch", "PUBLISH"))
+    return call("release", { owner = owner, req = req, seq = seq, token = token,
+                             keep_ms = keep_ms or 10000, chan = key .. ":ch", pub = "PUBLISH" })
   end
   local function void(owner, req, seq)
-    return ints(srv.cli("EVALSHA", sha.void, 1, key, owner, req, seq, 10000,
-                        key .. ":ch", "PUBLISH"))
+    return call("void", { owner = owner, req = req, seq = seq, keep_ms = 10000,
+                          chan = key .. ":ch", pub = "PUBLISH" })
   end
   -- Other requesters took and released the lock until their records
   -- fill the hash to 64 fields: one more record, and the next new
@@ -85,19 +88,23 @@ describe("suspect 2: a fair grant under an earlier attempt", function()
     fence, q = key .. ":fence", key .. ":q"
   end)
   local S1, S2 = "0123456789abcdef", "fedcba9876543210"
+  local function call(name, args)
+    return ints(helper.evalsha(srv, sha, name, { lock = key, counter = fence, queue = q }, args))
+  end
   local function fair_acquire(owner, req, seq, secret, expect, token)
-    return ints(srv.cli("EVALSHA", sha.fair_acquire, 3, key, fence, q, owner, req,
-                        seq, 10000, expect or 0, token or 1, "1", "PUBLISH", secret or ""))
+    return call("fair_acquire", { owner = owner, req = req, seq = seq, lease_ms = 10000,
+                                  expect = expect or 0, token = token or 1, waits = "1",
+                                  pub = "PUBLISH", secret = secret or "" })
   end
   local function fair_release(owner, req, seq, token)
-    return ints(srv.cli("EVALSHA", sha.fair_release, 3, key, fence, q, owner, req,
-                        seq, token, 10000, key .. ":ch:" .. req, "PUBLISH"))
+    return call("fair_release", { owner = owner, req = req, seq = seq, token = token,
+                                  keep_ms = 10000, chan = key .. ":ch:" .. req, pub = "PUBLISH" })
   end
   -- fresh: the cancelled attempt expected no hold ("1"), or was a
   -- reentry ("0"); the client knows which (pending.c)
   local function fair_void(owner, req, seq, fresh)
-    return ints(srv.cli("EVALSHA", sha.fair_void, 3, key, fence, q, owner, req,
-                        seq, 10000, key .. ":ch:" .. req, "PUBLISH", fresh or "1"))
+    return call("fair_void", { owner = owner, req = req, seq = seq, keep_ms = 10000,
+                               chan = key .. ":ch:" .. req, pub = "PUBLISH", fresh = fresh or "1" })
   end
   local function count(owner) return tonumber(srv.cli("hget", key, "o" .. owner)) or 0 end
   local function granted_to_w()

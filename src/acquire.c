@@ -150,8 +150,8 @@ static void plan_attempt(dl_client *c, dl_hold *h, const dl_acquire *op,
         *ms = left_us / 1000;               /* never past max_hold */
 }
 
-/* A random secret for a fair lock's queued attempt (script.c): from the
- * kernel, never the host's random(). */
+/* A random secret for a fair lock's queued attempt (src/scripts/README.md,
+ * THE SECRET): from the kernel, never the host's random(). */
 static uint64_t fair_secret(void)
 {
     return (uint64_t)dl_random_u32() << 32 | dl_random_u32();

@@ -2,8 +2,8 @@
  * lockid.h: a lock's identity, built in one place (lockid.c): the Redis
  * names derived from its name, and the owner and requester strings.
  *
- * Keys of one lock (script.h has the data model), under the client's
- * prefix P:
+ * Keys of one lock (src/scripts/README.md has the data model), under
+ * the client's prefix P:
  *   P{name}                 the lock's hash
  *   P{tag}:fence            the fencing counter of the slot P{name} is in
  *                           (tag: dl_slot_tag), shared by the slot's locks

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT
- * op.c: each lock operation's script, arguments and reply, as data.
+ * op.c: each lock operation's script, arguments and reply, as data. A
+ * script's keys and arguments go where its header (src/scripts/) says,
+ * by name: scripts.h has each one's layout.
  */
 #define _GNU_SOURCE
 #include "op.h"
@@ -9,14 +11,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void init(dl_op *op, const char *name, int id, int nkeys,
-                 const char *key, size_t keylen, dl_decode_fn decode)
+static const dl_script_layout *layout(const dl_op *op)
+{
+    return dl_script_layout_of((dl_script_id)op->id);
+}
+
+/* A script's op takes its keys and arguments where its header in
+ * src/scripts/ puts them (scripts.h); a command's, in order (add). */
+static void init(dl_op *op, const char *name, int id, const char *key,
+                 size_t keylen, dl_decode_fn decode)
 {
     memset(op, 0, sizeof *op);
     op->name = name;
     op->id = id;
-    op->nkeys = nkeys;
     op->argc = id == DL_OP_COMMAND ? 0 : DL_SCRIPT_HEAD;
+    op->nkeys = id == DL_OP_COMMAND ? 0 : layout(op)->nkeys;
     op->key = key;
     op->keylen = keylen;
     op->decode = decode;
@@ -34,13 +43,73 @@ static void add_s(dl_op *op, const char *s)
     add(op, s, strlen(s));
 }
 
-/* A number as text, kept in op (at most four per op). */
-static void add_i(dl_op *op, int64_t v)
+/* A number as text, kept in op (at most DL_OP_NUMS per op). */
+static const char *num(dl_op *op, int64_t v)
 {
     assert(op->nnum < DL_OP_NUMS);
     char *b = op->num[op->nnum++];
     snprintf(b, sizeof op->num[0], "%lld", (long long)v);
-    add_s(op, b);
+    return b;
+}
+
+static void add_i(dl_op *op, int64_t v)
+{
+    add_s(op, num(op, v));
+}
+
+/* The argv slot of KEYS[i] or ARGV[i] (i from 1: 0 is a name the script
+ * does not take, a builder's mistake). */
+static int key_slot(const dl_op *op, int k)
+{
+    assert(layout(op)->key[k] > 0);
+    return DL_SCRIPT_HEAD + layout(op)->key[k] - 1;
+}
+
+static int arg_slot(const dl_op *op, int a)
+{
+    assert(layout(op)->arg[a] > 0);
+    return DL_SCRIPT_HEAD + op->nkeys + layout(op)->arg[a] - 1;
+}
+
+static void put(dl_op *op, int i, const char *s, size_t n)
+{
+    assert(i < DL_OP_ARGS && !op->argv[i]);
+    op->argv[i] = s;
+    op->lens[i] = n;
+    if (op->argc <= i)
+        op->argc = i + 1;
+}
+
+/* Key k (DL_KEY_*) or argument a (DL_ARG_*) of op's script. */
+static void key(dl_op *op, int k, const char *s, size_t n)
+{
+    put(op, key_slot(op, k), s, n);
+}
+
+static void arg(dl_op *op, int a, const char *s, size_t n)
+{
+    put(op, arg_slot(op, a), s, n);
+}
+
+static void arg_s(dl_op *op, int a, const char *s)
+{
+    arg(op, a, s, strlen(s));
+}
+
+static void arg_i(dl_op *op, int a, int64_t v)
+{
+    arg_s(op, a, num(op, v));
+}
+
+/* Every key and argument of op's script is there (one group of them,
+ * for a script that takes one per hold: batch.c adds up the groups). */
+static void done(const dl_op *op)
+{
+    const dl_script_layout *y = layout(op);
+    assert(op->argc == DL_SCRIPT_HEAD + y->nkeys + y->nargs);
+    for (int i = DL_SCRIPT_HEAD; i < op->argc; i++)
+        assert(op->argv[i]);
+    (void)y;
 }
 
 /* ---- replies -------------------------------------------------------- */
@@ -123,34 +192,35 @@ static void renew_vote(const redisReply *r, dl_vote *v)
 
 /* ---- operations ----------------------------------------------------- */
 
-/* ARGV owner requester seq: who asks, and which request this is. */
+/* Who asks, and which request this is. */
 static void add_request(dl_op *op, const dl_lockref *l, uint64_t seq)
 {
-    add(op, l->ident.owner, l->ident.ownerlen);
-    add(op, l->ident.req, l->ident.reqlen);
-    add_i(op, (int64_t)seq);
+    arg(op, DL_ARG_OWNER, l->ident.owner, l->ident.ownerlen);
+    arg(op, DL_ARG_REQ, l->ident.req, l->ident.reqlen);
+    arg_i(op, DL_ARG_SEQ, (int64_t)seq);
 }
 
-/* ARGV keep_ms chan pub: how long a freed lock keeps its record, and
- * where its release is announced. */
+/* How long a freed lock keeps its record, and where its release is
+ * announced. */
 static void add_freeing(dl_op *op, const dl_lockref *l, int64_t keep_ms,
                         const char *pub)
 {
-    add_i(op, keep_ms);
-    add(op, l->ident.chan, l->ident.chanlen);
-    add_s(op, pub);
+    arg_i(op, DL_ARG_KEEP_MS, keep_ms);
+    arg(op, DL_ARG_CHAN, l->ident.chan, l->ident.chanlen);
+    arg_s(op, DL_ARG_PUB, pub);
 }
 
-/* KEYS: the lock, then the fencing counter and the queue of waiters
- * where the kind's script for the op takes them. */
-static void add_keys(dl_op *op, const dl_lockref *l, int counter, int queue)
+/* The keys of l that op's script takes: the lock, its slot's fencing
+ * counter, its queue of waiters. */
+static void add_keys(dl_op *op, const dl_lockref *l)
 {
-    add(op, l->ident.key, l->ident.keylen);
-    if (counter)
-        add(op, l->ident.fence, l->ident.fencelen);
-    if (queue)
-        add(op, l->ident.queue, l->ident.queuelen);
-    op->nkeys = op->argc - DL_SCRIPT_HEAD;
+    const dl_script_layout *y = layout(op);
+    if (y->key[DL_KEY_LOCK])
+        key(op, DL_KEY_LOCK, l->ident.key, l->ident.keylen);
+    if (y->key[DL_KEY_COUNTER])
+        key(op, DL_KEY_COUNTER, l->ident.fence, l->ident.fencelen);
+    if (y->key[DL_KEY_QUEUE])
+        key(op, DL_KEY_QUEUE, l->ident.queue, l->ident.queuelen);
 }
 
 void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
@@ -161,29 +231,31 @@ void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
         [DL_KIND_LOCK] = DL_S_ACQUIRE, [DL_KIND_READ] = DL_S_RW_ACQUIRE,
         [DL_KIND_WRITE] = DL_S_RW_ACQUIRE, [DL_KIND_SEM] = DL_S_SEM_ACQUIRE,
         [DL_KIND_FAIR] = DL_S_FAIR_ACQUIRE };
-    init(op, "acquire", ids[l->kind], 0, l->ident.key, l->ident.keylen,
+    init(op, "acquire", ids[l->kind], l->ident.key, l->ident.keylen,
          acquire_vote);
-    add_keys(op, l, l->kind != DL_KIND_SEM,
-             l->kind == DL_KIND_SEM || l->kind == DL_KIND_FAIR);
+    add_keys(op, l);
     add_request(op, l, seq);
-    add_i(op, ms);
-    add_i(op, expect);
-    add_i(op, token);
+    arg_i(op, DL_ARG_LEASE_MS, ms);
+    arg_i(op, DL_ARG_EXPECT, expect);
+    arg_i(op, DL_ARG_TOKEN, token);
     if (l->kind == DL_KIND_SEM)
-        add_i(op, l->permits);
+        arg_i(op, DL_ARG_PERMITS, l->permits);
     else if (l->kind == DL_KIND_FAIR) { /* queue if busy; how to grant;
                                            what a grant to it carries */
-        add_s(op, waits ? "1" : "0");
-        add_s(op, pub);
+        arg_s(op, DL_ARG_WAITS, waits ? "1" : "0");
+        arg_s(op, DL_ARG_PUB, pub);
         assert(op->nnum < DL_OP_NUMS);
         char *b = op->num[op->nnum++];
         snprintf(b, sizeof op->num[0], DL_FAIR_SECRET_FMT,
                  (unsigned long long)secret);
-        add_s(op, b);
+        arg_s(op, DL_ARG_SECRET, b);
     } else if (l->kind) {               /* which half, and its writer */
-        add_s(op, l->kind == DL_KIND_READ ? "r" : waits ? "W" : "w");
-        add(op, l->writer ? l->writer : "", l->writer ? l->writerlen : 0);
+        arg_s(op, DL_ARG_KIND,
+              l->kind == DL_KIND_READ ? "r" : waits ? "W" : "w");
+        arg(op, DL_ARG_WRITER, l->writer ? l->writer : "",
+            l->writer ? l->writerlen : 0);
     }
+    done(op);
     /* A fresh hold competes (a shortfall: busy); a reentry must be
      * confirmed (a shortfall: not known). */
     op->rule = expect ? DL_RULE_VOTE : DL_RULE_CONTEND;
@@ -193,16 +265,23 @@ void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
 
 int dl_op_one_key(const dl_op *op, dl_op *alt)
 {
-    /* A reentry only (ARGV expected > 0): a new tenancy needs its token
-     * from the counter, and waits for the migration to end. */
-    int expect = DL_SCRIPT_HEAD + 2 + 4;
-    if (op->id != DL_S_ACQUIRE || op->argc <= expect ||
-        (op->lens[expect] == 1 && op->argv[expect][0] == '0'))
+    /* A reentry only (expect > 0): a new tenancy needs its token from the
+     * counter, and waits for the migration to end. */
+    if (op->id != DL_S_ACQUIRE)
         return 0;
-    init(alt, op->name, DL_S_ACQUIRE1, 1, op->key, op->keylen, op->decode);
-    add(alt, op->argv[DL_SCRIPT_HEAD], op->lens[DL_SCRIPT_HEAD]);
-    for (int i = DL_SCRIPT_HEAD + 2; i < op->argc; i++)
-        add(alt, op->argv[i], op->lens[i]);   /* op's numbers outlive alt */
+    int expect = arg_slot(op, DL_ARG_EXPECT);
+    if (op->lens[expect] == 1 && op->argv[expect][0] == '0')
+        return 0;
+    /* op's keys and arguments, those the one-key script takes (op's
+     * numbers outlive alt) */
+    init(alt, op->name, DL_S_ACQUIRE1, op->key, op->keylen, op->decode);
+    for (int k = 0; k < DL_KEY_NAMES; k++)
+        if (layout(alt)->key[k])
+            key(alt, k, op->argv[key_slot(op, k)], op->lens[key_slot(op, k)]);
+    for (int a = 0; a < DL_ARG_NAMES; a++)
+        if (layout(alt)->arg[a])
+            arg(alt, a, op->argv[arg_slot(op, a)], op->lens[arg_slot(op, a)]);
+    done(alt);
     alt->rule = op->rule;
     alt->wd = op->wd;
     alt->lease_ms = op->lease_ms;
@@ -216,12 +295,11 @@ int dl_op_unify(const dl_op *op, int64_t token, dl_op *fence)
     if (op->id != DL_S_ACQUIRE && op->id != DL_S_ACQUIRE1 &&
         op->id != DL_S_RW_ACQUIRE && op->id != DL_S_FAIR_ACQUIRE)
         return 0;
-    init(fence, "fence", DL_S_FENCE, 2, l->ident.key, l->ident.keylen,
-         done_vote);
-    add(fence, l->ident.fence, l->ident.fencelen);
-    add(fence, l->ident.key, l->ident.keylen);
-    add_i(fence, token);
-    add(fence, l->ident.owner, l->ident.ownerlen);
+    init(fence, "fence", DL_S_FENCE, l->ident.key, l->ident.keylen, done_vote);
+    add_keys(fence, l);
+    arg_i(fence, DL_ARG_TOKEN, token);
+    arg(fence, DL_ARG_OWNER, l->ident.owner, l->ident.ownerlen);
+    done(fence);
     fence->wd = op->wd;
     return 1;
 }
@@ -232,24 +310,26 @@ void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
     int sem = l->kind == DL_KIND_SEM, fair = l->kind == DL_KIND_FAIR;
     init(op, "release", sem ? DL_S_SEM_RELEASE : fair ? DL_S_FAIR_RELEASE
                                                     : DL_S_RELEASE,
-         0, l->ident.key, l->ident.keylen, release_vote);
-    add_keys(op, l, fair, sem || fair);
+         l->ident.key, l->ident.keylen, release_vote);
+    add_keys(op, l);
     add_request(op, l, seq);
-    add_i(op, token);
+    arg_i(op, DL_ARG_TOKEN, token);
     add_freeing(op, l, keep_ms, pub);
+    done(op);
 }
 
 void dl_op_void(dl_op *op, const dl_lockref *l, uint64_t seq,
                 int64_t keep_ms, const char *pub, int fresh)
 {
     int fair = l->kind == DL_KIND_FAIR;
-    init(op, "cancel", fair ? DL_S_FAIR_VOID : DL_S_VOID, 0, l->ident.key,
+    init(op, "cancel", fair ? DL_S_FAIR_VOID : DL_S_VOID, l->ident.key,
          l->ident.keylen, done_vote);
-    add_keys(op, l, fair, fair);
+    add_keys(op, l);
     add_request(op, l, seq);
     add_freeing(op, l, keep_ms, pub);
     if (fair)                   /* may take back a grant it never saw */
-        add_s(op, fresh ? "1" : "0");
+        arg_s(op, DL_ARG_FRESH, fresh ? "1" : "0");
+    done(op);
 }
 
 /* Whether l's holders have leases of their own (readers, writers and
@@ -260,15 +340,15 @@ static int own_leases(const dl_lockref *l)
            l->kind == DL_KIND_SEM;
 }
 
-/* KEYS lock; ARGV owner lease_ms token: extend and renew alike. */
+/* The lock, owner, lease and token: extend and renew alike. */
 static void lease_op(dl_op *op, const char *name, int id, dl_decode_fn d,
                      const dl_lockref *l, int64_t ms, int64_t token)
 {
-    init(op, name, id, 1, l->ident.key, l->ident.keylen, d);
-    add(op, l->ident.key, l->ident.keylen);
-    add(op, l->ident.owner, l->ident.ownerlen);
-    add_i(op, ms);
-    add_i(op, token);
+    init(op, name, id, l->ident.key, l->ident.keylen, d);
+    add_keys(op, l);
+    arg(op, DL_ARG_OWNER, l->ident.owner, l->ident.ownerlen);
+    arg_i(op, DL_ARG_LEASE_MS, ms);
+    arg_i(op, DL_ARG_TOKEN, token);
 }
 
 /* A read-write hold's extend is its renewal: one element, 1 or not. */
@@ -290,26 +370,30 @@ void dl_op_extend(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token)
         lease_op(op, "extend", DL_S_RW_RENEW, first_vote, l, ms, token);
     } else {
         lease_op(op, "extend", DL_S_EXTEND, bool_vote, l, ms, token);
-        add_s(op, dl_op_extend_lowers(l) ? "0" : "1");  /* shared: raise only */
+        /* shared: raise only */
+        arg_s(op, DL_ARG_SHARED, dl_op_extend_lowers(l) ? "0" : "1");
     }
+    done(op);
 }
 
 void dl_op_ttl(dl_op *op, const dl_lockref *l)
 {
-    init(op, "ttl", DL_S_TTL, 1, l->ident.key, l->ident.keylen, ttl_vote);
-    add(op, l->ident.key, l->ident.keylen);
+    init(op, "ttl", DL_S_TTL, l->ident.key, l->ident.keylen, ttl_vote);
+    add_keys(op, l);
+    done(op);
     op->rule = DL_RULE_READ;
 }
 
 void dl_op_force(dl_op *op, const dl_lockref *l, const char *req,
                  uint64_t seq, int64_t keep_ms, const char *pub)
 {
-    init(op, "force_release", DL_S_FORCE, 1, l->ident.key, l->ident.keylen,
+    init(op, "force_release", DL_S_FORCE, l->ident.key, l->ident.keylen,
          bool_vote);
-    add(op, l->ident.key, l->ident.keylen);
-    add_s(op, req);
-    add_i(op, (int64_t)seq);
+    add_keys(op, l);
+    arg_s(op, DL_ARG_REQ, req);
+    arg_i(op, DL_ARG_SEQ, (int64_t)seq);
     add_freeing(op, l, keep_ms, pub);
+    done(op);
     op->rule = DL_RULE_READ;
 }
 
@@ -317,37 +401,37 @@ void dl_op_drop(dl_op *op, const dl_lockref *l, int64_t count,
                 int64_t token, int64_t keep_ms, const char *pub)
 {
     int fair = l->kind == DL_KIND_FAIR;
-    init(op, "drop", fair ? DL_S_FAIR_DROP : DL_S_DROP, 0, l->ident.key,
-         l->ident.keylen,
-         done_vote);
-    add_keys(op, l, fair, fair);
-    add(op, l->ident.owner, l->ident.ownerlen);
-    add_i(op, count);
-    add_i(op, token);
+    init(op, "drop", fair ? DL_S_FAIR_DROP : DL_S_DROP, l->ident.key,
+         l->ident.keylen, done_vote);
+    add_keys(op, l);
+    arg(op, DL_ARG_OWNER, l->ident.owner, l->ident.ownerlen);
+    arg_i(op, DL_ARG_COUNT, count);
+    arg_i(op, DL_ARG_TOKEN, token);
     add_freeing(op, l, keep_ms, pub);
+    done(op);
     op->rule = DL_RULE_READ;
 }
 
 void dl_op_ping(dl_op *op)
 {
-    init(op, "ping", DL_OP_COMMAND, 0, "", 0, reply_vote);
+    init(op, "ping", DL_OP_COMMAND, "", 0, reply_vote);
     add_s(op, "PING");
     op->rule = DL_RULE_READ;
 }
 
 void dl_op_free(dl_op *op, const dl_lockref *l)
 {
-    init(op, "available", DL_S_SEM_FREE, 1, l->ident.key, l->ident.keylen,
+    init(op, "available", DL_S_SEM_FREE, l->ident.key, l->ident.keylen,
          done_vote);
-    add(op, l->ident.key, l->ident.keylen);
-    add_i(op, l->permits);
+    add_keys(op, l);
+    arg_i(op, DL_ARG_PERMITS, l->permits);
+    done(op);
     op->rule = DL_RULE_READ;
 }
 
 void dl_op_sync(dl_op *op, const dl_lockref *l, int n, int64_t ms)
 {
-    init(op, "wait", DL_OP_COMMAND, 0, l->ident.key, l->ident.keylen,
-         done_vote);
+    init(op, "wait", DL_OP_COMMAND, l->ident.key, l->ident.keylen, done_vote);
     add_s(op, "WAIT");
     add_i(op, n);
     add_i(op, ms);
@@ -372,19 +456,19 @@ static void inspect_vote(const redisReply *r, dl_vote *v)
 void dl_op_inspect(dl_op *op, const dl_lockref *l, const char *verb,
                    redisReply **keep)
 {
-    init(op, "inspect", DL_S_INSPECT, 2, l->ident.key, l->ident.keylen,
+    init(op, "inspect", DL_S_INSPECT, l->ident.key, l->ident.keylen,
          inspect_vote);
-    add(op, l->ident.key, l->ident.keylen);
-    add(op, l->ident.queue, l->ident.queuelen);
-    add(op, l->ident.chan, l->ident.chanlen);
-    add_s(op, verb);
+    add_keys(op, l);
+    arg(op, DL_ARG_CHAN, l->ident.chan, l->ident.chanlen);
+    arg_s(op, DL_ARG_VERB, verb);
+    done(op);
     op->rule = DL_RULE_READ;
     op->keep = keep;
 }
 
 void dl_op_clients(dl_op *op, const dl_lockref *l, redisReply **keep)
 {
-    init(op, "client list", DL_OP_COMMAND, 0, l->ident.key, l->ident.keylen,
+    init(op, "client list", DL_OP_COMMAND, l->ident.key, l->ident.keylen,
          reply_vote);
     add_s(op, "CLIENT");
     add_s(op, "LIST");
@@ -396,5 +480,6 @@ void dl_op_renew(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token)
 {
     lease_op(op, "renew", own_leases(l) ? DL_S_RW_RENEW : DL_S_RENEW,
              renew_vote, l, ms, token);
+    done(op);
     op->batch = DL_OP_BATCH;
 }

@@ -3,7 +3,8 @@
  * plain command) with its keys and arguments, the key that routes it, how
  * one server's reply decodes into a vote, and how the votes of several
  * servers add up (exec.h runs it). The builders here are the one place
- * that knows each script's argument layout; script.h has the scripts.
+ * that builds each script's call; where each key and argument goes is
+ * the script's header's word (src/scripts/), through scripts.h.
  */
 #ifndef DLOCK_OP_H
 #define DLOCK_OP_H
@@ -49,7 +50,7 @@ enum { DL_RULE_VOTE, DL_RULE_CONTEND, DL_RULE_READ };
 
 #define DL_OP_COMMAND (-1)      /* id of a plain command */
 #define DL_OP_BATCH 100         /* keys per call of a batchable script */
-#define DL_OP_ARGS (DL_SCRIPT_HEAD + 12)
+#define DL_OP_ARGS (DL_SCRIPT_HEAD + DL_SCRIPT_ARGC_MAX)
 #define DL_OP_NUMS 6            /* numbers per op at most (acquire: 5) */
 
 /* One operation. Builders fill it in place: argv may point into num, so
@@ -83,7 +84,7 @@ typedef struct dl_op {
 /* Take l (a fresh hold when expect is 0, else join the hold of count
  * expect and token) for ms, as request seq. waits: the caller will wait
  * if it is busy (a writer then keeps new readers out; a fair lock's
- * waiter queues, with secret: a grant to it carries that, script.c). A
+ * waiter queues, with secret: a grant to it carries that, src/scripts/). A
  * fair lock that is free passes to its first waiter, announced with
  * pub. */
 void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,

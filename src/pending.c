@@ -3,7 +3,7 @@
  *
  * DESIGN. Every acquire and release attempt carries a request id; Redis
  * records, per requester (client + owner), the last one that took effect
- * (script.c). When a reply is lost (a timeout, a dropped connection), the
+ * (src/scripts/README.md, RESENDS). When a reply is lost (a timeout, a dropped connection), the
  * client cannot know whether the request ran, or whether it will still
  * run (a paused server runs it later). It keeps the request on the hold
  * as "pending" and ends it by sending, with the same id:

@@ -37,7 +37,7 @@ typedef struct dl_hold {
     int64_t pend_ms;            /* how long Redis keeps its record */
     int pend_fresh;             /* an acquire's: it expected no hold (a
                                    cancel may take back a fair grant its
-                                   client never saw, script.c) */
+                                   client never saw, lib/cancel.lua) */
     int64_t pend_retry_us;      /* the watchdog resends it after this */
     int64_t pend_until_us;      /* and gives up after this */
     int finished;               /* count 0, nothing pending: the Lua

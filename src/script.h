@@ -2,7 +2,9 @@
  * script.h: the Lua scripts dlock runs inside Redis, their SHA1s, and
  * EVALSHA on connections whose server is known to have them.
  *
- * Keys of one lock (script.c has the whole data model):
+ * The scripts are files in src/scripts/, one per script: each one's
+ * header comment says its KEYS, ARGV and reply, and src/scripts/README.md
+ * has the data model they share. Keys of one lock:
  *   P{name}        hash  n, t, "o"..owner -> holds, "q"..requester -> the
  *                        last request that took effect; TTL always
  *   P{tag}:fence   string the fencing counter of the slot P{name} is in
@@ -10,7 +12,7 @@
  *   P{name}:ch     channel a release publishes on
  *   P{name}:q      a semaphore's waiters (sorted set), a fair lock's
  *                        (hash: its queue, and each queued attempt's
- *                        secret, script.c)
+ *                        secret)
  *   P{name}:ch:<client id>  channel of one client's wake-ups and grants
  *                        (a grant: "seq:secret:token")
  */
@@ -18,45 +20,13 @@
 #define DLOCK_SCRIPT_H
 
 #include "conn.h"
+/* Generated from src/scripts/ (tools/gen-scripts.lua): dl_script_id
+ * (DL_S_<FILE NAME>), the names of keys and arguments (DL_KEY_*,
+ * DL_ARG_*), dl_script_layout, and DL_FAIR_GRANT_MS, how long a fair
+ * lock's grant lasts before its new holder's client renews it. */
+#include "scripts.h"
 
 #pragma GCC visibility push(hidden)
-
-typedef enum {
-    DL_S_ACQUIRE,   /* KEYS lock counter; ARGV owner req seq lease_ms
-                       expected token (of the hold a reentry joins) */
-    DL_S_ACQUIRE1,  /* KEYS lock; ARGV as ACQUIRE: a slot mid-migration */
-    DL_S_RELEASE,   /* KEYS lock; ARGV owner req seq token keep_ms chan pub */
-    DL_S_VOID,      /* KEYS lock; ARGV owner req seq keep_ms chan pub: cancel
-                       acquire seq (undo it if it ran, refuse it if late) */
-    DL_S_RENEW,     /* KEYS lock...; ARGV (owner lease_ms token)...        */
-    DL_S_EXTEND,    /* KEYS lock; ARGV owner lease_ms token shared        */
-    DL_S_FORCE,     /* KEYS lock; ARGV req seq keep_ms chan pub           */
-    DL_S_DROP,      /* KEYS lock; ARGV owner count token keep_ms chan pub */
-    DL_S_FENCE,     /* KEYS counter lock; ARGV token owner: raise to token */
-    DL_S_TTL,       /* KEYS lock: PTTL while held, else -2                */
-    DL_S_RW_ACQUIRE,/* KEYS lock counter; ARGV as ACQUIRE, then kind ("r",
-                       "w", "W": a writer that waits) and the owner's
-                       writer (a reader's downgrade) */
-    DL_S_RW_RENEW,  /* as RENEW, for holds with leases of their own (the
-                       readers of a read-write lock, permits)             */
-    DL_S_SEM_ACQUIRE,/* KEYS lock queue; ARGV as ACQUIRE, then permits     */
-    DL_S_SEM_RELEASE,/* KEYS lock queue; ARGV as RELEASE: and wake one     */
-    DL_S_SEM_FREE,  /* KEYS lock; ARGV permits: how many are free         */
-    DL_S_FAIR_ACQUIRE,/* KEYS lock counter queue; ARGV as ACQUIRE, then
-                       waits ("1": queue if busy), pub and the secret
-                       a grant to this attempt will carry              */
-    DL_S_FAIR_RELEASE,/* KEYS lock counter queue; ARGV as RELEASE: a freed
-                       lock goes to the first live waiter             */
-    DL_S_FAIR_VOID, /* KEYS lock counter queue; ARGV as VOID: and leave
-                       the queue                                       */
-    DL_S_FAIR_DROP, /* KEYS lock counter queue; ARGV as DROP              */
-    DL_S_INSPECT,   /* KEYS lock queue; ARGV chan numsub-verb: read only  */
-    DL_S_COUNT
-} dl_script_id;
-
-/* How long a fair lock's grant lasts before its new holder's client
- * renews it (script.c). */
-#define DL_FAIR_GRANT_MS 3000
 
 /* The secret a fair lock's queued attempt registers, and a grant to it
  * carries ("seq:secret:token"): 64 random bits as 16 hex digits. */
@@ -101,6 +71,10 @@ int dl_script_noscript(const redisReply *r);
 
 /* The source of script id and its name ("acquire", ...), for tests. */
 const char *dl_script_source(dl_script_id id, const char **name);
+
+/* Where script id takes each key and argument, by the names its header
+ * gives them (op.c builds each call with it). */
+const dl_script_layout *dl_script_layout_of(dl_script_id id);
 
 #pragma GCC visibility pop
 #endif

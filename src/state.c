@@ -28,7 +28,7 @@ void dl_client_lose(dl_client *c, dl_hold *h, const char *reason)
      * Where Redis said the hold is gone, the DROP finds nothing. A
      * coroutine's owner is this client's alone: its holds expire. Not on
      * a fair lock: there g = this requester may mark the hold as one its
-     * client has not seen yet, and a fresh acquire adopts it (script.c);
+     * client has not seen yet, and a fresh acquire adopts it (fair_acquire.lua);
      * an adoption racing the DROP would take in a hold the DROP takes
      * out. Sent once: a DROP has no request id, so it is not resent. */
     if (h->owner_num == 0 && h->count > 0 && h->kind != DL_KIND_FAIR &&

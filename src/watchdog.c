@@ -129,7 +129,7 @@ static int64_t scan(dl_client *c, int64_t now)
         size_t e = w->nbatch++;
         h->inflight = 1;
         /* The renewal that would outlive max_hold asks for exactly the time
-         * left, and is the last (a renewal never lowers a TTL, script.c:
+         * left, and is the last (a renewal never lowers a TTL, renew.lua:
          * the key may outlive max_hold by the lease the last one left). */
         int64_t end = cap_end(c, h);
         w->ms[e] = now + hl < end ? h->lease_ms : (end - now + 999) / 1000;

@@ -360,6 +360,38 @@ function helper.fds()
   return tonumber(read("ls -l /proc/$PPID/fd | grep -c 'socket:'"))
 end
 
+-- The checkout: spec/support/../.. (two above this file's directory).
+local ROOT = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".") .. "/../.."
+
+--- The scripts' layouts, read from their headers in src/scripts/ (the one
+--- place they are written: tools/gen-scripts.lua reads them the same way
+--- for the C core): name -> { keys = { "lock", ... }, args = { "owner", ... } }.
+local layouts
+function helper.script_layouts()
+  layouts = layouts or dofile(ROOT .. "/tools/gen-scripts.lua").layouts(ROOT .. "/src/scripts")
+  return layouts
+end
+
+--- EVALSHA of script `name` (sha: from helper.load_scripts) on srv, with
+--- its keys and arguments by the names its header gives them, each where
+--- it takes it: keys, a lock's keys ({ lock =, counter =, queue = }: those
+--- the script takes); args, exactly the arguments it takes. srv.cli's reply.
+function helper.evalsha(srv, sha, name, keys, args)
+  local y = assert(helper.script_layouts()[name], "no script " .. name)
+  local argv = { "EVALSHA", assert(sha[name], name), #y.keys }
+  for _, k in ipairs(y.keys) do
+    argv[#argv + 1] = assert(keys[k], name .. " takes key " .. k)
+  end
+  local taken = {}
+  for _, a in ipairs(y.args) do
+    assert(args[a] ~= nil, name .. " takes argument " .. a)
+    argv[#argv + 1] = args[a]
+    taken[a] = true
+  end
+  for a in pairs(args) do assert(taken[a], name .. " takes no argument " .. a) end
+  return srv.cli((table.unpack or unpack)(argv))
+end
+
 --- The library's Redis scripts, loaded into server handle `srv` with
 --- SCRIPT LOAD (for specs that drive them by hand): name -> sha.
 function helper.load_scripts(srv)

@@ -1,0 +1,97 @@
+-- scriptfiles_spec.lua: the Redis scripts are files (src/scripts/), put
+-- into the core by tools/gen-scripts.lua as the committed src/scripts.h.
+-- The header must be what the files make (else: run `make`), and the
+-- generator must hold each script to its header.
+local helper = require "helper"
+
+local ROOT = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".") .. "/.."
+local gen = dofile(ROOT .. "/tools/gen-scripts.lua")
+
+local function write(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+describe("the scripts' files", function()
+  it("make the committed src/scripts.h (stale: run make, and commit it)", function()
+    local out = ("%s/scripts-%s.h"):format(helper.tmp, helper.unique_name("gen"):gsub("%W", "_"))
+    local cmd = ("%s %s/tools/gen-scripts.lua %s/src/scripts %s"):format(helper.lua, ROOT, ROOT, out)
+    local r = os.execute(cmd)
+    assert.is_true(r == true or r == 0, cmd)
+    local made = assert(helper.read_file(out))
+    os.remove(out)
+    assert.is_true(made == helper.read_file(ROOT .. "/src/scripts.h"),
+                   "src/scripts.h is stale: run make and commit it")
+  end)
+
+  it("are the scripts the built core runs", function()
+    local core = require("dlock.core").scripts()
+    local names = gen.names(ROOT .. "/src/scripts")
+    assert.is_true(#names >= 20)
+    for _, name in ipairs(names) do
+      assert.equals((gen.script(ROOT .. "/src/scripts", name)), core[name], name)
+    end
+    local n = 0
+    for _ in pairs(core) do n = n + 1 end
+    assert.equals(#names, n)
+  end)
+
+  it("give every script a layout: its keys and arguments by name", function()
+    local y = helper.script_layouts()
+    assert.same({ "lock", "counter" }, y.acquire.keys)
+    assert.same({ "owner", "req", "seq", "lease_ms", "expect", "token" }, y.acquire.args)
+    assert.same({ "counter", "lock" }, y.fence.keys)
+    assert.is_true(y.renew.repeats)                      -- KEYS[i], ARGV[3i-2]...
+    assert.same({ "owner", "lease_ms", "token" }, y.renew.args)
+  end)
+
+  describe("hold a script to its header", function()
+    local dir
+    before_each(function()
+      dir = ("%s/%s"):format(helper.tmp, helper.unique_name("scripts"):gsub("%W", "_"))
+      assert(os.execute("mkdir -p " .. dir .. "/lib"))
+      write(dir .. "/lib/twice.lua", "-- twice(x)\nlocal function twice(x) return 2 * x end\n")
+    end)
+    local function try(text)
+      write(dir .. "/a.lua", text)
+      local ok, err = pcall(gen.header_text, dir)
+      return ok, tostring(err)
+    end
+    local HEAD = "-- a script\n-- KEYS[1] lock: the lock\n-- ARGV[1] n: a number\n-- returns: a number\n"
+
+    it("and resolve its includes, without comment lines", function()
+      local ok, h = try(HEAD .. "--#include lib/twice.lua\n-- a comment\n" ..
+                        "local n = tonumber(ARGV[1])\nreturn twice(n) + #KEYS[1]\n")
+      assert.is_true(ok, h)
+      assert.truthy(h:find('"local function twice(x) return 2 * x end\\n"', 1, true))
+      assert.falsy(h:find("a comment", 1, true))
+      assert.truthy(h:find("[DL_S_A] = { \"a\", 1, 1, 0,", 1, true))
+    end)
+
+    it("refusing an argument it does not name", function()
+      local ok, err = try(HEAD .. "return ARGV[1] + ARGV[2] + #KEYS[1]\n")
+      assert.is_false(ok)
+      assert.matches("ARGV%[2%] is not in its header", err)
+    end)
+
+    it("refusing a name it never reads", function()
+      local ok, err = try(HEAD .. "return #KEYS[1]\n")
+      assert.is_false(ok)
+      assert.matches("ARGV%[1%] is in its header but never read", err)
+    end)
+
+    it("refusing a helper that reads ARGV", function()
+      write(dir .. "/lib/twice.lua", "local function twice() return 2 * ARGV[1] end\n")
+      local ok, err = try(HEAD .. "--#include lib/twice.lua\nreturn twice() + ARGV[1] + #KEYS[1]\n")
+      assert.is_false(ok)
+      assert.matches("a helper reads KEYS or ARGV", err)
+    end)
+
+    it("refusing a header that says nothing of the reply", function()
+      local ok, err = try("-- a script\n-- KEYS[1] lock: the lock\nreturn #KEYS[1]\n")
+      assert.is_false(ok)
+      assert.matches("returns", err)
+    end)
+  end)
+end)

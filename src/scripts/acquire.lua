@@ -1,0 +1,19 @@
+-- Take one hold of an exclusive lock.
+--
+-- A new tenancy with a new fencing token, or one more hold of the
+-- caller's (README.md: DATA, RESENDS).
+-- KEYS[1] lock: the lock's hash, P{name}
+-- KEYS[2] counter: the fencing counter of its slot, P{tag}:fence
+-- ARGV[1] owner: whose hold it is
+-- ARGV[2] req: the requester, "<client id>|<owner>" or the owner
+-- ARGV[3] seq: the request id (new per attempt, the same in a resend)
+-- ARGV[4] lease_ms: the lease (ms)
+-- ARGV[5] expect: the count of the hold a reentry joins; 0: a fresh hold
+-- ARGV[6] token: the token of the hold a reentry joins
+-- returns: {1, count, token} | {0, pttl_ms} busy | {-1} lost (the hold
+--   the client believes in is gone, or another tenancy's) | {-2}
+--   cancelled or stale
+--#include lib/exclusive.lua
+local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
+local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+return acquire_exclusive(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token)

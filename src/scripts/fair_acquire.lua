@@ -1,0 +1,94 @@
+-- Take one hold of a fair lock, or queue for it.
+--
+-- README.md, THE FAIR LOCK. A free lock goes to the first live waiter, which may be the
+-- caller; a busy one registers the caller in the queue (if it waits),
+-- with this attempt's secret. A fresh acquire by the requester a grant
+-- went to (g) adopts it: answered granted, nothing added.
+-- KEYS[1] lock: the lock's hash, P{name}
+-- KEYS[2] counter: the fencing counter of its slot
+-- KEYS[3] queue: its waiters, P{name}:q
+-- ARGV[1] owner: as acquire's
+-- ARGV[2] req: as acquire's
+-- ARGV[3] seq: as acquire's
+-- ARGV[4] lease_ms: as acquire's
+-- ARGV[5] expect: as acquire's
+-- ARGV[6] token: as acquire's
+-- ARGV[7] waits: '1': queue if busy
+-- ARGV[8] pub: PUBLISH or SPUBLISH, for a grant to the first waiter
+-- ARGV[9] secret: 16 hex digits, new per attempt: a grant to this
+--   attempt carries it (README.md, THE SECRET); absent: an older client's
+-- returns: as acquire's; busy: {0, the time to come back}, at most
+--   BACK_MS for a registered waiter
+--#include lib/now.lua
+--#include lib/prune.lua
+--#include lib/mint.lua
+--#include lib/request.lua
+--#include lib/reentry_lost.lua
+--#include lib/drop_unknown.lua
+--#include lib/raise_ttl.lua
+--#include lib/unqueue.lua
+--#include lib/pass_on.lua
+local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
+local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local waits, pub, secret = ARGV[7], ARGV[8], ARGV[9] or ''
+local k, counter, q = KEYS[1], KEYS[2], KEYS[3]
+
+-- A waiter registers for REG_MS and renews that each time it looks
+-- again, within BACK_MS (+ 1 s): one that stops is dropped at the head.
+local REG_MS, BACK_MS = 3000, 1000
+
+-- register(r, seq, ms, now, secret): put requester r at the end of the
+-- queue (if not in it), registered for attempt seq asking a lease of ms,
+-- with that attempt's secret.
+local function register(r, r_seq, ms, now, r_secret)
+  if redis.call('hexists', q, 'n' .. r) == 0 then
+    local t = redis.call('hget', q, 'T') or ''
+    redis.call('hset', q, t == '' and 'H' or 'n' .. t, r)
+    redis.call('hset', q, 'T', r, 'p' .. r, t, 'n' .. r, '')
+    redis.call('hincrby', q, 'c', 1)
+  end
+  redis.call('hset', q, 'r' .. r, string.format('%d:%s:%s',
+             now + REG_MS, r_seq, ms), 's' .. r, r_secret)
+  redis.call('pexpire', q, 2 * REG_MS)
+end
+
+local of, qf = 'o' .. owner, 'q' .. req
+local f, mine, t, answer = read_request(k, of, qf, seq, 'g')
+if answer then return answer end
+local now = now_ms()
+if reentry_lost(expect, token, mine, t) then return {-1} end
+local n = tonumber(f[1] or '0')
+if mine > 0 and expect == 0 and f[5] == req then     -- adopt the grant
+  redis.call('hset', k, qf, seq, 'k' .. req, now + 2 * lease)
+  raise_ttl(k, lease)
+  unqueue(q, req)
+  return {1, mine, t}
+end
+n, mine = drop_unknown(k, owner, req, expect, mine, n)
+if n <= 0 then
+  local r = pass_on(k, counter, q, req, pub, qf)
+  if r and r ~= 'me' then n = 1 end
+end
+if n <= 0 then
+  prune(k, now, qf)
+  local c = mint(counter, t)
+  redis.call('hset', k, 'n', 1, of, 1, qf, seq, 't',
+             string.format('%d', c), 'g', req,
+             'k' .. req, now + 2 * lease)
+  redis.call('pexpire', k, lease)
+  return {1, 1, c}
+end
+if mine == 0 then
+  local p = redis.call('pttl', k)
+  if waits == '1' then
+    register(req, seq, lease, now, secret)
+    p = math.min(p, BACK_MS)
+  end
+  return {0, p}
+end
+mine = redis.call('hincrby', k, of, 1)
+redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)
+if f[5] == req then redis.call('hdel', k, 'g') end
+raise_ttl(k, lease)
+unqueue(q, req)
+return {1, mine, t}

@@ -1,0 +1,17 @@
+-- Raise a slot's fencing counter (and a hold's token) to a token.
+--
+-- Redlock's masters agree on the highest token.
+-- KEYS[1] counter: the fencing counter, P{tag}:fence
+-- KEYS[2] lock: the lock's hash, P{name}
+-- ARGV[1] token: the token to raise them to
+-- ARGV[2] owner: whose hold takes the token
+-- returns: 1
+local token, owner = ARGV[1], ARGV[2]
+local counter, k = KEYS[1], KEYS[2]
+if tonumber(redis.call('get', counter) or '0') < tonumber(token) then
+  redis.call('set', counter, token)
+end
+if redis.call('hexists', k, 'o' .. owner) == 1 then
+  redis.call('hset', k, 't', token)
+end
+return 1

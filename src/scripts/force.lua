@@ -1,0 +1,29 @@
+-- Free a lock whoever holds it (force_release).
+--
+-- A request of its own: a resend answers as the first run did.
+-- KEYS[1] lock: the lock's hash, P{name}
+-- ARGV[1] req: the requester
+-- ARGV[2] seq: the request id
+-- ARGV[3] keep_ms: how long the freed lock keeps its record (ms)
+-- ARGV[4] chan: where a freed lock is announced
+-- ARGV[5] pub: PUBLISH or SPUBLISH
+-- returns: 1 it was held | 0 it was free
+--#include lib/now.lua
+local req, seq, keep_ms, chan, pub = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local k, qf = KEYS[1], 'q' .. req
+local now = now_ms()
+local f = redis.call('hmget', k, qf, 'n')
+if f[1] == seq .. ':1' then return 1 end
+if f[1] == seq .. ':0' then return 0 end
+local held = tonumber(f[2] or '0') > 0
+if held then
+  for _, x in ipairs(redis.call('hkeys', k)) do
+    if x:sub(1, 1) == 'o' then redis.call('hdel', k, x) end
+  end
+  redis.call('hset', k, 'n', 0)
+  redis.call(pub, chan, 'force')
+end
+redis.call('hset', k, qf, seq .. (held and ':1' or ':0'),
+           'k' .. req, now + 2 * keep_ms)
+redis.call('pexpire', k, keep_ms)
+return held and 1 or 0

@@ -1,0 +1,38 @@
+--#include lib/now.lua
+--#include lib/take_out.lua
+-- Cancel acquire seq (VOID): undo it if it ran, refuse it if it comes
+-- late (README.md, RESENDS). In two steps, a fair lock's cancel leaving
+-- the queue between them.
+--
+-- record_cancel(k, owner, req, seq, keep_ms): record "<seq>!" for
+-- requester req in lock k. Returns f (the lock's fields of, qf, n, g), or
+-- nil when the cancel is stale (a later request, or this cancel, ran).
+local function record_cancel(k, owner, req, seq, keep_ms)
+  local qf = 'q' .. req
+  local f = redis.call('hmget', k, 'o' .. owner, qf, 'n', 'g')
+  local last = tonumber((f[2] or '0'):match('^%d+'))
+  local now = now_ms()
+  if f[2] == seq .. '!' or last > tonumber(seq) then
+    return nil
+  end
+  redis.call('hset', k, qf, seq .. '!', 'k' .. req, now + 2 * keep_ms)
+  return f
+end
+
+-- undo_acquire(k, owner, req, seq, keep_ms, fresh, f): take out the hold
+-- acquire seq took, if it ran (f: record_cancel's). A fair lock's cancel
+-- of a fresh attempt (fresh: its client knew of no hold) also takes back
+-- a grant made to the requester under an earlier seq that its client
+-- never saw (g = the requester): that attempt may never have reached
+-- Redis. After the client takes a grant from its message, its next
+-- attempt is a reentry, never fresh. Returns the holds left in all if a
+-- hold was taken out (0: free), else nil.
+local function undo_acquire(k, owner, req, seq, keep_ms, fresh, f)
+  local mine = tonumber(f[1] or '0')
+  if (f[2] == seq or (fresh and f[4] == req)) and mine > 0 then
+    return take_out(k, 'o' .. owner, mine, 1, tonumber(f[3] or '1'))
+  elseif redis.call('pttl', k) == -1 then
+    redis.call('pexpire', k, keep_ms)
+  end
+  return nil
+end

@@ -1,0 +1,59 @@
+--#include lib/now.lua
+--#include lib/prune.lua
+--#include lib/mint.lua
+--#include lib/unqueue.lua
+-- A freed fair lock goes to its first live waiter (README.md, THE FAIR
+-- LOCK), inside the script that frees it.
+
+-- How long a grant lasts before its new holder's client renews it (the
+-- client counts on it too: acquire.c).
+local GRANT_MS = 3000 --#export DL_FAIR_GRANT_MS
+
+-- head(q, now): the first live waiter of queue q: its requester, and its
+-- registration's seq, lease (ms) and secret ('' if none); nil when none.
+-- Waiters whose registration lapsed are dropped on the way; a queue that
+-- is no list is dropped whole (and the waiters register again).
+local function head(q, now)
+  for _ = 1, 10000 do
+    local r = redis.call('hget', q, 'H') or ''
+    if r == '' then return nil end
+    local reg = redis.call('hmget', q, 'r' .. r, 's' .. r)
+    local u, seq, ms = (reg[1] or ''):match('^(%d+):(%d+):(%d+)$')
+    if u and tonumber(u) > now then return r, seq, ms, reg[2] or '' end
+    if redis.call('hexists', q, 'n' .. r) == 0 then
+      redis.call('del', q)
+      return nil
+    end
+    unqueue(q, r)
+  end
+end
+
+-- pass_on(k, counter, q, me, pub, keep): lock k is free: grant it to the
+-- first live waiter in q, unless that is requester me (who takes it
+-- itself), with a new token from counter, and publish the grant with pub
+-- on that waiter's client's channel, as "seq:secret:token". A waiter whose
+-- registration is older than its last request that took effect is stale
+-- (that request ended its wait): dropped. Returns the requester granted,
+-- 'me', or nil when nobody waits. The new tenancy prunes old request
+-- records, but field keep (the caller's).
+local function pass_on(k, counter, q, me, pub, keep)
+  local now = now_ms()
+  local r, seq, ms, secret
+  repeat
+    r, seq, ms, secret = head(q, now)
+    if not r then return nil end
+    unqueue(q, r)
+    if r == me then return 'me' end
+    local done = (redis.call('hget', k, 'q' .. r) or '0'):match('^%d+')
+  until tonumber(done) < tonumber(seq)
+  local t = tonumber(redis.call('hget', k, 't') or '0')
+  local c = mint(counter, t)
+  prune(k, now, keep)
+  local tok = string.format('%d', c)
+  redis.call('hset', k, 'n', 1, 'o' .. (r:match('^[^|]*|(.*)$') or r), 1,
+             'q' .. r, seq, 'k' .. r, now + 2 * tonumber(ms), 't', tok, 'g', r)
+  redis.call('pexpire', k, math.min(tonumber(ms), GRANT_MS))
+  if secret ~= '' then secret = secret .. ':' end
+  redis.call(pub, k .. ':ch:' .. r:match('^[^|:]*'), seq .. ':' .. secret .. tok)
+  return r
+end

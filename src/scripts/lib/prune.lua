@@ -1,0 +1,28 @@
+--#include lib/hash.lua
+-- prune(k, now, keep): past RECORDS_MAX fields, drop the request records
+-- of lock k that no request can still come for: k<requester> passed (or
+-- none: an older client's record), and that requester's owner holds
+-- nothing (a requester is "<client id>|<owner>" or the owner); never
+-- field keep (the caller's record), and no k-field whose record is gone
+-- stays. A record that a resend or a late copy may still meet stays,
+-- over the limit if need be: the hash holds at most one per requester
+-- active within the last two leases. Each prune reads the whole hash:
+-- while it stays over the limit, m = the time (ms) before which no prune
+-- runs again, a second later. A new tenancy prunes.
+local RECORDS_MAX = 64
+local function prune(k, now, keep)
+  if redis.call('hlen', k) <= RECORDS_MAX then return end
+  if tonumber(redis.call('hget', k, 'm') or '0') > now then return end
+  local h = read_hash(k)
+  for y in pairs(h) do
+    local c, r = y:sub(1, 1), y:sub(2)
+    if c == 'q' and y ~= keep and tonumber(h['k' .. r] or '0') <= now and
+       not h['o' .. (r:match('^[^|]*|(.*)$') or r)] then
+      redis.call('hdel', k, y, 'k' .. r)
+    elseif c == 'k' and not h['q' .. r] then
+      redis.call('hdel', k, y)
+    end
+  end
+  if redis.call('hlen', k) > RECORDS_MAX then redis.call('hset', k, 'm', now + 1000)
+  else redis.call('hdel', k, 'm') end
+end

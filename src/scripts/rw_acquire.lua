@@ -1,0 +1,74 @@
+-- Take one hold of a read-write lock: a read hold or the write hold.
+-- The lock's hash as acquire's, plus w = the owner of the write hold
+-- (while o<w> > 0), x = until when a waiting writer keeps new readers out
+-- (ms, server time), and e<owner> = until when a reader's own lease runs
+-- (ms). Readers share a tenancy and its token; a reader whose lease ran
+-- out is taken out by the next acquire (so a dead reader blocks writers
+-- for its own lease only), and a busy writer is told the time to the
+-- first reader's end. The key lives as long as its longest hold: a new
+-- tenancy sets its TTL (whatever a freed lock's record had), later holds
+-- only raise it.
+-- KEYS[1] lock: the lock's hash, P{name}
+-- KEYS[2] counter: the fencing counter of its slot
+-- ARGV[1] owner: as acquire's
+-- ARGV[2] req: as acquire's
+-- ARGV[3] seq: as acquire's
+-- ARGV[4] lease_ms: as acquire's
+-- ARGV[5] expect: as acquire's
+-- ARGV[6] token: as acquire's
+-- ARGV[7] kind: 'r' a reader, 'w' a writer, 'W' a writer that will wait
+-- ARGV[8] writer: a reader's owner's write-hold owner ('' if none): a
+--   downgrade, which writers never keep out
+-- returns: as acquire's
+--#include lib/now.lua
+--#include lib/prune.lua
+--#include lib/mint.lua
+--#include lib/request.lua
+--#include lib/reentry_lost.lua
+--#include lib/drop_unknown.lua
+--#include lib/leases.lua
+local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
+local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local kind, my_writer = ARGV[7], ARGV[8]
+local k, of, qf = KEYS[1], 'o' .. owner, 'q' .. req
+local f, mine, t, answer = read_request(k, of, qf, seq, 'w', 'x')
+if answer then return answer end
+local now = now_ms()
+local n, first
+n, mine, first = prune_leases(k, of, tonumber(f[1] or '0'), mine, now)
+if reentry_lost(expect, token, mine, t) then return {-1} end
+n, mine = drop_unknown(k, owner, req, expect, mine, n)
+local writer = f[5] and tonumber(redis.call('hget', k, 'o' .. f[5]) or '0') > 0
+local x = tonumber(f[6] or '0')
+local wr = kind ~= 'r'
+if mine == 0 and wr and n > 0 then
+  local p = redis.call('pttl', k)
+  if kind == 'W' then
+    redis.call('hset', k, 'x', now + math.max(p, 0) + 2000)
+  end
+  if not writer and first then p = math.max(first - now, 1) end
+  return {0, p}
+end
+if mine == 0 and kind == 'r' and not (writer and f[5] == my_writer) then
+  if writer or (n > 0 and x > now) then return {0, redis.call('pttl', k)} end
+  if x > now then return {0, x - now} end
+end
+prune(k, now, qf)
+if n <= 0 then
+  t = mint(KEYS[2], t)
+  redis.call('hset', k, 't', string.format('%d', t))
+  redis.call('hdel', k, 'w')
+end
+mine = redis.call('hincrby', k, of, 1)
+redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)
+if wr then
+  redis.call('hset', k, 'w', owner)
+  redis.call('hdel', k, 'x')
+else
+  local e = tonumber(redis.call('hget', k, 'e' .. owner) or '0')
+  redis.call('hset', k, 'e' .. owner, math.max(e, now + lease))
+end
+if n <= 0 or redis.call('pttl', k) < lease then
+  redis.call('pexpire', k, lease)   -- a new tenancy: its own
+end
+return {1, mine, t}

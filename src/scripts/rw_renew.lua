@@ -1,0 +1,31 @@
+-- Renew holds with leases of their own (read-write, semaphore).
+--
+-- As renew does, one group per hold: a reader's own lease is
+-- renewed too, unless it already ran out (then the reader is gone: taken
+-- out, answered 0).
+-- KEYS[i] lock: the lock's hash of hold i
+-- ARGV[3i-2] owner: whose hold
+-- ARGV[3i-1] lease_ms: the new lease (ms)
+-- ARGV[3i] token: the hold's tenancy
+-- returns: one per hold, as renew's
+--#include lib/now.lua
+local now = now_ms()
+local r = {}
+for i = 1, #KEYS do
+  local k = KEYS[i]
+  local o, lease, token = ARGV[3 * i - 2], tonumber(ARGV[3 * i - 1]), ARGV[3 * i]
+  local f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o)
+  if f[1] and f[4] and tonumber(f[4]) <= now then
+    redis.call('hdel', k, 'o' .. o, 'e' .. o)
+    redis.call('hset', k, 'n', math.max(tonumber(f[3] or '0') - tonumber(f[1]), 0))
+    r[i] = 0
+  elseif f[1] and f[2] == token then
+    if f[4] then   -- never lowered: a shared owner's other holds
+      redis.call('hset', k, 'e' .. o, math.max(tonumber(f[4]), now + lease))
+    end
+    if redis.call('pttl', k) < lease then redis.call('pexpire', k, lease) end
+    r[i] = 1
+  elseif tonumber(f[3] or '0') > 0 then r[i] = -1
+  else r[i] = 0 end
+end
+return r

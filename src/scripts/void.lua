@@ -1,0 +1,22 @@
+-- Cancel an acquire whose reply was lost.
+--
+-- Undo acquire seq if it ran, and record it cancelled so that a late copy is refused (README.md, RESENDS).
+-- KEYS[1] lock: the lock's hash, P{name}
+-- ARGV[1] owner: whose acquire it was
+-- ARGV[2] req: the requester
+-- ARGV[3] seq: the acquire's request id
+-- ARGV[4] keep_ms: how long a freed lock keeps its record (ms)
+-- ARGV[5] chan: where a freed lock is announced
+-- ARGV[6] pub: PUBLISH or SPUBLISH
+-- returns: 1
+--#include lib/cancel.lua
+--#include lib/announce.lua
+local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
+local keep_ms, chan, pub = tonumber(ARGV[4]), ARGV[5], ARGV[6]
+local k = KEYS[1]
+local f = record_cancel(k, owner, req, seq, keep_ms)
+if not f then return 1 end
+if undo_acquire(k, owner, req, seq, keep_ms, false, f) == 0 then
+  announce(k, keep_ms, chan, pub, 'void')
+end
+return 1

@@ -1,0 +1,329 @@
+-- gen-scripts.lua: src/scripts/*.lua -> src/scripts.h, the C header that
+-- puts dlock's Redis scripts into the core.
+--
+--   lua tools/gen-scripts.lua SCRIPTS-DIR OUT.h       write the header
+--   lua tools/gen-scripts.lua SCRIPTS-DIR --expand DIR write each script as
+--                                                     Redis gets it (luacheck)
+--   dofile("tools/gen-scripts.lua")                   the functions below
+--                                                     (the specs read the
+--                                                     layouts with them)
+--
+-- A script is one file, <name>.lua: its id is DL_S_<NAME>, in the order
+-- of the names. It opens with a header comment that is its interface:
+--
+--   -- one line: what it does
+--   -- KEYS[1] lock: ...            each key, by position and name
+--   -- ARGV[1] owner: ...           each argument, by position and name
+--   -- returns: ...
+--
+-- (a script that takes one group per hold says KEYS[i], ARGV[3i-2], ...).
+-- Those names are the layout: the header this writes gives C the position
+-- of each (dl_script_layout), so the C core builds a call by name, and the
+-- specs read them with layouts(). A line "--#include lib/x.lua" puts that
+-- file's text there (once per script; a helper includes what it uses).
+-- Helpers take named values and never read KEYS or ARGV; a script reads
+-- exactly the KEYS and ARGV its header names. "local X = 3000 --#export
+-- DL_NAME" also gives C that number as a #define. Redis gets each script
+-- without its comment lines.
+--
+-- Runs on Lua 5.1 to 5.4 and LuaJIT; the output is the same on each.
+local M = {}
+
+local function read(path)
+  local f, err = io.open(path, "rb")
+  if not f then error(err, 0) end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+local function lines(s)
+  local t = {}
+  for l in (s:gsub("\r\n", "\n") .. "\n"):gmatch("([^\n]*)\n") do t[#t + 1] = l end
+  if t[#t] == "" then t[#t] = nil end
+  return t
+end
+
+local function fail(where, msg)
+  error(where .. ": " .. msg, 0)
+end
+
+-- The script names in dir, sorted: the ids' order.
+function M.names(dir)
+  local names = {}
+  local p = assert(io.popen("ls '" .. dir .. "'"))
+  for f in p:lines() do
+    local n = f:match("^([%l%d_]+)%.lua$")
+    if n then names[#names + 1] = n end
+  end
+  p:close()
+  table.sort(names)
+  return names
+end
+
+-- "3", "i", "3i-2", "3*i - 2" -> a normal form ("3", "i", "3i-2"), and
+-- the position in the first group (3i-2 -> 1), and whether it repeats.
+local function index(s, where)
+  local x = s:gsub("[%s%*]", "")
+  if x:match("^%d+$") then return x, tonumber(x), false end
+  local k, d = x:match("^(%d*)i%-?(%d*)$")
+  if not k then fail(where, "bad index [" .. s .. "]") end
+  k = tonumber(k ~= "" and k or "1")
+  d = tonumber(d ~= "" and d or "0")
+  if d >= k then fail(where, "bad index [" .. s .. "]") end
+  return x, k - d, true
+end
+
+-- A script's header: { summary, keys = { name... }, args = { name... },
+-- repeats, refs = { ["KEYS[1]"] = true, ... } as the header writes them }.
+function M.header(path)
+  local h = { keys = {}, args = {}, refs = {}, repeats = false }
+  local seen, n, returns = {}, 0, false
+  for i, l in ipairs(lines(read(path))) do
+    if not l:match("^%-%-") then break end
+    n = i
+    local where = path .. ":" .. i
+    local text = l:gsub("^%-%-%s?", "")
+    if i == 1 then h.summary = text end
+    local what, idx, name = text:match("^(%u+)%[([^%]]+)%]%s+([%w_]+):")
+    if what == "KEYS" or what == "ARGV" then
+      local norm, pos, rep = index(idx, where)
+      if not name:match("^%l[%l%d_]*$") or name == "names" then fail(where, "bad name " .. name) end
+      local list = what == "KEYS" and h.keys or h.args
+      if list[pos] then fail(where, what .. "[" .. idx .. "] named twice") end
+      if seen[name] then fail(where, name .. " names two values") end
+      seen[name] = true
+      list[pos] = name
+      h.refs[what .. "[" .. norm .. "]"] = true
+      if rep then h.repeats = true end
+    elseif text:match("^returns:") then
+      returns = true
+    end
+  end
+  if n == 0 or not h.summary then fail(path, "no header comment") end
+  if not returns then fail(path, "the header says nothing of what it returns (-- returns: ...)") end
+  for _, list in ipairs({ h.keys, h.args }) do
+    local top = 0
+    for i in pairs(list) do top = math.max(top, i) end
+    for i = 1, top do
+      if not list[i] then fail(path, "the header skips position " .. i) end
+    end
+  end
+  return h
+end
+
+-- The layout of every script in dir: name -> header (above).
+function M.layouts(dir)
+  local t = {}
+  for _, name in ipairs(M.names(dir)) do t[name] = M.header(dir .. "/" .. name .. ".lua") end
+  return t
+end
+
+-- The KEYS[...] and ARGV[...] that text reads, in normal form.
+local function refs(text)
+  local r = {}
+  for what, idx in text:gmatch("(%u+)%[([^%]]+)%]") do
+    if what == "KEYS" or what == "ARGV" then
+      local x = idx:gsub("[%s%*]", "")
+      r[what .. "[" .. x .. "]"] = true
+    end
+  end
+  return r
+end
+
+-- The code of file path with its includes resolved (each file once: done
+-- holds the files already in), without comment lines and blank lines.
+-- exports collects the --#export numbers.
+local function expand(dir, path, done, exports, out, lib)
+  done[path] = true
+  for i, l in ipairs(lines(read(dir .. "/" .. path))) do
+    local where = dir .. "/" .. path .. ":" .. i
+    local inc = l:match("^%-%-#include%s+(%S+)%s*$")
+    if inc then
+      if not inc:match("^lib/[%w_]+%.lua$") then fail(where, "includes only lib/<name>.lua") end
+      if not done[inc] then expand(dir, inc, done, exports, out, true) end
+    elseif l:match("^%s*%-%-") then
+      if l:match("^%s*%-%-#") then fail(where, "unknown directive: " .. l) end
+    elseif l:match("%S") then
+      local var, num, def = l:match("^local%s+([%w_]+)%s*=%s*(%d+)%s*%-%-#export%s+(DL_[%u%d_]+)%s*$")
+      if def then
+        if exports[def] and exports[def] ~= num then fail(where, def .. " exported twice") end
+        exports[def] = num
+        l = "local " .. var .. " = " .. num
+      elseif l:match("%-%-#") then
+        fail(where, "a directive takes a line of its own: " .. l)
+      end
+      if lib and next(refs(l)) then fail(where, "a helper reads KEYS or ARGV: take them as arguments") end
+      out[#out + 1] = l
+    end
+  end
+end
+
+-- name -> the text Redis gets, checked against its header.
+function M.script(dir, name, exports)
+  local h = M.header(dir .. "/" .. name .. ".lua")
+  local out, own = {}, {}
+  expand(dir, name .. ".lua", {}, exports or {}, out, false)
+  -- the script's own reads (the helpers read none, above)
+  local used = refs(table.concat(out, "\n"))
+  for ref in pairs(used) do
+    if not h.refs[ref] then fail(dir .. "/" .. name .. ".lua", ref .. " is not in its header") end
+    own[ref] = true
+  end
+  for ref in pairs(h.refs) do
+    if not own[ref] then fail(dir .. "/" .. name .. ".lua", ref .. " is in its header but never read") end
+  end
+  return table.concat(out, "\n") .. "\n", h
+end
+
+-- s as a C string literal, one per line of s.
+local function c_string(s, indent)
+  local parts = {}
+  for l in s:gmatch("([^\n]*)\n") do
+    local e = l:gsub("\\", "\\\\"):gsub('"', '\\"'):gsub("%?%?", "?\\?")
+    if e:find("[%c\128-\255]") then error("a script line with a control or non-ASCII byte: " .. l, 0) end
+    parts[#parts + 1] = indent .. '"' .. e .. '\\n"'
+  end
+  return table.concat(parts, "\n")
+end
+
+local function upper(name) return (name:upper()) end
+
+local function sorted_set(t)
+  local r = {}
+  for k in pairs(t) do r[#r + 1] = k end
+  table.sort(r)
+  return r
+end
+
+-- The whole header for the scripts in dir.
+function M.header_text(dir)
+  local names = M.names(dir)
+  if #names == 0 then error(dir .. ": no scripts", 0) end
+  local texts, heads, exports = {}, {}, {}
+  local keynames, argnames, widest = {}, {}, 0
+  for _, name in ipairs(names) do
+    texts[name], heads[name] = M.script(dir, name, exports)
+    for _, k in ipairs(heads[name].keys) do keynames[k] = true end
+    for _, a in ipairs(heads[name].args) do argnames[a] = true end
+    widest = math.max(widest, #heads[name].keys + #heads[name].args)
+  end
+  keynames, argnames = sorted_set(keynames), sorted_set(argnames)
+  local o = {}
+  local function w(s) o[#o + 1] = s end
+  w("// Generated by tools/gen-scripts.lua from src/scripts/*.lua; do not edit.")
+  w("/* `make` writes it again when a script is newer (and a Lua is there);")
+  w(" * it is committed, so that a build without Lua (luarocks) has it.")
+  w(" *")
+  w(" * The scripts dlock runs in Redis (one per file in src/scripts/, whose")
+  w(" * header comment says its KEYS, ARGV and reply), and the layout of each:")
+  w(" * where it takes each key and argument, by the name its header gives")
+  w(" * it. script.c includes it with DL_SCRIPT_DATA defined, for the data. */")
+  w("#ifndef DLOCK_SCRIPTS_H")
+  w("#define DLOCK_SCRIPTS_H")
+  w("")
+  w("typedef enum {")
+  for _, name in ipairs(names) do
+    w(("    DL_S_%s,%s/* %s */"):format(upper(name), (" "):rep(math.max(1, 14 - #name)),
+      (heads[name].summary:gsub("%*/", "* /"))))
+  end
+  w("    DL_S_COUNT")
+  w("} dl_script_id;")
+  w("")
+  w("/* The names the headers give keys and arguments. */")
+  w("enum {")
+  for _, k in ipairs(keynames) do w("    DL_KEY_" .. upper(k) .. ",") end
+  w("    DL_KEY_NAMES")
+  w("};")
+  w("enum {")
+  for _, a in ipairs(argnames) do w("    DL_ARG_" .. upper(a) .. ",") end
+  w("    DL_ARG_NAMES")
+  w("};")
+  w("")
+  w("/* KEYS and ARGV of one call at most (of one hold, for a script that")
+  w(" * takes one group per hold). */")
+  w("#define DL_SCRIPT_ARGC_MAX " .. widest)
+  w("")
+  for _, def in ipairs(sorted_set(exports)) do w(("#define %s %s"):format(def, exports[def])) end
+  w("")
+  w("/* Where one script takes each named key and argument: KEYS[key[k]],")
+  w(" * ARGV[arg[a]] (from 1; 0: it takes none). A script that repeats a group")
+  w(" * per hold (renew: KEYS[i], ARGV[3i-2]...) describes its first group. */")
+  w("typedef struct dl_script_layout {")
+  w("    const char *name;             /* \"acquire\": src/scripts/acquire.lua */")
+  w("    unsigned char nkeys, nargs;   /* KEYS, ARGV (of one group) */")
+  w("    unsigned char repeats;        /* 1: one group per hold */")
+  w("    unsigned char key[DL_KEY_NAMES];")
+  w("    unsigned char arg[DL_ARG_NAMES];")
+  w("} dl_script_layout;")
+  w("")
+  w("#ifdef DL_SCRIPT_DATA")
+  w("static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {")
+  for _, name in ipairs(names) do
+    local h = heads[name]
+    local ks, as = {}, {}
+    for i, k in ipairs(h.keys) do ks[#ks + 1] = ("[DL_KEY_%s] = %d"):format(upper(k), i) end
+    for i, a in ipairs(h.args) do as[#as + 1] = ("[DL_ARG_%s] = %d"):format(upper(a), i) end
+    w(("    [DL_S_%s] = { \"%s\", %d, %d, %d,"):format(upper(name), name, #h.keys, #h.args,
+      h.repeats and 1 or 0))
+    w("        { " .. (#ks > 0 and table.concat(ks, ", ") or "0") .. " },")
+    local line, parts = "        { ", {}
+    for i, a in ipairs(as) do
+      local piece = a .. (i < #as and "," or "")
+      if #line + #piece + 1 > 78 then parts[#parts + 1] = line; line = "          " end
+      line = line .. piece .. (i < #as and " " or "")
+    end
+    if #as == 0 then line = line .. "0" end
+    parts[#parts + 1] = line .. " } },"
+    for _, p in ipairs(parts) do w((p:gsub("%s+$", ""))) end
+  end
+  w("};")
+  w("")
+  w("static const char *const dl_script_texts[DL_S_COUNT] = {")
+  for _, name in ipairs(names) do
+    w(("    /* src/scripts/%s.lua */"):format(name))
+    w(("    [DL_S_%s] ="):format(upper(name)))
+    w(c_string(texts[name], "        ") .. ",")
+  end
+  w("};")
+  w("#endif /* DL_SCRIPT_DATA */")
+  w("")
+  w("#endif")
+  return table.concat(o, "\n") .. "\n"
+end
+
+local function write(path, s)
+  local tmp = path .. ".tmp"
+  local f = assert(io.open(tmp, "wb"))
+  f:write(s)
+  f:close()
+  assert(os.rename(tmp, path))
+end
+
+local function main(dir, out, expand_dir)
+  local ok, err = pcall(function()
+    if out == "--expand" then
+      local exports = {}
+      for _, name in ipairs(M.names(dir)) do
+        write(expand_dir .. "/" .. name .. ".lua", (M.script(dir, name, exports)))
+      end
+    else
+      write(out, M.header_text(dir))
+    end
+  end)
+  if not ok then
+    io.stderr:write("gen-scripts: ", tostring(err), "\n")
+    return 1
+  end
+  return 0
+end
+
+if select("#", ...) > 0 then
+  local dir, out, x = ...
+  if not out then
+    io.stderr:write("usage: gen-scripts.lua SCRIPTS-DIR OUT.h | SCRIPTS-DIR --expand DIR\n")
+    os.exit(2)
+  end
+  os.exit(main(dir, out, x))
+end
+return M
