@@ -80,6 +80,14 @@ describe("torture checker", function()
     -- acquired long before the failover: no excuse (issue 22's defect 1)
     local late = { { ev = "fault", kind = "failover", t0 = 11.5, t1 = 11.8 } }
     assert.equal("exclusion", kinds(check.run(history(a, b, late), META)))
+    -- ... unless a reentry or extend raised its lease inside the window:
+    -- the old master confirmed that write, the new one never had it
+    for _, ev in ipairs({ "reenter", "extend" }) do
+      local raise = { { ev = ev, hid = "a#1", ok = true, t0 = 11.2, t1 = 11.2 } }
+      assert.same({}, check.run(history(a, b, late, raise), META))
+      local early = { { ev = ev, hid = "a#1", ok = true, t0 = 10.2, t1 = 10.2 } }
+      assert.equal("exclusion", kinds(check.run(history(a, b, late, early), META)))
+    end
     -- the key evicted under the holder
     local ev = { { ev = "fault", kind = "evict", name = "L", servers = { 1 }, t0 = 11, t1 = 11 } }
     assert.same({}, check.run(history(a, b, ev), META))

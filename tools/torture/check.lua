@@ -13,6 +13,8 @@
 -- Windows where the README allows two holders, and so excused here:
 --   failover: a hold acquired (or a token minted) from 1 s before a Sentinel
 --     failover to 2 s after it may be lost with Redis's async replication;
+--     so may the lease a reentry or an extend raised in that window (the
+--     old master confirmed the write; the new one never had it);
 --   evict: a lock key deleted under its holder (a maxmemory eviction) frees
 --     it at once; the holder learns it at its next renewal (on Redlock only
 --     when a quorum of masters lost it);
@@ -43,7 +45,7 @@ end
 local function gather(records)
   local g = { holds = {}, hold_list = {}, held = {}, faults = {}, forces = {}, rels = {},
               counts = {}, stores = {}, calls = {}, stops = {}, dead = {}, clients = {},
-              inspects = {}, orphans = {}, reentries = {} }
+              inspects = {}, orphans = {}, reentries = {}, raises = {} }
   for _, r in ipairs(records) do
     local ev = r.ev
     if ev == "hold" then
@@ -82,6 +84,11 @@ local function gather(records)
       local t = g.reentries[r.hid] or {}
       t[#t + 1] = r.t1
       g.reentries[r.hid] = t
+    end
+    if (ev == "reenter" or ev == "extend") and r.ok then
+      local t = g.raises[r.hid] or {}
+      t[#t + 1] = r.t1
+      g.raises[r.hid] = t
     end
     if r.t0 and r.t1 and r.bnd then g.calls[#g.calls + 1] = r end
   end
@@ -131,8 +138,16 @@ local function forced(g, meta, name, a, b)
   end
 end
 
+-- A reentry or extend of hold h confirmed inside a failover's window: the
+-- lease it raised may be lost with the old master.
+local function raised_in_failover(g, h)
+  for _, t in ipairs(g.raises[h.hid] or {}) do
+    if in_failover(g, t) then return true end
+  end
+end
+
 local function excused(g, meta, name, a, b)
-  if in_failover(g, a.s) then return "failover" end
+  if in_failover(g, a.s) or raised_in_failover(g, a.h) then return "failover" end
   if evicted(g, meta, name, a.s, b.s) then return "evict" end
   if forced(g, meta, name, a, b) then return "force" end
 end
