@@ -1,0 +1,164 @@
+-- The fair lock's fair_drop driven step by step (spec/scripts_spec.lua
+-- drives fair_acquire, fair_release and fair_void): an owner's holds
+-- taken out whichever client took them, and a freed lock passed on to
+-- the first live waiter, in the states a client only meets when a reply
+-- is lost: a resend, a stale copy, a waiter's cancel racing it, a lapsed
+-- registration, keys evicted.
+local helper = require "helper"
+local drive = require "scriptdrive"
+
+local srv, sha = helper.redis(), {}
+local d, key, fence, q
+
+local S1, S2 = "0123456789abcdef", "fedcba9876543210"
+
+local function setup_scripts() sha = helper.load_scripts(srv) end
+local function fresh_lock()
+  key = "f{" .. helper.unique_name("fair") .. "}"
+  fence, q = key .. ":fence", key .. ":q"
+  d = drive.new(srv, sha, key)
+end
+
+local function fair_acquire(owner, req, seq, secret, expect, token)
+  return d.call("fair_acquire", { owner = owner, req = req, seq = seq, lease_ms = 10000,
+                                  expect = expect or 0, token = token or 1, waits = "1",
+                                  pub = "PUBLISH", secret = secret or "" })
+end
+local function fair_release(owner, req, seq, token)
+  return d.call("fair_release", { owner = owner, req = req, seq = seq, token = token,
+                                  keep_ms = 10000, chan = key .. ":ch:" .. req,
+                                  pub = "PUBLISH" })
+end
+local function fair_void(owner, req, seq)
+  return d.call("fair_void", { owner = owner, req = req, seq = seq, keep_ms = 10000,
+                               chan = key .. ":ch:" .. req, pub = "PUBLISH", fresh = "0" })
+end
+local function fair_drop(owner, count, token, keep_ms)
+  return d.call("fair_drop", { owner = owner, count = count, token = token or "0",
+                               keep_ms = keep_ms or 10000, chan = key .. ":ch",
+                               pub = "PUBLISH" })[1]
+end
+local function count(owner) return tonumber(d.field("o" .. owner)) or 0 end
+
+describe("fair_drop.lua", function()
+  setup(setup_scripts)
+  before_each(fresh_lock)
+
+  it("takes some holds out, and passes the freed lock on to the first waiter", function()
+    local msgs, stop = d.listen(key .. ":ch:W1")
+    finally(stop)
+    local t = fair_acquire("h", "h", 1)[3]
+    assert.same({ 1, 2, t }, fair_acquire("h", "h", 2, "", 1, t))
+    assert.same({ 1, 3, t }, fair_acquire("h", "h", 3, "", 2, t))
+    assert.equals(0, fair_acquire("W1:1", "W1:1", 1, S1)[1])
+    assert.equals(1, fair_drop("h", 2, tostring(t)))
+    assert.equals(1, count("h"))
+    assert.equals("1", d.field("n"))
+    assert.equals("1", d.field("c", q))                 -- nobody passed to yet
+    assert.equals(1, fair_drop("h", 1, tostring(t)))    -- the last: on to W1:1
+    local h = d.hash()
+    assert.is_nil(h.oh)
+    assert.equals("1", h.n)
+    assert.equals("1", h["oW1:1"])
+    assert.equals("W1:1", h.g)
+    assert.equals("1", h["qW1:1"])
+    assert.equals(tostring(t + 1), h.t)
+    assert.is_true(d.pttl() > 0 and d.pttl() <= 3000, d.pttl())   -- GRANT_MS
+    assert.equals("0", d.field("c", q))
+    assert.equals("", d.field("rW1:1", q))
+    assert.equals("", d.field("sW1:1", q))
+    assert.truthy(helper.wait_for(function() return #msgs() >= 1 end, 10))
+    assert.same({ "1:" .. S1 .. ":" .. (t + 1) }, msgs())
+  end)
+
+  it("keeps a freed lock's record keep_ms when nobody waits, and clears its grant", function()
+    local t = fair_acquire("h", "h", 1)[3]
+    assert.equals("h", d.field("g"))                    -- a fresh acquire's own
+    assert.equals(1, fair_drop("h", 5, tostring(t), 4000))   -- more than it holds: all
+    local h = d.hash()
+    assert.equals("0", h.n)
+    assert.is_nil(h.oh)
+    assert.is_nil(h.g)
+    assert.is_true(d.pttl() > 0 and d.pttl() <= 4000, d.pttl())
+    assert.same({ 1, 1, t + 1 }, fair_acquire("x", "x", 1))
+  end)
+
+  it("answers a resend 0 once the lock was passed on, and leaves the new holder", function()
+    local t = fair_acquire("h", "h", 1)[3]
+    fair_acquire("W1:1", "W1:1", 1, S1)
+    assert.equals(1, fair_drop("h", 1, tostring(t)))
+    assert.equals(0, fair_drop("h", 1, tostring(t)))    -- the resend
+    assert.equals(0, fair_drop("h", 1, "0"))            -- with any token too
+    assert.equals(1, count("W1:1"))
+    assert.equals("1", d.field("n"))
+    assert.equals("W1:1", d.field("g"))
+  end)
+
+  it("leaves a later tenancy of the owner alone: a stale copy names the old token", function()
+    local t1 = fair_acquire("h", "h", 1)[3]
+    assert.same({ 1, 0 }, fair_release("h", "h", 2, t1))
+    local t2 = fair_acquire("h", "h", 3)[3]
+    assert.is_true(t2 > t1)
+    assert.equals(0, fair_drop("h", 1, tostring(t1)))
+    assert.equals(1, count("h"))
+    assert.equals(tostring(t2), d.field("t"))
+  end)
+
+  it("passes over a waiter that cancelled, to the next one", function()
+    local w2, stop = d.listen(key .. ":ch:W2")
+    finally(stop)
+    local t = fair_acquire("h", "h", 1)[3]
+    fair_acquire("W1:1", "W1:1", 1, S1)
+    fair_acquire("W2:1", "W2:1", 1, S2)
+    assert.same({ 1 }, fair_void("W1:1", "W1:1", 1))    -- gave up first
+    assert.equals(1, fair_drop("h", 1, tostring(t)))
+    assert.equals(0, count("W1:1"))
+    assert.equals(1, count("W2:1"))
+    assert.equals("W2:1", d.field("g"))
+    assert.equals("0", d.field("c", q))
+    assert.truthy(helper.wait_for(function() return #w2() >= 1 end, 10))
+    assert.same({ "1:" .. S2 .. ":" .. (t + 1) }, w2())
+    assert.same({ -2 }, fair_acquire("W1:1", "W1:1", 1, S1))  -- its late copy
+  end)
+
+  it("passes over a lapsed registration, and keeps the record with nobody left", function()
+    local t = fair_acquire("h", "h", 1)[3]
+    fair_acquire("W1:1", "W1:1", 1, S1)
+    srv.cli("hset", q, "rW1:1", "1:1:10000")             -- ran out long ago
+    assert.equals(1, fair_drop("h", 1, tostring(t)))
+    assert.equals("0", d.field("n"))
+    assert.equals(0, count("W1:1"))
+    assert.equals("", d.field("rW1:1", q))
+    assert.equals("", d.field("sW1:1", q))
+    assert.is_true(d.pttl() > 3000 and d.pttl() <= 10000, d.pttl())   -- keep_ms, no grant
+  end)
+
+  it("answers 0 once the holds expired, and passes nothing on", function()
+    local t = fair_acquire("h", "h", 1)[3]
+    fair_acquire("W1:1", "W1:1", 1, S1)
+    d.expire_now()
+    assert.equals(0, fair_drop("h", 1, tostring(t)))
+    assert.is_false(d.exists())
+    assert.equals("1", d.field("c", q))                 -- W1 waits for its next look
+  end)
+
+  it("mints above the lock's last token when the counter is evicted, and frees with no queue", function()
+    local t = fair_acquire("h", "h", 1)[3]
+    fair_acquire("W1:1", "W1:1", 1, S1)
+    srv.cli("del", fence)
+    assert.equals(1, fair_drop("h", 1, tostring(t)))
+    assert.equals(tostring(t + 1), d.field("t"))        -- above the lock's t
+    assert.equals(t + 1, d.get(fence))
+    assert.equals(1, count("W1:1"))
+    local t2 = t + 1
+    fair_acquire("W2:1", "W2:1", 1, S2)
+    srv.cli("del", q)                                    -- the queue lost
+    assert.equals(1, fair_drop("W1:1", 1, tostring(t2)))
+    assert.equals("0", d.field("n"))                    -- nobody to pass on to
+    assert.equals(0, count("W2:1"))
+    assert.is_true(d.pttl() > 3000)
+    srv.cli("del", key)
+    assert.equals(0, fair_drop("W1:1", 1, "0"))         -- the lock itself lost
+    assert.is_false(d.exists())
+  end)
+end)

@@ -1,0 +1,279 @@
+-- The semaphore's scripts driven step by step (as spec/scripts_spec.lua
+-- does for acquire and release): sem_acquire, sem_release and sem_free,
+-- in the states a client only meets when a reply is lost: a resend, a
+-- stale copy, a cancel racing it, a permit whose lease ran out, a key
+-- evicted under a hold. A permit is one owner ("<client id>:p<n>"), taken
+-- once; a cancel is void.lua's (src/op.c).
+local helper = require "helper"
+local drive = require "scriptdrive"
+
+local srv, sha = helper.redis(), {}
+local d, key
+
+local function setup_scripts() sha = helper.load_scripts(srv) end
+local function fresh_sem()
+  key = "sem{" .. helper.unique_name("sem") .. "}"
+  d = drive.new(srv, sha, key)
+end
+
+local function acquire(owner, seq, permits, lease_ms, expect)
+  return d.call("sem_acquire", { owner = owner, req = owner, seq = seq,
+                                 lease_ms = lease_ms or 10000, expect = expect or 0,
+                                 token = 0, permits = permits or 2 })
+end
+local function release(owner, seq, keep_ms)
+  return d.call("sem_release", { owner = owner, req = owner, seq = seq, token = 0,
+                                 keep_ms = keep_ms or 10000, chan = key .. ":ch",
+                                 pub = "PUBLISH" })
+end
+local function void(owner, seq)
+  return d.call("void", { owner = owner, req = owner, seq = seq, keep_ms = 10000,
+                          chan = key .. ":ch", pub = "PUBLISH" })
+end
+local function free(permits) return d.call("sem_free", { permits = permits })[1] end
+
+describe("sem_acquire.lua", function()
+  setup(setup_scripts)
+  before_each(fresh_sem)
+
+  it("gives permits up to the size, then queues the requester", function()
+    local now = d.now_ms()
+    assert.same({ 1, 1, 0 }, acquire("A:p1", 1, 2, 10000))
+    local h = d.hash()
+    assert.equals("1", h.n)
+    assert.equals("1", h["oA:p1"])
+    assert.equals("0", h.t)                             -- permits have no token
+    assert.equals("2", h.l)
+    assert.is_true(tonumber(h["eA:p1"]) >= now + 10000)
+    assert.is_true(d.pttl() <= 10000 and d.pttl() > 0)
+    assert.same({ 1, 1, 0 }, acquire("A:p2", 1, 2, 20000))
+    assert.equals("2", d.field("n"))
+    assert.is_true(d.pttl() > 10000)                    -- the longest permit's
+    local busy = acquire("B:p1", 1, 2)
+    assert.same({ 0, 1000 }, busy)                      -- at most 1 s
+    assert.same({ "B:p1" }, d.zrange())
+    local score = d.zscore("B:p1")
+    assert.is_true(score > now + 2000 and score <= d.now_ms() + 3000)
+    assert.is_true(d.pttl(d.queue) <= 6000 and d.pttl(d.queue) > 0)
+    assert.equals("", d.field("oB:p1"))
+  end)
+
+  it("tells a queued waiter the time to the first permit's end", function()
+    acquire("A:p1", 1, 2, 800)
+    acquire("A:p2", 1, 2, 10000)
+    local busy = acquire("B:p1", 1, 2)
+    assert.equals(0, busy[1])
+    assert.is_true(busy[2] >= 1 and busy[2] <= 800, tostring(busy[2]))
+  end)
+
+  it("answers a resend as the first run did, without a second permit", function()
+    assert.same({ 1, 1, 0 }, acquire("A:p1", 1))
+    assert.same({ 1, 1, 0 }, acquire("A:p1", 1))
+    assert.equals("1", d.field("n"))
+    acquire("A:p2", 1)
+    assert.equals(0, acquire("B:p1", 1)[1])
+    assert.equals(0, acquire("B:p1", 1)[1])             -- a busy one: queued once
+    assert.same({ "B:p1" }, d.zrange())
+  end)
+
+  it("refuses a stale copy: a waiter's earlier attempt arriving after its permit", function()
+    acquire("A:p1", 1, 1)
+    assert.equals(0, acquire("B:p1", 1, 1)[1])          -- waits...
+    assert.same({ 1, 0 }, release("A:p1", 2))
+    assert.same({ 1, 1, 0 }, acquire("B:p1", 2, 1))     -- ...and takes it on its next look
+    assert.same({}, d.zrange())                         -- out of the queue
+    assert.same({ -2 }, acquire("B:p1", 1, 1))          -- the first look's late copy
+    assert.equals("1", d.field("n"))
+    assert.same({}, d.zrange())                         -- not queued again
+  end)
+
+  it("refuses an acquire cancelled before it arrived; gives back one that ran", function()
+    assert.same({ 1 }, void("A:p1", 1))
+    assert.same({ -2 }, acquire("A:p1", 1))
+    assert.equals("", d.field("oA:p1"))
+    assert.same({ 1, 1, 0 }, acquire("A:p2", 1, 1))     -- ran, its reply lost
+    assert.same({ 1 }, void("A:p2", 1))
+    assert.equals("0", d.field("n"))
+    assert.equals(1, free(1))
+    assert.same({ -2 }, acquire("A:p2", 1, 1))          -- a resend: refused
+    assert.same({ 1, 1, 0 }, acquire("B:p1", 1, 1))     -- the permit is free for others
+  end)
+
+  it("refuses a size other than the one Redis keeps while held, not once free", function()
+    acquire("A:p1", 1, 2)
+    local out = d.raw("sem_acquire", { owner = "B:p1", req = "B:p1", seq = 1, lease_ms = 10000,
+                                       expect = 0, token = 0, permits = 3 })
+    assert.matches("Redis keeps 2 permits", out, 1, true)
+    assert.equals("", d.field("oB:p1"))
+    assert.equals("1", d.field("n"))
+    assert.same({}, d.zrange())
+    assert.same({ 1, 0 }, release("A:p1", 2))
+    assert.same({ 1, 1, 0 }, acquire("B:p1", 2, 3))     -- free: this client's size
+    assert.equals("3", d.field("l"))
+  end)
+
+  it("takes out a permit whose own lease ran out, for the next acquire", function()
+    acquire("A:p1", 1, 2, 10000)
+    acquire("A:p2", 1, 2, 500)                          -- its holder dies
+    local e2 = tonumber(d.field("eA:p2"))
+    assert.equals(0, acquire("B:p1", 1, 2)[1])
+    assert.is_true(d.wait_until(e2 + 5), "the server's clock never passed the lease")
+    assert.same({ 1, 1, 0 }, acquire("B:p1", 2, 2))
+    local h = d.hash()
+    assert.is_nil(h["oA:p2"])
+    assert.is_nil(h["eA:p2"])
+    assert.equals("2", h.n)
+    assert.same({}, d.zrange())
+  end)
+
+  it("starts over once the key expired or was evicted, and queues again if its queue was", function()
+    acquire("A:p1", 1, 1, 50)
+    d.expire_now()
+    assert.same({ 1, 1, 0 }, acquire("B:p1", 1, 1))
+    assert.equals("1", d.field("n"))
+    assert.equals(0, acquire("C:p1", 1, 1)[1])
+    srv.cli("del", d.queue)
+    assert.equals(0, acquire("C:p1", 2, 1)[1])          -- its next look: queued again
+    assert.same({ "C:p1" }, d.zrange())
+    srv.cli("del", key)
+    assert.same({ 1, 1, 0 }, acquire("C:p1", 3, 1))
+    assert.equals("1", d.field("n"))
+    assert.same({}, d.zrange())
+  end)
+
+  it("drops a permit of its owner that its client does not know of (a failover's copy)", function()
+    assert.same({ 1, 1, 0 }, acquire("A:p1", 1, 2))
+    assert.same({ 1, 1, 0 }, acquire("A:p1", 2, 2))     -- a fresh acquire: not 2 permits
+    assert.equals("1", d.field("n"))
+    assert.equals("1", d.field("oA:p1"))
+  end)
+end)
+
+describe("sem_release.lua", function()
+  setup(setup_scripts)
+  before_each(fresh_sem)
+
+  it("gives a permit back and wakes the first live waiter on its client's channel", function()
+    local msgs, stop = d.listen(key .. ":ch:W")
+    finally(stop)
+    acquire("A:p1", 1, 1)
+    assert.equals(0, acquire("W:p1", 1, 1)[1])
+    assert.equals(0, acquire("X:p1", 1, 1)[1])
+    srv.cli("zadd", d.queue, 1, "old:p1")               -- a registration long lapsed
+    assert.same({ 1, 0 }, release("A:p1", 2))
+    assert.equals("0", d.field("n"))
+    assert.equals("", d.field("oA:p1"))
+    assert.same({ "X:p1" }, d.zrange())                 -- W woken, the lapsed one dropped
+    assert.truthy(helper.wait_for(function() return #msgs() >= 1 end, 10))
+    assert.same({ "permit" }, msgs())
+  end)
+
+  it("announces the last permit freed, and keeps the record keep_ms", function()
+    local msgs, stop = d.listen(key .. ":ch")
+    finally(stop)
+    acquire("A:p1", 1, 2)
+    acquire("A:p2", 1, 2)
+    assert.same({ 1, 0 }, release("A:p1", 2))
+    assert.same({ 1, 0 }, release("A:p2", 2, 3000))
+    assert.is_true(d.pttl() <= 3000 and d.pttl() > 0, d.pttl())
+    assert.truthy(helper.wait_for(function() return #msgs() >= 1 end, 10))
+    assert.same({ "0" }, msgs())                        -- once: the token, 0
+  end)
+
+  it("answers a resend as the first run did, without waking a second waiter", function()
+    acquire("A:p1", 1, 1)
+    acquire("W:p1", 1, 1)
+    acquire("X:p1", 1, 1)
+    assert.same({ 1, 0 }, release("A:p1", 2))
+    assert.same({ "X:p1" }, d.zrange())
+    assert.same({ 1, 0 }, release("A:p1", 2))           -- the resend
+    assert.same({ "X:p1" }, d.zrange())                 -- X still waits
+    assert.equals("0", d.field("n"))
+  end)
+
+  it("answers a stale copy without taking a later permit of the owner", function()
+    acquire("A:p1", 1, 2)
+    assert.same({ 1, 0 }, release("A:p1", 2))
+    assert.same({ 1, 1, 0 }, acquire("A:p1", 3, 2))
+    assert.same({ 1, 1 }, release("A:p1", 2))           -- the late copy: as it stands
+    assert.equals("1", d.field("n"))
+    assert.equals("1", d.field("oA:p1"))
+  end)
+
+  it("reports lost a permit cancelled meanwhile, and wakes nobody", function()
+    acquire("A:p1", 1, 1)
+    acquire("W:p1", 1, 1)
+    assert.same({ 1 }, void("A:p1", 1))
+    assert.same({ -1 }, release("A:p1", 2))
+    assert.same({ "W:p1" }, d.zrange())
+  end)
+
+  it("gives back a permit whose own lease ran out while the key lives", function()
+    acquire("A:p1", 1, 2, 10000)
+    acquire("A:p2", 1, 2, 500)
+    assert.equals(0, acquire("W:p1", 1, 2)[1])
+    assert.is_true(d.wait_until(tonumber(d.field("eA:p2")) + 5))
+    assert.same({ 1, 0 }, release("A:p2", 2))           -- still counted: taken out
+    assert.equals("1", d.field("n"))
+    assert.same({}, d.zrange())                         -- and W woken
+  end)
+
+  it("reports lost once the key expired or was evicted; a lost queue wakes nobody", function()
+    acquire("A:p1", 1, 1, 50)
+    acquire("W:p1", 1, 1)
+    d.expire_now()
+    assert.same({ -1 }, release("A:p1", 2))
+    assert.is_false(d.exists())
+    assert.same({ "W:p1" }, d.zrange())                 -- nobody woken
+    acquire("B:p1", 1, 1)
+    srv.cli("del", key)
+    assert.same({ -1 }, release("B:p1", 2))
+    acquire("C:p1", 1, 1)
+    srv.cli("del", d.queue)
+    assert.same({ 1, 0 }, release("C:p1", 2))
+    assert.is_false(d.exists(d.queue))
+  end)
+end)
+
+describe("sem_free.lua", function()
+  setup(setup_scripts)
+  before_each(fresh_sem)
+
+  it("counts the permits not held", function()
+    assert.equals(3, free(3))                           -- no key
+    acquire("A:p1", 1, 3)
+    assert.equals(2, free(3))
+    acquire("A:p2", 1, 3)
+    assert.equals(1, free(3))
+    assert.same({ 1, 0 }, release("A:p1", 2))
+    assert.equals(2, free(3))                           -- a released permit's lease is no hold
+    assert.same({ 1 }, void("A:p2", 1))
+    assert.equals(3, free(3))
+  end)
+
+  it("counts by Redis's size while held, by the client's once free", function()
+    acquire("A:p1", 1, 3)
+    assert.equals(2, free(5))
+    assert.equals(2, free(1))
+    assert.same({ 1, 0 }, release("A:p1", 2))
+    assert.equals(5, free(5))                           -- a record: the client's
+  end)
+
+  it("does not count a permit whose own lease ran out, nor an evicted key's", function()
+    acquire("A:p1", 1, 3, 10000)
+    acquire("A:p2", 1, 3, 500)
+    assert.equals(1, free(3))
+    assert.is_true(d.wait_until(tonumber(d.field("eA:p2")) + 5))
+    assert.equals(2, free(3))
+    assert.equals("2", d.field("n"))                    -- changes nothing
+    srv.cli("del", key)
+    assert.equals(3, free(3))
+  end)
+
+  it("is never below 0", function()
+    acquire("A:p1", 1, 2)
+    acquire("A:p2", 1, 2)
+    srv.cli("hset", key, "oX:p9", 1, "eX:p9", d.now_ms() + 60000)   -- more than the size
+    assert.equals(0, free(2))
+  end)
+end)

@@ -1,0 +1,165 @@
+-- scriptdrive.lua: what the spec/scripts_*_spec.lua files share to drive
+-- the Redis-side scripts by hand (as spec/scripts_spec.lua does): each
+-- script called by the names its header gives, and the state it leaves
+-- read back from the real server (HGETALL, PTTL, ZRANGE, server TIME).
+local helper = require "helper"
+
+local drive = {}
+
+--- A driver for lock `key` (its counter key .. ":fence" and queue key
+--- .. ":q": the same slot) on server handle srv, scripts `sha`
+--- (helper.load_scripts).
+function drive.new(srv, sha, key)
+  local d = { srv = srv, key = key, fence = key .. ":fence", queue = key .. ":q" }
+  local ints = helper.ints
+
+  --- Script `name`'s raw reply (redis-cli's text), keys by name
+  --- (default: this lock's), arguments by name.
+  function d.raw(name, args, keys)
+    return helper.evalsha(srv, sha, name, keys or
+      { lock = d.key, counter = d.fence, queue = d.queue }, args)
+  end
+  --- The reply's integers.
+  function d.call(name, args, keys) return ints(d.raw(name, args, keys)) end
+
+  --- A script that takes one group (KEYS[i], ARGV[3i-2..3i]) per hold
+  --- (renew, rw_renew): groups = { { lock, owner, lease_ms, token }, ... }.
+  function d.groups(name, groups)
+    local argv = { "EVALSHA", assert(sha[name], name), #groups }
+    for _, g in ipairs(groups) do argv[#argv + 1] = g[1] end
+    for _, g in ipairs(groups) do
+      argv[#argv + 1] = g[2]
+      argv[#argv + 1] = g[3]
+      argv[#argv + 1] = g[4]
+    end
+    return ints(srv.cli((table.unpack or unpack)(argv)))
+  end
+
+  --- The whole hash `k` (default: the lock's) as field -> value.
+  function d.hash(k)
+    local out, h, lines = srv.cli("hgetall", k or d.key), {}, {}
+    for l in (out .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = l end
+    if out == "" then return h end
+    for i = 1, #lines - 1, 2 do h[lines[i]] = lines[i + 1] end
+    return h
+  end
+  function d.field(f, k) return srv.cli("hget", k or d.key, f) end
+  function d.pttl(k) return tonumber(srv.cli("pttl", k or d.key)) end
+  function d.exists(k) return srv.cli("exists", k or d.key) == "1" end
+  function d.get(k) return tonumber(srv.cli("get", k)) end
+  --- The members of sorted set k (default: the queue), lowest score first.
+  function d.zrange(k)
+    local r = {}
+    for l in srv.cli("zrange", k or d.queue, 0, -1):gmatch("[^\n]+") do r[#r + 1] = l end
+    return r
+  end
+  function d.zscore(m, k) return tonumber(srv.cli("zscore", k or d.queue, m)) end
+
+  --- The server's clock (ms): what the scripts' now_ms() reads.
+  function d.now_ms()
+    local s, us = srv.cli("time"):match("(%d+)%s+(%d+)")
+    return tonumber(s) * 1000 + math.floor(tonumber(us) / 1000)
+  end
+  --- Wait (bounded, with slack) until the server's clock passes ms.
+  function d.wait_until(ms)
+    return helper.wait_for(function() return d.now_ms() > ms end, 5, 0.01)
+  end
+  --- Let key k (default: the lock's) run out now, and wait until it has.
+  function d.expire_now(k)
+    srv.cli("pexpire", k or d.key, 1)
+    assert(helper.wait_for(function() return not d.exists(k) end, 2, 0.005),
+           "the key never expired")
+  end
+
+  --- A redis-cli subscribed to chan: a function that returns the
+  --- messages it got so far, and one that stops it (as scripts_spec).
+  function d.listen(chan)
+    local out = ("%s/%s.out"):format(helper.tmp, helper.unique_name("sub"):gsub("%W", "_"))
+    local p = assert(io.popen(("redis-cli -p %d %s subscribe '%s' >'%s' 2>&1 & echo $!")
+      :format(srv.port, helper.cli_flags[srv.port] or "", chan, out)))
+    local pid = p:read("*a"):match("%d+")
+    p:close()
+    assert(helper.wait_for(function()
+      return srv.cli("pubsub", "numsub", chan):match("(%d+)$") == "1"
+    end, 10), "no subscriber on " .. chan)
+    local function messages()
+      local lines, r = {}, {}
+      for l in (helper.read_file(out) or ""):gmatch("[^\n]+") do lines[#lines + 1] = l end
+      for i = 1, #lines - 2 do
+        if lines[i] == "message" and lines[i + 1] == chan then r[#r + 1] = lines[i + 2] end
+      end
+      return r
+    end
+    return messages, function() os.execute("kill " .. pid .. " 2>/dev/null") end
+  end
+
+  return d
+end
+
+--- A reply of nested arrays, integers and strings, as `redis-cli --json`
+--- prints it, decoded into Lua tables (integers as numbers, strings as
+--- strings): enough for the scripts' replies (no objects, no floats).
+function drive.json(s)
+  local pos = 1
+  local value
+  local function skip() pos = s:find("[^%s,:]", pos) or #s + 1 end
+  function value()
+    skip()
+    local c = s:sub(pos, pos)
+    if c == "[" then
+      pos = pos + 1
+      local t = {}
+      skip()
+      while s:sub(pos, pos) ~= "]" do
+        t[#t + 1] = value()
+        skip()
+        assert(pos <= #s, "unterminated array in " .. s)
+      end
+      pos = pos + 1
+      return t
+    elseif c == '"' then
+      local out, i = {}, pos + 1
+      while true do
+        local ch = s:sub(i, i)
+        assert(ch ~= "", "unterminated string in " .. s)
+        if ch == '"' then break end
+        if ch == "\\" then
+          local e = s:sub(i + 1, i + 1)
+          out[#out + 1] = ({ n = "\n", t = "\t", r = "\r" })[e] or e
+          i = i + 2
+        else
+          out[#out + 1] = ch
+          i = i + 1
+        end
+      end
+      pos = i + 1
+      return table.concat(out)
+    elseif s:sub(pos, pos + 3) == "null" then
+      pos = pos + 4
+      return nil
+    else
+      local num = s:match("^%-?%d+", pos)
+      assert(num, "unexpected reply text at " .. pos .. ": " .. s)
+      pos = pos + #num
+      return tonumber(num)
+    end
+  end
+  return value()
+end
+
+--- Script `name` on srv, its reply decoded (redis-cli --json): keys and
+--- args as helper.evalsha takes them.
+function drive.eval_json(srv, sha, name, keys, args)
+  local y = assert(helper.script_layouts()[name], "no script " .. name)
+  local argv = { "EVALSHA", assert(sha[name], name), #y.keys }
+  for _, k in ipairs(y.keys) do argv[#argv + 1] = assert(keys[k], k) end
+  for _, a in ipairs(y.args) do argv[#argv + 1] = assert(args[a], a) end
+  for i, a in ipairs(argv) do argv[i] = ("'%s'"):format(a) end
+  local p = assert(io.popen(("redis-cli -p %d %s --json %s 2>&1"):format(srv.port,
+    helper.cli_flags[srv.port] or "", table.concat(argv, " "))))
+  local out = p:read("*a")
+  p:close()
+  return drive.json(out), out
+end
+
+return drive
