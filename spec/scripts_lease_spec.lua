@@ -264,11 +264,15 @@ describe("fence.lua", function()
     assert.is_false(d.exists())
   end)
 
-  -- A surprise, not asserted (see the report): fence.lua sets the hold's
-  -- t to ARGV[1] whenever the owner has a hold there, lower or not; a
-  -- late copy of an earlier tenancy's fence would lower a later tenancy's
-  -- token (the counter itself is never lowered).
-  pending("never lowers a later tenancy's token (a late copy of an earlier fence)")
+  it("never lowers a later tenancy's token (a late copy of an earlier fence)", function()
+    local t1 = acquire("a", "a", 1)[3]
+    assert.same({ 1, 0 }, release("a", "a", 2, t1))
+    local t2 = acquire("a", "a", 3)[3]                -- a's next tenancy
+    assert.is_true(t2 > t1)
+    assert.equals(1, fence_to(t1, "a"))              -- the earlier fence, late
+    assert.equals(tostring(t2), d.field("t"))
+    assert.same({ 1, 0 }, release("a", "a", 4, t2))  -- so its release is no loss
+  end)
 end)
 
 describe("renew.lua", function()

@@ -909,7 +909,8 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "if tonumber(redis.call('get', counter) or '0') < tonumber(token) then\n"
         "  redis.call('set', counter, token)\n"
         "end\n"
-        "if redis.call('hexists', k, 'o' .. owner) == 1 then\n"
+        "if redis.call('hexists', k, 'o' .. owner) == 1 and\n"
+        "    tonumber(redis.call('hget', k, 't') or '0') < tonumber(token) then\n"
         "  redis.call('hset', k, 't', token)\n"
         "end\n"
         "return 1\n",

@@ -11,7 +11,10 @@ local counter, k = KEYS[1], KEYS[2]
 if tonumber(redis.call('get', counter) or '0') < tonumber(token) then
   redis.call('set', counter, token)
 end
-if redis.call('hexists', k, 'o' .. owner) == 1 then
+-- Only ever up: a late copy of an earlier tenancy's fence must not lower
+-- a later tenancy's token (its release would then be told "lost").
+if redis.call('hexists', k, 'o' .. owner) == 1 and
+    tonumber(redis.call('hget', k, 't') or '0') < tonumber(token) then
   redis.call('hset', k, 't', token)
 end
 return 1
