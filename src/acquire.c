@@ -314,8 +314,8 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
         int watchdog;
         plan_attempt(c, h, op, dl_now_us(), &expect, &token, &watchdog, &ms);
         dl_client_begin_request(c, h, DL_PEND_VOID, ms, dl_now_us() +
-                                ms * 1000 + c->topo.command_timeout_us);
-        h->pend_fresh = expect == 0;
+                                ms * 1000 + c->topo.command_timeout_us,
+                                expect == 0);
         /* A fair lock's waiter queues on every attempt of a wait, the
          * last one too: a cancel then takes back a grant to it. */
         uint64_t seq = h->pend_seq;
@@ -341,9 +341,8 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
         int64_t now = dl_now_us();
         int waiting = args->wait_us != 0 && now < op->until_us;
         if (st == DL_EAGAIN && !granted) {  /* TRYAGAIN: it did not run */
-            h->pend_lua = 0;
             if (waiting || !(fair && op->reg_seq)) {
-                h->pend = DL_PEND_NONE;     /* nothing to cancel */
+                dl_client_request_clear(h); /* nothing to cancel */
                 if (waiting)                /* try again */
                     st = wait_for(op, NULL, 0, now + MIGRATION_NAP_US);
                 break;
@@ -370,23 +369,21 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
             break;
         }
         if (granted) {
-            h->pend = DL_PEND_NONE;
-            h->pend_lua = 0;
+            dl_client_request_clear(h);
             record_acquire(c, h, l, a.y, t0, ms, ms,
                            dl_exec_drift_us(&c->topo, ms), watchdog, expect,
                            a.x, args->ref, &args->ref_kept);
             break;
         }
-        h->pend_lua = 0;                    /* Redlock: the watchdog or */
-        if (!a.maybe)                       /* the next try undoes it */
-            h->pend = DL_PEND_NONE;
-        else if (fair && queues && a.kind == DL_V_BUSY && a.yes == 0)
-            h->pend = DL_PEND_NONE;         /* a silent master at most
-                                               queued it, or granted it:
-                                               the next try adopts that.
-                                               (Grants from a minority are
-                                               given back: split holds would
-                                               wait for each other.) */
+        /* Not granted. A Redlock attempt that some master may have run
+         * stays pending: the next try or the watchdog undoes it. A fair
+         * waiter's silent master at most queued it, or granted it: the
+         * next try adopts that. (Grants from a minority are given back:
+         * split holds would wait for each other.) */
+        if (!a.maybe || (fair && queues && a.kind == DL_V_BUSY && a.yes == 0))
+            dl_client_request_clear(h);
+        else
+            dl_client_request_back(h);
         if (a.kind != DL_V_BUSY) {          /* a reentry found it gone */
             dl_client_lose(c, h, LOST_GONE);
             st = dl_fail(err, errlen, DL_ELOST, "%s", h->lost);
@@ -403,9 +400,8 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
         }
         if (args->wait_us == 0 || now >= op->until_us) {
             c->stats.timeouts++;
-            if (fair && queues && h->pend == DL_PEND_NONE)
-                h->pend = DL_PEND_VOID;     /* leave the queue; a grant
-                                               to it passes on */
+            if (fair && queues)             /* leave the queue; a grant */
+                dl_client_request_owe_cancel(h);  /* to it passes on */
             if (a.busy_ms >= 0) {           /* as of this last attempt */
                 args->busy_ms = a.busy_ms - (now - t0) / 1000;
                 if (args->busy_ms < 0)

@@ -3,10 +3,11 @@
  *
  * DESIGN. Every acquire and release attempt carries a request id; Redis
  * records, per requester (client + owner), the last one that took effect
- * (src/scripts/README.md, RESENDS). When a reply is lost (a timeout, a dropped connection), the
- * client cannot know whether the request ran, or whether it will still
- * run (a paused server runs it later). It keeps the request on the hold
- * as "pending" and ends it by sending, with the same id:
+ * (src/scripts/README.md, RESENDS). When a reply is lost (a timeout, a
+ * dropped connection), the client cannot know whether the request ran,
+ * or whether it will still run (a paused server runs it later). It keeps
+ * the request on the hold as "pending" and ends it by sending, with the
+ * same id:
  *   - a release again: it runs at most once, and answers whether it ran
  *     on a hold still there (released) or found it gone (lost);
  *   - for an acquire, VOID: it undoes the acquire if it ran, else records
@@ -94,7 +95,7 @@ dl_status dl_client_settle(dl_client *c, dl_hold *h, char *err,
     int done;
     int64_t code, left;
     dl_client_pending_copy(h, &p);
-    h->pend_lua = 1;
+    h->pend_lua = 1;                    /* on the wire from this thread */
     pthread_mutex_unlock(&c->mu);
     dl_status st = dl_client_pending_io(c, 0, &p, &done, &code, &left, err,
                                         errlen);
@@ -129,8 +130,11 @@ dl_hold *dl_client_ready_hold(dl_client *c, const dl_lockref *l, int create,
     return h;
 }
 
+/* ---- the transitions of a hold's pending request ----------------------
+ * The fields pend* of a hold are written here and nowhere else. */
+
 void dl_client_begin_request(dl_client *c, dl_hold *h, int kind, int64_t ms,
-                             int64_t until_us)
+                             int64_t until_us, int fresh)
 {
     h->pend = kind;
     h->pend_lua = 1;
@@ -138,10 +142,40 @@ void dl_client_begin_request(dl_client *c, dl_hold *h, int kind, int64_t ms,
     h->pend_token = h->token;
     h->pend_ms = ms;
     h->pend_until_us = until_us;
+    h->pend_fresh = fresh;
+}
+
+void dl_client_request_clear(dl_hold *h)
+{
+    h->pend = DL_PEND_NONE;
+    h->pend_lua = 0;
+}
+
+void dl_client_request_back(dl_hold *h)
+{
+    h->pend_lua = 0;
 }
 
 void dl_client_hand_over(dl_hold *h)
 {
     h->pend_lua = 0;
     h->pend_retry_us = dl_now_us();
+}
+
+void dl_client_request_owe_cancel(dl_hold *h)
+{
+    if (h->pend == DL_PEND_NONE)
+        h->pend = DL_PEND_VOID;
+}
+
+void dl_client_request_lapse(dl_client *c, dl_hold *h)
+{
+    if (h->pend == DL_PEND_RELEASE)
+        c->stats.unconfirmed++;
+    h->pend = DL_PEND_NONE;
+}
+
+void dl_client_request_retry_at(dl_hold *h, int64_t t)
+{
+    h->pend_retry_us = t;
 }

@@ -58,13 +58,34 @@ dl_hold *dl_client_ready_hold(dl_client *c, const dl_lockref *l, int create,
 dl_status dl_client_settle(dl_client *c, dl_hold *h, char *err,
                            size_t errlen);
 
+/* The transitions of h's pending request (its fields pend* are written
+ * by pending.c alone), with c->mu held. */
+
 /* h's request kind (DL_PEND_*) goes on the wire from this thread, with a
- * new request id; Redis keeps its record ms; it is moot after until_us. */
+ * new request id; Redis keeps its record ms; it is moot after until_us;
+ * fresh: an acquire that expected no hold (a cancel may take back a fair
+ * grant its client never saw). */
 void dl_client_begin_request(dl_client *c, dl_hold *h, int kind, int64_t ms,
-                             int64_t until_us);
+                             int64_t until_us, int fresh);
+
+/* Its outcome is known, or it never ran: nothing is pending. */
+void dl_client_request_clear(dl_hold *h);
+
+/* Its reply is back on this thread, which leaves it pending: the next
+ * request of the hold, or the watchdog, ends it. */
+void dl_client_request_back(dl_hold *h);
 
 /* Its reply did not come: the watchdog ends it (the caller pokes it). */
 void dl_client_hand_over(dl_hold *h);
+
+/* A fair waiter that gives up owes a cancel (it leaves the queue, and a
+ * grant to it passes on), unless a request is pending already. */
+void dl_client_request_owe_cancel(dl_hold *h);
+
+/* The watchdog's: the hold's lease has run out, so no answer matters any
+ * more (a release never confirmed is counted); and when to try again. */
+void dl_client_request_lapse(dl_client *c, dl_hold *h);
+void dl_client_request_retry_at(dl_hold *h, int64_t t);
 
 #pragma GCC visibility pop
 #endif

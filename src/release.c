@@ -36,7 +36,8 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
     }
     /* From here the hold is one fewer, whatever Redis answers: a hold
      * whose count reaches 0 is never renewed again. */
-    dl_client_begin_request(c, h, DL_PEND_RELEASE, h->lease_ms, h->deadline_us);
+    dl_client_begin_request(c, h, DL_PEND_RELEASE, h->lease_ms,
+                            h->deadline_us, 0);
     h->count--;
     h->gen++;
     dl_pending p;
@@ -48,7 +49,7 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
     st = dl_client_pending_io(c, 0, &p, &done, &code, &left, err, errlen);
 
     pthread_mutex_lock(&c->mu);
-    h->pend_lua = 0;
+    dl_client_request_back(h);
     if (done) {
         dl_client_pending_done(c, h, p.seq, code);
         h->finished = 0;

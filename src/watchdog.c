@@ -83,16 +83,14 @@ static int64_t scan(dl_client *c, int64_t now)
     for (dl_hold *h = c->reg.head; h; h = h->next) {
         if (h->pend != DL_PEND_NONE && !h->pend_lua && !h->inflight) {
             if (now > h->pend_until_us) {   /* its lease has run out */
-                if (h->pend == DL_PEND_RELEASE)
-                    c->stats.unconfirmed++;
-                h->pend = DL_PEND_NONE;
+                dl_client_request_lapse(c, h);
                 finish(c, h);
             } else if (h->pend_retry_us > now) {
                 if (h->pend_retry_us < next)
                     next = h->pend_retry_us;
             } else if (w->nsettle < DL_SETTLE_MAX) {
                 h->inflight = 1;
-                h->pend_retry_us = now + retry;
+                dl_client_request_retry_at(h, now + retry);
                 dl_client_pending_copy(h, &w->snap[w->nsettle]);
                 w->settle[w->nsettle++] = h;
             } else {
