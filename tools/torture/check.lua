@@ -326,11 +326,32 @@ end
 -- Counts never drift: a reentry adds one; a release answers the count
 -- that is left (one less than this owner's holds before it).
 local function counts(g, meta, out)
-  local function spans_failover(hid)
+  -- The holds of one owner on one name are one count in Redis, whatever
+  -- acquire (a multi-lock's, then a plain lock's) the worker logged them
+  -- under: a reentry of any of them confirmed in a failover's window may
+  -- be lost with the old master, and the count with it.
+  local same = {}                             -- owner .. name -> { hid }
+  for _, h in ipairs(g.hold_list) do
+    for _, n in ipairs(h.names) do
+      local k = tostring(h.owner) .. "\0" .. n
+      same[k] = same[k] or {}
+      table.insert(same[k], h.hid)
+    end
+  end
+  local function one_in_failover(hid)
     local h = g.holds[hid]
     if h and in_failover(g, h.t1) then return true end
     for _, t in ipairs(g.reentries[hid] or {}) do
       if in_failover(g, t) then return true end
+    end
+  end
+  local function spans_failover(hid)
+    local h = g.holds[hid]
+    if not h then return one_in_failover(hid) end
+    for _, n in ipairs(h.names) do
+      for _, other in ipairs(same[tostring(h.owner) .. "\0" .. n]) do
+        if one_in_failover(other) then return true end
+      end
     end
   end
   for _, c in ipairs(g.counts) do
