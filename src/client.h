@@ -40,6 +40,9 @@ typedef struct dl_acquire_args {
                                    as the last attempt saw it; -1 unknown */
 } dl_acquire_args;
 
+/* Internal: an acquire step wants to wait (below). */
+#define DL_EWAIT DL_INTERNAL(3, DL_ETIMEOUT)
+
 /* One acquire between its steps. Zero it, set args, and call
  * dl_client_acquire_step until it returns anything but DL_EWAIT. */
 typedef struct dl_acquire {

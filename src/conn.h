@@ -125,6 +125,9 @@ dl_status dl_conn_append(dl_conn *c, int argc, const char **argv,
                          const size_t *lens, char *err, size_t errlen);
 dl_status dl_conn_read(dl_conn *c, redisReply **out, char *err, size_t errlen);
 
+/* Internal: a Cluster redirect (MOVED, ASK), its text in err. */
+#define DL_EMOVED DL_INTERNAL(1, DL_EREDIS)
+
 /* Classify an error reply: a Cluster redirect (MOVED, ASK) is DL_EMOVED,
  * the transient states of a server that cannot serve yet (LOADING, BUSY,
  * MASTERDOWN) are DL_ECONN, anything else is DL_EREDIS. Writes the text

@@ -23,13 +23,15 @@ typedef enum {
     DL_ELOST,       /* "lost"       */
     DL_ECONN,       /* "connection" */
     DL_EQUORUM,     /* "quorum"     */
-    DL_EREDIS,      /* "redis"      */
-    DL_EMOVED,      /* internal: a Cluster redirect, text in err */
-    DL_EAGAIN,      /* internal, "connection" to users: a Cluster slot is
-                       mid-migration (TRYAGAIN) past the command timeout;
-                       the command did not run */
-    DL_EWAIT        /* internal: an acquire step wants to wait (client.h) */
+    DL_EREDIS       /* "redis"      */
 } dl_status;
+
+/* Internal codes travel in a dl_status too, but are none of the public
+ * ones: each is declared beside what returns it (conn.h, topology.h,
+ * client.h), with the public code a user sees should one reach them
+ * (dl_strerror). */
+#define DL_INTERNAL(n, shown_as) ((dl_status)((n) << 4 | (shown_as)))
+#define DL_SHOWN_AS(st) ((dl_status)((unsigned)(st) & 15u))
 
 #define DL_ERRLEN 256           /* size of every caller-owned err buffer */
 #define DL_ID_BYTES 16          /* 128 random bits per client id */

@@ -116,6 +116,10 @@ int dl_slot_tag(unsigned slot, char *buf, size_t n);
  * t->mu. Returns its index. */
 size_t dl_topology_route(dl_topology *t, const char *key, size_t len);
 
+/* Internal: a Cluster slot is mid-migration (TRYAGAIN) past the command
+ * timeout; the command did not run. Users see "connection". */
+#define DL_EAGAIN DL_INTERNAL(2, DL_ECONN)
+
 /* Run script id (or, with id < 0, the plain command argv) for key on
  * the node that owns it, following Cluster MOVED/ASK redirects and
  * Sentinel re-resolution (READONLY). wd selects the watchdog's

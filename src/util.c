@@ -15,7 +15,7 @@
 
 const char *dl_strerror(dl_status st)
 {
-    switch (st) {
+    switch (DL_SHOWN_AS(st)) {
     case DL_OK:       return "ok";
     case DL_ETIMEOUT: return "timeout";
     case DL_ENOTHELD: return "not held";
@@ -23,9 +23,6 @@ const char *dl_strerror(dl_status st)
     case DL_ECONN:    return "connection";
     case DL_EQUORUM:  return "quorum";
     case DL_EREDIS:   return "redis";
-    case DL_EMOVED:   return "redis";
-    case DL_EAGAIN:   return "connection";
-    case DL_EWAIT:    return "timeout";
     }
     return "redis";
 }
