@@ -63,25 +63,7 @@ describe("scripts", function()
   end
   -- A redis-cli subscribed to chan: a function that returns the messages
   -- it got so far, and one that stops it.
-  local function listen(chan)
-    local out = ("%s/%s.out"):format(helper.tmp, helper.unique_name("sub"):gsub("%W", "_"))
-    local p = assert(io.popen(("redis-cli -p %d %s subscribe '%s' >'%s' 2>&1 & echo $!")
-      :format(srv.port, helper.cli_flags[srv.port] or "", chan, out)))
-    local pid = p:read("*a"):match("%d+")
-    p:close()
-    assert.truthy(helper.wait_for(function()
-      return srv.cli("pubsub", "numsub", chan):match("(%d+)$") == "1"
-    end, 10), "no subscriber on " .. chan)
-    local function messages()
-      local lines, r = {}, {}
-      for l in (helper.read_file(out) or ""):gmatch("[^\n]+") do lines[#lines + 1] = l end
-      for i = 1, #lines - 2 do
-        if lines[i] == "message" and lines[i + 1] == chan then r[#r + 1] = lines[i + 2] end
-      end
-      return r
-    end
-    return messages, function() os.execute("kill " .. pid .. " 2>/dev/null") end
-  end
+  local function listen(chan) return helper.listen(srv, chan) end
   local S1, S2, S3 = "0123456789abcdef", "fedcba9876543210", "00000000deadbeef"
   local function count(owner) return tonumber(srv.cli("hget", key, "o" .. owner)) or 0 end
   local function expire_now()

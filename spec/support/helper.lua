@@ -288,6 +288,29 @@ function helper.proxy(srv)
            stop = function() sh("kill -9 " .. pid .. " 2>/dev/null") end }
 end
 
+--- SUBSCRIBE to chan on srv in a background redis-cli; returns, once it
+--- is subscribed, a function giving the messages it got so far, and one
+--- that stops it.
+function helper.listen(srv, chan)
+  local out = ("%s/%s.out"):format(tmp, helper.unique_name("sub"):gsub("%W", "_"))
+  local p = assert(io.popen(("redis-cli -p %d %s subscribe '%s' >'%s' 2>&1 & echo $!")
+    :format(srv.port, helper.cli_flags[srv.port] or "", chan, out)))
+  local pid = p:read("*a"):match("%d+")
+  p:close()
+  assert(helper.wait_for(function()
+    return srv.cli("pubsub", "numsub", chan):match("(%d+)$") == "1"
+  end, 10), "no subscriber on " .. chan)
+  local function messages()
+    local lines, r = {}, {}
+    for l in (helper.read_file(out) or ""):gmatch("[^\n]+") do lines[#lines + 1] = l end
+    for i = 1, #lines - 2 do
+      if lines[i] == "message" and lines[i + 1] == chan then r[#r + 1] = lines[i + 2] end
+    end
+    return r
+  end
+  return messages, function() sh("kill " .. pid .. " 2>/dev/null") end
+end
+
 --- DEBUG SLEEP `seconds` on srv (started with --enable-debug-command
 --- local) in the background; returns the sleeper's handle once the server
 --- is asleep: a ping with a short timeout goes unanswered. (A fixed nap
