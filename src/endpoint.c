@@ -22,12 +22,14 @@ static int hexval(int ch)
 }
 
 /* Percent-decode s[0..n) into a new NUL-terminated string. NULL on a bad
- * escape, an embedded NUL, or no memory. */
-static char *decode(const char *s, size_t n)
+ * escape, an embedded NUL, or (with *oom set) no memory. */
+static char *decode(const char *s, size_t n, int *oom)
 {
     char *out = malloc(n + 1), *o = out;
-    if (!out)
+    if (!out) {
+        *oom = 1;
         return NULL;
+    }
     for (size_t i = 0; i < n; i++) {
         int ch = (unsigned char)s[i];
         if (ch == '%') {
@@ -53,6 +55,7 @@ bad:
 typedef struct urlerr {
     char *buf;
     size_t len;
+    int oom;                    /* it was no memory, not the URL */
 } urlerr;
 
 static int bad(urlerr *e, const char *fmt, ...)
@@ -101,8 +104,10 @@ static const char *memfind(const char *s, const char *end, char ch)
 static int decode_part(urlerr *e, const char *what, char **out,
                        const char *s, size_t n)
 {
-    if ((*out = decode(s, n)))
+    if ((*out = decode(s, n, &e->oom)))
         return 0;
+    if (e->oom)
+        return bad(e, "out of memory");
     return bad(e, "the %s has a bad %%-escape", what);
 }
 
@@ -181,8 +186,10 @@ static int parse_tcp(urlerr *e, dl_endpoint *ep, const char *s,
             return -1;
         rest = hend;
     }
-    if (!ep->host && !(ep->host = strdup("127.0.0.1")))
+    if (!ep->host && !(ep->host = strdup("127.0.0.1"))) {
+        e->oom = 1;
         return bad(e, "out of memory");
+    }
     ep->port = 6379;
     if (rest < slash) {
         if (*rest != ':')
@@ -227,7 +234,7 @@ int dl_endpoint_parse(dl_endpoint *ep, const char *url, size_t len,
 {
     memset(ep, 0, sizeof *ep);
     const char *end = url + len;
-    urlerr e = { err, errlen };
+    urlerr e = { err, errlen, 0 };
     int rc;
     if (memchr(url, '\0', len))
         return bad(&e, "contains a NUL byte");
@@ -251,7 +258,7 @@ int dl_endpoint_parse(dl_endpoint *ep, const char *url, size_t len,
     }
     if (rc != 0)
         dl_endpoint_free(ep);
-    return rc;
+    return rc != 0 && e.oom ? DL_URL_OOM : rc;
 }
 
 void dl_endpoint_free(dl_endpoint *ep)

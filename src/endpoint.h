@@ -25,7 +25,9 @@ typedef struct dl_endpoint {
 
 /* Parse "redis://[[user][:pass]@][host][:port][/db]" (rediss:// for TLS)
  * or "unix://[[user][:pass]@]/path[?db=N]" into ep (zeroed first).
- * Returns 0, or -1 with a message in err; ep then owns nothing. */
+ * Returns 0; -1 with a message in err (a bad URL); or DL_URL_OOM (err:
+ * "out of memory"). On failure ep owns nothing. */
+#define DL_URL_OOM (-2)
 int dl_endpoint_parse(dl_endpoint *ep, const char *url, size_t len,
                       char *err, size_t errlen);
 void dl_endpoint_free(dl_endpoint *ep);

@@ -273,16 +273,15 @@ static int apply_auth(dl_endpoint *ep, const conn_args *a)
 }
 
 /* Parse the URLs of the connection into *eps (neps of them). Returns 0,
- * or -1 with err and nothing allocated. Does not raise. */
+ * -1 with err (a bad URL), or DL_URL_OOM; nothing is allocated then.
+ * Does not raise. */
 static int parse_urls(lua_State *L, const conn_args *a, dl_endpoint **eps,
                       size_t *neps, char *err, size_t errlen)
 {
     size_t n = a->list ? a->nlist : 1;
     dl_endpoint *v = calloc(n, sizeof *v);
-    if (!v) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
+    if (!v)
+        return DL_URL_OOM;
     if (a->list)
         lua_getfield(L, 1, a->list);            /* list */
     for (size_t i = 0; i < n; i++) {
@@ -293,21 +292,16 @@ static int parse_urls(lua_State *L, const conn_args *a, dl_endpoint **eps,
             url = lua_tolstring(L, -1, &len);
             lua_pop(L, 1);                      /* still in the list */
         }
-        char e[DL_ERRLEN];
-        int bad = dl_endpoint_parse(&v[i], url, len, e, sizeof e) != 0;
-        if (bad)
-            snprintf(err, errlen, "%s", e);
-        else if (a->topo != DL_TOPO_SENTINEL && apply_auth(&v[i], a) != 0) {
-            snprintf(err, errlen, "out of memory");
-            bad = 1;
-        }
+        int bad = dl_endpoint_parse(&v[i], url, len, err, errlen);
+        if (!bad && a->topo != DL_TOPO_SENTINEL && apply_auth(&v[i], a) != 0)
+            bad = DL_URL_OOM;
         if (bad) {
             for (size_t k = 0; k <= i; k++)
                 dl_endpoint_free(&v[k]);
             free(v);
             if (a->list)
                 lua_pop(L, 1);
-            return -1;
+            return bad;
         }
     }
     if (a->list)
@@ -357,7 +351,10 @@ int dlua_connect(lua_State *L)
     read_args(L, &a);
     dl_client_opts o;
     memset(&o, 0, sizeof o);
-    if (parse_urls(L, &a, &o.eps, &o.neps, err, sizeof err) != 0)
+    int bad = parse_urls(L, &a, &o.eps, &o.neps, err, sizeof err);
+    if (bad == DL_URL_OOM)
+        return dlua_fail(L, DL_ECONN, "out of memory");
+    if (bad)
         return dlua_opt_error(L, "dlock.connect", a.list ? a.list :
                               lua_istable(L, 1) ? "url" : "#1",
                               lua_pushfstring(L, "bad URL%s: %s",
