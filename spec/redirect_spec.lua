@@ -103,4 +103,26 @@ describe("a Cluster client redirected by a server", function()
     assert(l:release())
     c:close()
   end)
+  -- Two nodes that each say the other owns the slot, as they do for a
+  -- moment while a migration's SETSLOT NODE reaches one before the other:
+  -- a one-attempt acquire gives up ("too many cluster redirects"), a
+  -- waiting one naps and tries again until the map settles.
+  it("lets a waiting acquire wait out redirects that go back and forth", function()
+    local a, b = R.start({}), R.start({})
+    local map = { { 0, 8191, a.port }, { 8192, 16383, b.port } }
+    a.set({ slots = map, scripts = { acquire = R.err("MOVED 5 " .. b.addr) } })
+    b.set({ slots = map, scripts = { acquire = R.err("MOVED 5 " .. a.addr) } })
+    local c = connect(a)
+    local ok, err = c:lock("w"):acquire{ wait = 0 }
+    assert.is_nil(ok)
+    assert.matches("^connection: too many cluster redirects", err)
+    -- from the next call on, b owns the slot and grants
+    b.set({ slots = map, scripts = { acquire = { reply = R.err("MOVED 5 " .. a.addr),
+                                                 times = 3 } } })
+    local l = c:lock("w")
+    assert(l:acquire{ wait = 5 })
+    assert.is_true(b.count("EVALSHA acquire") > 3)
+    assert(l:release())
+    c:close()
+  end)
 end)

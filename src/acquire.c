@@ -87,8 +87,6 @@ static dl_status sync_replicas(dl_client *c, const dl_lockref *l,
                    (long long)c->opts.sync_timeout_ms);
 }
 
-static size_t waiters(dl_client *c, const dl_lockref *l, dl_waiter **ws);
-
 /* Subscribe the waiters ws (see waiters()) to l's channel, where the
  * release will be announced. Returns how many subscriptions are new: the
  * caller retries before it waits. */
@@ -97,7 +95,7 @@ static size_t subscribe(dl_client *c, const dl_lockref *l, dl_waiter **ws,
 {
     char err[DL_ERRLEN];
     size_t fresh = 0;
-    *nws = waiters(c, l, ws);
+    *nws = dl_exec_waiters(&c->topo, l->ident.key, l->ident.keylen, ws);
     for (size_t i = 0; i < *nws; i++)
         if (!dl_waiter_subscribed(ws[i], l->ident.chan, l->ident.chanlen) &&
             dl_waiter_subscribe(ws[i], l->ident.chan, l->ident.chanlen, err,
@@ -105,21 +103,6 @@ static size_t subscribe(dl_client *c, const dl_lockref *l, dl_waiter **ws,
                 == DL_OK)
             fresh++;
     return fresh;
-}
-
-/* The waiters that carry l's release messages: every Redlock master's, or
- * the lock's node's. Returns how many are in ws. */
-static size_t waiters(dl_client *c, const dl_lockref *l, dl_waiter **ws)
-{
-    dl_topology *t = &c->topo;
-    size_t lo = 0, hi = t->nnodes, n = 0;
-    if (t->kind != DL_TOPO_REDLOCK) {
-        lo = dl_topology_route(t, l->ident.key, l->ident.keylen);
-        hi = lo + 1;
-    }
-    for (size_t i = lo; i < hi; i++)
-        ws[n++] = &t->nodes[i]->sub;
-    return n;
 }
 
 /* With c->mu held: what the next attempt on h sends. A reentry keeps its
@@ -185,8 +168,7 @@ static int64_t heard_grant(const dl_client *c, dl_waiter **ws, size_t nws,
 {
     char prefix[64];
     long long tok = -1, t;
-    size_t heard = 0, need = c->topo.kind == DL_TOPO_REDLOCK
-                             ? (size_t)c->topo.quorum : 1;
+    size_t heard = 0, need = dl_exec_quorum(&c->topo);
     if (l->kind != DL_KIND_FAIR || !op->reg_seq)
         return -1;
     snprintf(prefix, sizeof prefix, "%llu:" DL_FAIR_SECRET_FMT ":",
@@ -216,7 +198,7 @@ static int take_grant(dl_client *c, dl_hold *h, const dl_lockref *l,
 {
     int64_t valid = op->reg_ms < DL_FAIR_GRANT_MS ? op->reg_ms
                                                   : DL_FAIR_GRANT_MS;
-    if (c->topo.kind == DL_TOPO_REDLOCK || c->opts.sync_replicas > 0 ||
+    if (dl_exec_fans_out(&c->topo) || c->opts.sync_replicas > 0 ||
         (!op->reg_watchdog && op->reg_ms > valid) ||
         (h->count > 0 && !h->lost) ||
         dl_now_us() > op->reg_t0 + valid * 1000 * 2 / 3)
@@ -242,10 +224,9 @@ static int64_t busy_bound_us(int64_t busy_ms)
  * multi-key script answered TRYAGAIN (DL_EAGAIN: it did not run), or
  * MOVED/ASK went back and forth past the redirect limit (topology.c).
  * Both end with the migration: a waiting acquire retries. */
-static int migrating(dl_status st, const char *err)
+static int migrating(dl_status st)
 {
-    return st == DL_EAGAIN ||
-           (st == DL_ECONN && strstr(err, "too many cluster redirects"));
+    return st == DL_EAGAIN || st == DL_EBOUNCE;
 }
 
 #define MIGRATION_NAP_US 50000
@@ -261,16 +242,268 @@ static dl_status wait_for(dl_acquire *op, const int *fds, size_t nfds,
     return DL_EWAIT;
 }
 
+/* ---- the step: passes of plan, send, judge --------------------------
+ * Each pass plans under c->mu what to send, sends it without the mutex
+ * (the one I/O of the pass), and judges what came back under the mutex
+ * again: either the step is over (its status in s->st), or the next pass
+ * goes on from where this one left the hold. */
+
+enum { SETTLE, ATTEMPT, SUBSCRIBE };
+
+typedef struct step {
+    int next;                   /* what the next pass sends */
+    dl_status st;               /* when the step is over */
+    dl_hold *h;                 /* l's hold, once found */
+    dl_waiter *ws[DL_MAX_NODES];    /* the waiters of l's channel */
+    size_t nws;
+    int64_t grant;              /* a fair grant heard, its token; else -1 */
+    dl_pending pend;            /* SETTLE, or an undo: the request ended */
+    int undo;                   /* ... as an ATTEMPT's undo */
+    /* ATTEMPT: what was sent, and what came of it */
+    dl_op try;
+    int64_t expect, token, ms;
+    int watchdog, queues;
+    uint64_t seq, secret;
+    dl_result a;
+    int granted;
+    int64_t now;                /* when it was judged */
+    /* SUBSCRIBE: new subscriptions, and release messages counted */
+    size_t fresh;
+    uint64_t seen;
+} step;
+
+/* With c->mu held: plan the next pass, or end the step (returns 0). */
+static int plan_pass(dl_client *c, const dl_lockref *l, dl_acquire *op, step *s,
+                char *err, size_t errlen)
+{
+    dl_acquire_args *args = &op->args;
+    if (s->next == SUBSCRIBE)
+        return 1;
+    s->h = dl_client_hold(c, l, 1, &s->st, err, errlen);
+    if (!s->h)
+        return 0;
+    if (s->h->pend != DL_PEND_NONE) {   /* the last try's: end it first */
+        s->next = SETTLE;
+        dl_client_settle_begin(s->h, &s->pend);
+        return 1;
+    }
+    if (s->grant >= 0 && take_grant(c, s->h, l, op, s->grant)) {
+        s->st = DL_OK;                  /* the message is the hold */
+        return 0;
+    }
+    s->grant = -1;                      /* else claim it: an attempt */
+    s->next = ATTEMPT;
+    s->undo = 0;
+    plan_attempt(c, s->h, op, dl_now_us(), &s->expect, &s->token,
+                 &s->watchdog, &s->ms);
+    dl_client_begin_request(c, s->h, DL_PEND_VOID, s->ms, dl_now_us() +
+                            s->ms * 1000 + c->topo.command_timeout_us,
+                            s->expect == 0);
+    dl_client_pending_copy(s->h, &s->pend); /* its cancel, if need be */
+    /* A fair lock's waiter queues on every attempt of a wait, the last
+     * one too: a cancel then takes back a grant to it. */
+    int fair = l->kind == DL_KIND_FAIR;
+    s->seq = s->h->pend_seq;
+    s->queues = args->wait_us != 0 && (fair || dl_now_us() < op->until_us);
+    s->secret = fair && s->queues ? fair_secret() : 0;
+    dl_op_acquire(&s->try, l, s->seq, s->ms, s->expect, s->token, s->queues,
+                  c->pubverb, s->secret);
+    return 1;
+}
+
+/* Without the mutex: the pass's one I/O. */
+static void send_pass(dl_client *c, const dl_lockref *l, dl_acquire *op, step *s,
+                 char *err, size_t errlen)
+{
+    size_t nlive;
+    int64_t left;
+    char e2[DL_ERRLEN];
+    switch (s->next) {
+    case SETTLE:
+        s->st = dl_client_pending_io(c, 0, &s->pend, &s->pend.done,
+                                     &s->pend.code, &left, err, errlen);
+        return;
+    case ATTEMPT:
+        /* Releases counted from here on wake this acquire. */
+        op->seen = dl_waiter_count(s->ws, s->nws, l->ident.chan,
+                                   l->ident.chanlen, &nlive);
+        s->st = dl_exec(&c->topo, &c->scripts, &s->try, &s->a, err, errlen);
+        s->granted = s->st == DL_OK && s->a.kind == DL_V_YES;
+        if (!s->granted || c->opts.sync_replicas == 0 || s->expect != 0)
+            return;
+        s->st = sync_replicas(c, l, err, errlen);
+        s->undo = s->st != DL_OK;       /* shortfall: take it back now */
+        if (s->undo)
+            (void)dl_client_pending_io(c, 0, &s->pend, &s->pend.done,
+                                       &s->pend.code, &left, e2, sizeof e2);
+        return;
+    case SUBSCRIBE:
+        s->fresh = subscribe(c, l, s->ws, &s->nws);
+        s->seen = dl_waiter_count(s->ws, s->nws, l->ident.chan,
+                                  l->ident.chanlen, &nlive);
+        return;
+    }
+}
+
+static int judge_attempt(dl_client *c, const dl_lockref *l, dl_acquire *op,
+                         step *s, char *err, size_t errlen);
+static int judge_subscribe(dl_client *c, const dl_lockref *l,
+                           dl_acquire *op, step *s);
+
+/* With c->mu held: what the pass came to. Returns 1 for another pass, 0
+ * when the step is over. */
+static int judge_pass(dl_client *c, const dl_lockref *l, dl_acquire *op, step *s,
+                 char *err, size_t errlen)
+{
+    if (s->next == ATTEMPT)
+        return judge_attempt(c, l, op, s, err, errlen);
+    if (s->next == SUBSCRIBE)
+        return judge_subscribe(c, l, op, s);
+    /* SETTLE: the last try ended, or a wait goes on: its cancel met a
+     * slot migration, and stays pending (the watchdog ends it too). */
+    s->st = dl_client_settle_end(c, s->h, &s->pend, s->st);
+    if (s->st == DL_OK)
+        return 1;
+    if (migrating(s->st) && op->args.wait_us != 0 &&
+        dl_now_us() < op->until_us)
+        s->st = wait_for(op, NULL, 0, dl_now_us() + MIGRATION_NAP_US);
+    return 0;
+}
+
+/* An attempt's outcome (op.h, dl_result). */
+static int judge_attempt(dl_client *c, const dl_lockref *l, dl_acquire *op,
+                         step *s, char *err, size_t errlen)
+{
+    dl_acquire_args *args = &op->args;
+    dl_hold *h = s->h;
+    const dl_result *a = &s->a;
+    int fair = l->kind == DL_KIND_FAIR;
+    int64_t now = s->now = dl_now_us(), t0 = a->t0;
+    int waiting = args->wait_us != 0 && now < op->until_us;
+    if (s->st == DL_EAGAIN && !s->granted) {    /* TRYAGAIN: not run */
+        if (waiting || !(fair && op->reg_seq)) {
+            dl_client_request_clear(h); /* nothing to cancel */
+            if (waiting)                /* try again */
+                s->st = wait_for(op, NULL, 0, now + MIGRATION_NAP_US);
+            return 0;
+        }
+        /* A fair wait that ends here: an earlier attempt of it queued the
+         * waiter, and the cancel (VOID) takes it out of the queue (and
+         * passes on a grant to it). */
+        dl_client_hand_over(h);
+        dl_watchdog_poke(c, 0);
+        return 0;
+    }
+    if (s->st != DL_OK) {               /* it may have run: cancel it */
+        if (s->undo)                    /* taken back at once? */
+            (void)dl_client_settle_end(c, h, &s->pend, DL_OK);
+        if (h->pend != DL_PEND_NONE) {
+            dl_client_hand_over(h);
+            dl_watchdog_poke(c, 0);
+        }
+        /* Redirects back and forth mid-migration: a wait goes on, its
+         * next try cancelling this one first. */
+        if (waiting && migrating(s->st))
+            s->st = wait_for(op, NULL, 0, now + MIGRATION_NAP_US);
+        return 0;
+    }
+    if (s->granted) {
+        dl_client_request_clear(h);
+        record_acquire(c, h, l, a->y, t0, s->ms, s->ms,
+                       dl_exec_drift_us(&c->topo, s->ms), s->watchdog,
+                       s->expect, a->x, args->ref, &args->ref_kept);
+        return 0;
+    }
+    /* Not granted. A Redlock attempt that some master may have run stays
+     * pending: the next try or the watchdog undoes it. A fair waiter's
+     * silent master at most queued it, or granted it: the next try adopts
+     * that. (Grants from a minority are given back: split holds would
+     * wait for each other.) */
+    if (!a->maybe ||
+        (fair && s->queues && a->kind == DL_V_BUSY && a->yes == 0))
+        dl_client_request_clear(h);
+    else
+        dl_client_request_back(h);
+    if (a->kind != DL_V_BUSY) {         /* a reentry found it gone */
+        dl_client_lose(c, h, LOST_GONE);
+        s->st = dl_fail(err, errlen, DL_ELOST, "%s", h->lost);
+        return 0;
+    }
+    /* Busy: a->busy_ms is the holder's remaining TTL (a queued fair
+     * waiter's: when to come back). */
+    if (fair && s->queues) {
+        op->reg_seq = s->seq;
+        op->reg_secret = s->secret;
+        op->reg_t0 = t0;
+        op->reg_ms = s->ms;
+        op->reg_watchdog = s->watchdog;
+    }
+    if (args->wait_us == 0 || now >= op->until_us) {
+        c->stats.timeouts++;
+        if (fair && s->queues)          /* leave the queue; a grant */
+            dl_client_request_owe_cancel(h);    /* to it passes on */
+        if (a->busy_ms >= 0) {          /* as of this last attempt */
+            args->busy_ms = a->busy_ms - (now - t0) / 1000;
+            if (args->busy_ms < 0)
+                args->busy_ms = 0;
+        }
+        s->st = dl_fail(err, errlen, DL_ETIMEOUT, "timeout");
+        if (h->pend != DL_PEND_NONE) {
+            dl_client_hand_over(h);
+            dl_watchdog_poke(c, 0);
+        }
+        return 0;
+    }
+    if (!op->waited) {
+        op->waited = 1;
+        c->stats.waits++;
+    }
+    if (a->split) {                     /* Redlock split vote */
+        s->st = wait_for(op, NULL, 0, now + 1000 +
+                         (int64_t)(dl_random_u32() % 10000));
+        return 0;
+    }
+    s->next = SUBSCRIBE;                /* then wait for a release */
+    return 1;
+}
+
+/* Subscribed to l's channel: retry at once when a subscription is new
+ * or a release came meanwhile; else wait for one. */
+static int judge_subscribe(dl_client *c, const dl_lockref *l,
+                           dl_acquire *op, step *s)
+{
+    int fair = l->kind == DL_KIND_FAIR;
+    s->next = ATTEMPT;
+    if (s->fresh > 0)
+        return 1;                       /* retry before waiting */
+    if (s->seen != op->seen) {          /* released meanwhile */
+        s->grant = heard_grant(c, s->ws, s->nws, l, op);
+        if (!fair || s->grant >= 0) {
+            c->stats.wakeups++;
+            return 1;
+        }
+        op->seen = s->seen;             /* another waiter's grant */
+    }
+    int fds[DL_MAX_NODES];
+    size_t nfds = dl_waiter_fds(s->ws, s->nws, l->ident.chan,
+                                l->ident.chanlen, fds);
+    int64_t bound = busy_bound_us(s->a.busy_ms);
+    if (nfds == 0 && bound > 100000)    /* no subscriber: nap */
+        bound = 100000;
+    s->st = wait_for(op, fds, nfds, s->now + bound);
+    return 0;
+}
+
 dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
                                  dl_acquire *op, char *err, size_t errlen)
 {
     dl_acquire_args *args = &op->args;
-    int unref = DL_NOREF;
-    dl_waiter *ws[DL_MAX_NODES];
-    size_t nws = waiters(c, l, ws), nlive;
+    step s;
+    size_t nlive;
     int woke = 0, fair = l->kind == DL_KIND_FAIR;
-    int64_t grant = -1;
-    dl_status st;
+    memset(&s, 0, sizeof s);
+    s.nws = dl_exec_waiters(&c->topo, l->ident.key, l->ident.keylen, s.ws);
+    s.grant = -1;
     if (!op->started) {
         int64_t now = dl_now_us();
         op->started = 1;
@@ -278,14 +511,14 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
         args->ref_kept = 0;
         args->busy_ms = -1;
     } else if (op->nfds || op->wake_us) {   /* back from a wait: why? */
-        uint64_t seen = dl_waiter_count(ws, nws, l->ident.chan,
+        uint64_t seen = dl_waiter_count(s.ws, s.nws, l->ident.chan,
                                         l->ident.chanlen, &nlive);
         int64_t now = dl_now_us();
         if (seen == op->seen && now < op->wake_us && nlive == op->nfds)
             return DL_EWAIT;                /* early: wait on */
         woke = seen != op->seen;
-        grant = heard_grant(c, ws, nws, l, op);
-        if (fair && grant < 0 && now < op->wake_us && nlive == op->nfds) {
+        s.grant = heard_grant(c, s.ws, s.nws, l, op);
+        if (fair && s.grant < 0 && now < op->wake_us && nlive == op->nfds) {
             op->seen = seen;                /* another waiter's grant */
             return DL_EWAIT;
         }
@@ -296,165 +529,21 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
     pthread_mutex_lock(&c->mu);
     if (woke)
         c->stats.wakeups++;
-    dl_hold *h;
-    for (;;) {
-        h = dl_client_ready_hold(c, l, 1, &st, err, errlen); /* last try ended */
-        if (!h) {
-            /* The last try's cancel met a slot migration: it stays
-             * pending (the watchdog ends it too); a wait goes on. */
-            if (migrating(st, err) && args->wait_us != 0 &&
-                dl_now_us() < op->until_us)
-                st = wait_for(op, NULL, 0, dl_now_us() + MIGRATION_NAP_US);
-            break;
-        }
-        if (grant >= 0 && take_grant(c, h, l, op, grant))
-            break;                          /* the message is the hold */
-        grant = -1;                         /* else claim it: an attempt */
-        int64_t expect, token, ms;
-        int watchdog;
-        plan_attempt(c, h, op, dl_now_us(), &expect, &token, &watchdog, &ms);
-        dl_client_begin_request(c, h, DL_PEND_VOID, ms, dl_now_us() +
-                                ms * 1000 + c->topo.command_timeout_us,
-                                expect == 0);
-        /* A fair lock's waiter queues on every attempt of a wait, the
-         * last one too: a cancel then takes back a grant to it. */
-        uint64_t seq = h->pend_seq;
-        int queues = args->wait_us != 0 &&
-                     (fair || dl_now_us() < op->until_us);
-        uint64_t secret = fair && queues ? fair_secret() : 0;
-        dl_op try;
-        dl_op_acquire(&try, l, seq, ms, expect, token, queues, c->pubverb,
-                      secret);
+    while (plan_pass(c, l, op, &s, err, errlen)) {
         pthread_mutex_unlock(&c->mu);
-
-        /* Releases counted from here on wake this acquire. */
-        op->seen = dl_waiter_count(ws, nws, l->ident.chan, l->ident.chanlen,
-                                   &nlive);
-        dl_result a;
-        st = dl_exec(&c->topo, &c->scripts, &try, &a, err, errlen);
-        int64_t t0 = a.t0;
-        int granted = st == DL_OK && a.kind == DL_V_YES;
-        if (granted && c->opts.sync_replicas > 0 && expect == 0)
-            st = sync_replicas(c, l, err, errlen);  /* shortfall: undone */
-
+        send_pass(c, l, op, &s, err, errlen);
         pthread_mutex_lock(&c->mu);
-        int64_t now = dl_now_us();
-        int waiting = args->wait_us != 0 && now < op->until_us;
-        if (st == DL_EAGAIN && !granted) {  /* TRYAGAIN: it did not run */
-            if (waiting || !(fair && op->reg_seq)) {
-                dl_client_request_clear(h); /* nothing to cancel */
-                if (waiting)                /* try again */
-                    st = wait_for(op, NULL, 0, now + MIGRATION_NAP_US);
-                break;
-            }
-            /* A fair wait that ends here: an earlier attempt of it queued
-             * the waiter, and the cancel (VOID) takes it out of the queue
-             * (and passes on a grant to it). */
-            dl_client_hand_over(h);
-            dl_watchdog_poke(c, 0);
+        if (!judge_pass(c, l, op, &s, err, errlen))
             break;
-        }
-        if (st != DL_OK) {                  /* it may have run: cancel it */
-            char e2[DL_ERRLEN];
-            if (granted)                    /* take it back now */
-                (void)dl_client_settle(c, h, e2, sizeof e2);
-            if (h->pend != DL_PEND_NONE) {
-                dl_client_hand_over(h);
-                dl_watchdog_poke(c, 0);
-            }
-            /* Redirects back and forth mid-migration: a wait goes on, its
-             * next try cancelling this one first. */
-            if (waiting && migrating(st, err))
-                st = wait_for(op, NULL, 0, now + MIGRATION_NAP_US);
-            break;
-        }
-        if (granted) {
-            dl_client_request_clear(h);
-            record_acquire(c, h, l, a.y, t0, ms, ms,
-                           dl_exec_drift_us(&c->topo, ms), watchdog, expect,
-                           a.x, args->ref, &args->ref_kept);
-            break;
-        }
-        /* Not granted. A Redlock attempt that some master may have run
-         * stays pending: the next try or the watchdog undoes it. A fair
-         * waiter's silent master at most queued it, or granted it: the
-         * next try adopts that. (Grants from a minority are given back:
-         * split holds would wait for each other.) */
-        if (!a.maybe || (fair && queues && a.kind == DL_V_BUSY && a.yes == 0))
-            dl_client_request_clear(h);
-        else
-            dl_client_request_back(h);
-        if (a.kind != DL_V_BUSY) {          /* a reentry found it gone */
-            dl_client_lose(c, h, LOST_GONE);
-            st = dl_fail(err, errlen, DL_ELOST, "%s", h->lost);
-            break;
-        }
-        /* Busy: a.busy_ms is the holder's remaining TTL (a queued fair
-         * waiter's: when to come back). */
-        if (fair && queues) {
-            op->reg_seq = seq;
-            op->reg_secret = secret;
-            op->reg_t0 = t0;
-            op->reg_ms = ms;
-            op->reg_watchdog = watchdog;
-        }
-        if (args->wait_us == 0 || now >= op->until_us) {
-            c->stats.timeouts++;
-            if (fair && queues)             /* leave the queue; a grant */
-                dl_client_request_owe_cancel(h);  /* to it passes on */
-            if (a.busy_ms >= 0) {           /* as of this last attempt */
-                args->busy_ms = a.busy_ms - (now - t0) / 1000;
-                if (args->busy_ms < 0)
-                    args->busy_ms = 0;
-            }
-            st = dl_fail(err, errlen, DL_ETIMEOUT, "timeout");
-            if (h->pend != DL_PEND_NONE) {
-                dl_client_hand_over(h);
-                dl_watchdog_poke(c, 0);
-            }
-            break;
-        }
-        if (!op->waited) {
-            op->waited = 1;
-            c->stats.waits++;
-        }
-        if (a.split) {                      /* Redlock split vote */
-            st = wait_for(op, NULL, 0, now + 1000 +
-                          (int64_t)(dl_random_u32() % 10000));
-            break;
-        }
-        pthread_mutex_unlock(&c->mu);
-        if (subscribe(c, l, ws, &nws) > 0) {
-            pthread_mutex_lock(&c->mu);
-            continue;               /* subscribed: retry before waiting */
-        }
-        uint64_t seen = dl_waiter_count(ws, nws, l->ident.chan,
-                                        l->ident.chanlen, &nlive);
-        pthread_mutex_lock(&c->mu);
-        if (seen != op->seen) {             /* released meanwhile */
-            grant = heard_grant(c, ws, nws, l, op);
-            if (!fair || grant >= 0) {
-                c->stats.wakeups++;
-                continue;
-            }
-            op->seen = seen;                /* another waiter's grant */
-        }
-        int fds[DL_MAX_NODES];
-        size_t nfds = dl_waiter_fds(ws, nws, l->ident.chan, l->ident.chanlen,
-                                    fds);
-        int64_t bound = busy_bound_us(a.busy_ms);
-        if (nfds == 0 && bound > 100000)    /* no subscriber: nap */
-            bound = 100000;
-        st = wait_for(op, fds, nfds, now + bound);
-        break;
     }
-    if (h) {
-        dl_client_tidy(c, h, &unref);
+    if (s.h) {
+        int unref = DL_NOREF;
+        dl_client_tidy(c, s.h, &unref);
         if (unref != DL_NOREF)
             dl_registry_push_event(&c->reg, unref, NULL);
     }
     pthread_mutex_unlock(&c->mu);
-    return st;
+    return s.st;
 }
 
 dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,

@@ -27,32 +27,6 @@
 #include <unistd.h>
 
 
-/* Learn the script SHAs on every reachable node (Redlock needs a quorum;
- * Cluster also learns its slot map here). */
-static dl_status load_scripts(dl_client *c, char *err, size_t errlen)
-{
-    dl_topology *t = &c->topo;
-    size_t ok = 0, need = t->kind == DL_TOPO_REDLOCK ? (size_t)t->quorum : 1;
-    size_t seeds = t->nnodes;
-    dl_status st = DL_ECONN;
-    for (size_t i = 0; i < seeds; i++) {
-        if (t->kind == DL_TOPO_CLUSTER &&
-            (st = dl_topology_refresh(t, i, 0, err, errlen)) != DL_OK)
-            continue;
-        st = dl_scripts_load(&t->nodes[i]->cmd, &c->scripts, err, errlen);
-        if (st == DL_OK)
-            ok++;
-        if (st == DL_OK && t->kind != DL_TOPO_REDLOCK)
-            break;
-    }
-    if (ok >= need)
-        return DL_OK;
-    if (t->kind == DL_TOPO_REDLOCK)
-        return dl_fail(err, errlen, DL_EQUORUM, "quorum: only %zu of %zu "
-                       "servers reachable", ok, t->nnodes);
-    return st;
-}
-
 /* An eviction policy that can pick lock keys ends holds early and can
  * reset fencing counters: remember it for stats (CONFIG may be denied:
  * then nothing is known). */
@@ -194,7 +168,6 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
     c->opener = pthread_self();
     pthread_mutex_init(&c->mu, NULL);
     dl_log_init(&c->log, c->opts.log);
-    c->pubverb = c->opts.topo == DL_TOPO_CLUSTER ? "spublish" : "publish";
     /* A renewal must come back well within the lease it protects. */
     int64_t third = c->opts.lease_ms * 1000 / 3;
     int64_t cmd = c->opts.command_timeout_us;
@@ -217,19 +190,19 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
         dl_log_say(&c->log, DL_LOG_WARN, "tls.verify = false: the servers' "
                    "certificates are not checked, so anyone on the path "
                    "can pose as a server (for tests only)");
-    st = dl_topology_init(&c->topo, c->opts.topo, &c->mu,
-                                    c->opts.eps, c->opts.neps,
-                                    c->opts.master, &c->opts.tmpl,
-                                    c->opts.connect_timeout_us, cmd,
-                                    cmd > 0 && cmd < third ? cmd : third,
-                                    &c->log, err, errlen);
+    st = dl_topology_init(&c->topo, c->opts.topo, &c->mu, c->opts.eps,
+                          c->opts.neps, c->opts.master, &c->opts.tmpl,
+                          c->opts.connect_timeout_us, cmd,
+                          cmd > 0 && cmd < third ? cmd : third, &c->log,
+                          err, errlen);
+    c->pubverb = dl_exec_publish_verb(&c->topo);
     c->opts.eps = NULL;
     c->opts.neps = 0;
     c->opts.master = NULL;
     if (st == DL_OK && dl_registry_init(&c->reg) != 0)
         st = dl_oom(err, errlen);
     if (st == DL_OK)
-        st = load_scripts(c, err, errlen);
+        st = dl_exec_load_scripts(&c->topo, &c->scripts, err, errlen);
     if (st == DL_OK)
         check_eviction(c);
     if (st == DL_OK)

@@ -33,6 +33,64 @@ int64_t dl_exec_drift_us(const dl_topology *t, int64_t ms)
     return t->kind == DL_TOPO_REDLOCK ? ms * 10 + 2000 : 0;
 }
 
+/* ---- what the topology means to the lock operations ------------------ */
+
+dl_status dl_exec_load_scripts(dl_topology *t, dl_scripts *s, char *err,
+                               size_t errlen)
+{
+    size_t ok = 0, need = dl_exec_quorum(t);
+    dl_status st = DL_ECONN;
+    for (size_t i = 0; i < t->nnodes; i++) {
+        if (t->kind == DL_TOPO_CLUSTER &&
+            (st = dl_topology_refresh(t, i, 0, err, errlen)) != DL_OK)
+            continue;
+        st = dl_scripts_load(&t->nodes[i]->cmd, s, err, errlen);
+        if (st == DL_OK)
+            ok++;
+        if (st == DL_OK && !dl_exec_fans_out(t))
+            break;
+    }
+    if (ok >= need)
+        return DL_OK;
+    if (dl_exec_fans_out(t))
+        return dl_fail(err, errlen, DL_EQUORUM, "quorum: only %zu of %zu "
+                       "servers reachable", ok, t->nnodes);
+    return st;
+}
+
+size_t dl_exec_quorum(const dl_topology *t)
+{
+    return t->kind == DL_TOPO_REDLOCK ? (size_t)t->quorum : 1;
+}
+
+int dl_exec_fans_out(const dl_topology *t)
+{
+    return t->kind == DL_TOPO_REDLOCK;
+}
+
+size_t dl_exec_waiters(dl_topology *t, const char *key, size_t len,
+                       dl_waiter **ws)
+{
+    size_t lo = 0, hi = t->nnodes, n = 0;
+    if (!dl_exec_fans_out(t)) {
+        lo = dl_topology_route(t, key, len);
+        hi = lo + 1;
+    }
+    for (size_t i = lo; i < hi; i++)
+        ws[n++] = &t->nodes[i]->sub;
+    return n;
+}
+
+const char *dl_exec_publish_verb(const dl_topology *t)
+{
+    return t->kind == DL_TOPO_CLUSTER ? "spublish" : "publish";
+}
+
+const char *dl_exec_numsub_verb(const dl_topology *t)
+{
+    return t->kind == DL_TOPO_CLUSTER ? "shardnumsub" : "numsub";
+}
+
 void dl_tally_add(dl_tally *tl, const dl_vote *v)
 {
     switch (v->kind) {

@@ -85,5 +85,32 @@ void dl_batch_free(dl_batch *b);
  * 2 ms, as the Redis documentation suggests. */
 int64_t dl_exec_drift_us(const dl_topology *t, int64_t ms);
 
+/* What the topology means to the lock operations, asked here so that
+ * they never look at it themselves. */
+
+/* Learn the script SHAs on every reachable node: one server's, or a
+ * quorum of Redlock masters' (Cluster also learns its slot map). */
+dl_status dl_exec_load_scripts(dl_topology *t, dl_scripts *s, char *err,
+                               size_t errlen);
+
+/* How many servers' answers make an outcome: a quorum of the Redlock
+ * masters, else 1. */
+size_t dl_exec_quorum(const dl_topology *t);
+
+/* Whether every operation goes to several servers (Redlock): then one
+ * server's answer (a grant message, a count) is no outcome. */
+int dl_exec_fans_out(const dl_topology *t);
+
+/* The subscriber connections that carry the messages of the lock whose
+ * key is key: every Redlock master's, or the key's node's. Returns how
+ * many are in ws (room for DL_MAX_NODES). */
+size_t dl_exec_waiters(dl_topology *t, const char *key, size_t len,
+                       dl_waiter **ws);
+
+/* The verbs that publish to a lock's channel and count its subscribers:
+ * Cluster's sharded ones there, else the plain ones. */
+const char *dl_exec_publish_verb(const dl_topology *t);
+const char *dl_exec_numsub_verb(const dl_topology *t);
+
 #pragma GCC visibility pop
 #endif

@@ -215,8 +215,7 @@ dl_status dl_client_inspect(dl_client *c, const char *name, size_t len,
     redisReply *rs[DL_MAX_NODES] = { 0 }, *ls[DL_MAX_NODES] = { 0 };
     dl_op op;
     dl_result res;
-    dl_op_inspect(&op, &l, c->opts.topo == DL_TOPO_CLUSTER ? "shardnumsub"
-                                                          : "numsub", rs);
+    dl_op_inspect(&op, &l, dl_exec_numsub_verb(&c->topo), rs);
     dl_status st = dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);
     size_t best = DL_MAX_NODES;         /* held: the reply with the highest
                                            token (Redlock), else the one */

@@ -88,38 +88,27 @@ void dl_client_pending_end(dl_client *c, int wd, const dl_hold *h)
 
 /* ---- the Lua thread's side ------------------------------------------ */
 
-dl_status dl_client_settle(dl_client *c, dl_hold *h, char *err,
-                           size_t errlen)
+void dl_client_settle_begin(dl_hold *h, dl_pending *p)
 {
-    dl_pending p;
-    int done;
-    int64_t code, left;
-    dl_client_pending_copy(h, &p);
+    dl_client_pending_copy(h, p);
     h->pend_lua = 1;                    /* on the wire from this thread */
-    pthread_mutex_unlock(&c->mu);
-    dl_status st = dl_client_pending_io(c, 0, &p, &done, &code, &left, err,
-                                        errlen);
-    pthread_mutex_lock(&c->mu);
-    h->pend_lua = 0;
-    if (done)
-        dl_client_pending_done(c, h, p.seq, code);
-    h->finished = 0;            /* this thread decides what becomes of h */
-    return done ? DL_OK : st;
 }
 
-dl_hold *dl_client_ready_hold(dl_client *c, const dl_lockref *l, int create,
-                              dl_status *st, char *err, size_t errlen)
+dl_status dl_client_settle_end(dl_client *c, dl_hold *h, const dl_pending *p,
+                               dl_status st)
+{
+    h->pend_lua = 0;
+    if (p->done)
+        dl_client_pending_done(c, h, p->seq, p->code);
+    h->finished = 0;            /* this thread decides what becomes of h */
+    return p->done ? DL_OK : st;
+}
+
+dl_hold *dl_client_hold(dl_client *c, const dl_lockref *l, int create,
+                        dl_status *st, char *err, size_t errlen)
 {
     dl_hold *h = dl_registry_find(&c->reg, &l->ident);
     *st = DL_OK;
-    if (h && h->pend != DL_PEND_NONE &&
-        (*st = dl_client_settle(c, h, err, errlen)) != DL_OK) {
-        int unref = DL_NOREF;
-        dl_client_tidy(c, h, &unref);
-        if (unref != DL_NOREF)
-            dl_registry_push_event(&c->reg, unref, NULL);
-        return NULL;
-    }
     if (h || !create)
         return h;
     h = dl_registry_add(&c->reg, &l->ident);

@@ -46,17 +46,24 @@ void dl_client_pending_done(dl_client *c, dl_hold *h, uint64_t seq,
  * caller owns h (no other thread may touch it). */
 void dl_client_pending_end(dl_client *c, int wd, const dl_hold *h);
 
-/* The Lua thread's side, with c->mu held. */
+/* The Lua thread's side. */
 
-/* l's hold, ready for a new request (its pending one ended), created if
- * absent and create. NULL with *st and err when it cannot be. */
-dl_hold *dl_client_ready_hold(dl_client *c, const dl_lockref *l, int create,
-                              dl_status *st, char *err, size_t errlen);
+/* With c->mu held: l's hold, created if absent and create. NULL when
+ * absent, or (with *st and err) when it cannot be created. */
+dl_hold *dl_client_hold(dl_client *c, const dl_lockref *l, int create,
+                        dl_status *st, char *err, size_t errlen);
 
-/* End h's pending request before a new one is sent for it. Returns with
- * c->mu held; DL_OK once it ended. */
-dl_status dl_client_settle(dl_client *c, dl_hold *h, char *err,
-                           size_t errlen);
+/* The Lua thread ends h's pending request (h->pend) before it sends a new
+ * one for h, in two halves around the I/O, as the watchdog does, so that
+ * no call releases a mutex its caller holds:
+ *   dl_client_settle_begin, with c->mu: copy it into p (on the wire from
+ *     this thread now: the watchdog leaves it alone);
+ *   dl_client_pending_io(c, 0, p, &p->done, &p->code, ...), without;
+ *   dl_client_settle_end, with c->mu: record what came of it. Returns
+ *     DL_OK once it ended, else st (the I/O's status). */
+void dl_client_settle_begin(dl_hold *h, dl_pending *p);
+dl_status dl_client_settle_end(dl_client *c, dl_hold *h, const dl_pending *p,
+                               dl_status st);
 
 /* The transitions of h's pending request (its fields pend* are written
  * by pending.c alone), with c->mu held. */

@@ -15,12 +15,23 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
                             int64_t *remaining, int *unref,
                             char *err, size_t errlen)
 {
-    dl_status st;
+    dl_status st = DL_OK;
+    dl_pending p;
+    int done;
+    int64_t code, left;
     *unref = DL_NOREF;
     *remaining = 0;
     pthread_mutex_lock(&c->mu);
-    dl_hold *h = dl_client_ready_hold(c, l, 0, &st, err, errlen);
-    if (!h || h->count <= 0) {
+    dl_hold *h = dl_registry_find(&c->reg, &l->ident);
+    if (h && h->pend != DL_PEND_NONE) {     /* end the last request first */
+        dl_client_settle_begin(h, &p);
+        pthread_mutex_unlock(&c->mu);
+        st = dl_client_pending_io(c, 0, &p, &p.done, &p.code, &left, err,
+                                  errlen);
+        pthread_mutex_lock(&c->mu);
+        st = dl_client_settle_end(c, h, &p, st);
+    }
+    if (!h || h->count <= 0 || st != DL_OK) {
         if (h)
             dl_client_tidy(c, h, unref);
         pthread_mutex_unlock(&c->mu);
@@ -40,12 +51,9 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
                             h->deadline_us, 0);
     h->count--;
     h->gen++;
-    dl_pending p;
     dl_client_pending_copy(h, &p);
     pthread_mutex_unlock(&c->mu);
 
-    int done;
-    int64_t code, left;
     st = dl_client_pending_io(c, 0, &p, &done, &code, &left, err, errlen);
 
     pthread_mutex_lock(&c->mu);
@@ -54,7 +62,7 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
         dl_client_pending_done(c, h, p.seq, code);
         h->finished = 0;
         if (code == 1)
-            *remaining = c->topo.kind == DL_TOPO_REDLOCK ? h->count : left;
+            *remaining = dl_exec_fans_out(&c->topo) ? h->count : left;
         else
             st = dl_fail(err, errlen, DL_ELOST, "%s", h->lost ? h->lost
                                                               : LOST_GONE);

@@ -404,6 +404,12 @@ static int probe_open(dl_topology *t)
     return 0;
 }
 
+void dl_topology_wd_follow(dl_topology *t)
+{
+    if (__atomic_exchange_n(&t->wd_retarget, 0, __ATOMIC_ACQ_REL))
+        dl_conn_retarget(&t->nodes[0]->wd);
+}
+
 int dl_topology_probe_send(dl_topology *t)
 {
     char err[DL_ERRLEN];
@@ -830,7 +836,7 @@ dl_status dl_topology_run(dl_topology *t, const dl_scripts *s, int wd,
         }
         idx = to;
     }
-    return dl_fail(err, errlen, DL_ECONN, "too many cluster redirects");
+    return dl_fail(err, errlen, DL_EBOUNCE, "too many cluster redirects");
 }
 
 /* ---- Redlock fan-out ----------------------------------------------------- */

@@ -105,6 +105,11 @@ enum { DL_PROBE_SAME, DL_PROBE_MOVED, DL_PROBE_UNKNOWN };
 int dl_topology_probe_send(dl_topology *t);
 int dl_topology_probe_check(dl_topology *t, int sent, int64_t until_us);
 
+/* Sentinel, watchdog thread, before each pass: when a probe or the Lua
+ * thread learnt of a new master, the watchdog's connection to node 0
+ * goes to it before its next use. Elsewhere a no-op. */
+void dl_topology_wd_follow(dl_topology *t);
+
 /* CRC16 hash slot of key, honouring a {hash tag}. */
 unsigned dl_key_slot(const char *key, size_t len);
 
@@ -120,11 +125,17 @@ size_t dl_topology_route(dl_topology *t, const char *key, size_t len);
  * timeout; the command did not run. Users see "connection". */
 #define DL_EAGAIN DL_INTERNAL(2, DL_ECONN)
 
+/* Internal: MOVED/ASK went back and forth past the redirect limit, as
+ * they may while a slot migrates; the command did not run where it was
+ * sent last. Users see "connection". */
+#define DL_EBOUNCE DL_INTERNAL(4, DL_ECONN)
+
 /* Run script id (or, with id < 0, the plain command argv) for key on
  * the node that owns it, following Cluster MOVED/ASK redirects and
  * Sentinel re-resolution (READONLY). wd selects the watchdog's
  * connections. Errors as dl_script_eval; DL_EAGAIN for a multi-key
- * script whose slot is mid-migration (TRYAGAIN: it did not run). */
+ * script whose slot is mid-migration (TRYAGAIN: it did not run), and
+ * DL_EBOUNCE after too many redirects. */
 dl_status dl_topology_run(dl_topology *t, const dl_scripts *s, int wd,
                           const char *key, size_t keylen, int id, int nkeys,
                           int argc, const char **argv, size_t *lens,

@@ -310,8 +310,7 @@ static void *run(void *arg)
         }
         w->next_wake_us = 0;                /* busy: no pokes needed */
         pthread_mutex_unlock(&c->mu);
-        if (__atomic_exchange_n(&c->topo.wd_retarget, 0, __ATOMIC_ACQ_REL))
-            dl_conn_retarget(&c->topo.nodes[0]->wd);   /* Sentinel news */
+        dl_topology_wd_follow(&c->topo);    /* Sentinel news */
         int64_t sent = dl_now_us();
         /* Sentinel: which server is the master, asked beside the renewals
          * (nbatch is this thread's own). */
