@@ -28,11 +28,13 @@ endif
 SRC = src/util.c src/log.c src/tls.c src/endpoint.c src/conn.c src/script.c src/lockid.c src/registry.c src/wait.c \
       src/topology.c src/op.c src/exec.c src/batch.c src/state.c src/watchdog.c \
       src/pending.c src/client.c src/inspect.c src/acquire.c src/release.c \
-      src/lua_aux.c src/lua_dlock.c src/lua_client.c src/lua_connect.c src/lua_lock.c \
-      src/lua_process.c
+      src/lua_aux.c src/lua_dlock.c src/lua_client.c src/lua_connect.c src/lua_lock.c
+# dlock.process: the `dlock` command's process plumbing, a module of its own
+PROC_SRC = src/lua_process.c src/util.c
 HDR = $(wildcard src/*.h) src/scripts.h
 BUILD ?= build
 SO  = $(BUILD)/dlock/core.so
+PROC_SO = $(BUILD)/dlock/process.so
 
 # Tests and examples load the module from the tree.
 export LUA_PATH  := $(CURDIR)/lua/?.lua;$(CURDIR)/spec/support/?.lua;;
@@ -42,7 +44,7 @@ export DLOCK_BUILD := $(BUILD)
 
 .PHONY: all deps test binding-specs demo bench soak torture asan tsan valgrind lint install dist clean help
 
-all: $(SO) $(BUILD)/host
+all: $(SO) $(PROC_SO) $(BUILD)/host
 
 # A plain build needs only the build dependencies and installs nothing; the
 # targets that run tests or examples run `deps` (tools/deps.sh) first.
@@ -56,6 +58,9 @@ $(SO): $(SRC) $(HDR)
 	    exit 1; } >&2
 	@mkdir -p $(BUILD)/dlock
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -shared -o $@ $(SRC) $(PKG_LIBS) $(LDFLAGS)
+
+$(PROC_SO): $(PROC_SRC) src/dlock.h src/compat.h | $(SO)
+	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -shared -o $@ $(PROC_SRC) -lpthread $(LDFLAGS)
 
 # src/scripts.h: the Redis scripts (src/scripts/*.lua, one per script) as C,
 # written by tools/gen-scripts.lua when a script is newer. It is committed:
@@ -82,7 +87,7 @@ deps:                      ## install missing Debian packages (as root)
 
 # Under make -j too, deps finishes before the build when a goal needs it.
 ifneq ($(filter test demo asan valgrind bench tsan soak torture,$(MAKECMDGOALS)),)
-$(SO) $(BUILD)/forktest.so: | deps
+$(SO) $(PROC_SO) $(BUILD)/forktest.so: | deps
 endif
 
 SPECS ?= spec
@@ -170,6 +175,7 @@ lint:                      ## cppcheck, the rule that only the binding sees lua.
 install: all
 	install -d $(DESTDIR)$(LIBDIR)/dlock $(DESTDIR)$(SHAREDIR) $(DESTDIR)$(BINDIR)
 	install -m 0755 $(SO) $(DESTDIR)$(LIBDIR)/dlock/core.so
+	install -m 0755 $(PROC_SO) $(DESTDIR)$(LIBDIR)/dlock/process.so
 	install -d $(DESTDIR)$(SHAREDIR)/dlock
 	install -m 0644 lua/dlock.lua $(DESTDIR)$(SHAREDIR)/dlock.lua
 	install -m 0644 lua/dlock/sched.lua lua/dlock/multi.lua lua/dlock/semaphore.lua \

@@ -150,4 +150,39 @@ describe("the C core's layout", function()
       end
     end
   end)
+
+  it("asks the executor what the topology means: the lock operations never test its kind", function()
+    -- (connect's options may: they choose it)
+    local allowed = { ["exec.c"] = true, ["batch.c"] = true, ["topology.c"] = true,
+                      ["lua_connect.c"] = true }
+    for _, name in ipairs(sources()) do
+      if name:match("%.c$") and not allowed[name] then
+        local s = read(DIR .. "/src/" .. name)
+        assert.is_nil(s:match("DL_TOPO_%u+"), name .. " tests the topology's kind")
+        assert.is_nil(s:match("wd_retarget"), name .. " reaches into the topology")
+      end
+    end
+  end)
+
+  it("lets no callee release a mutex its caller holds: pending.c never unlocks", function()
+    local s = read(DIR .. "/src/pending.c"):gsub("/%*.-%*/", " ")
+    assert.is_nil(s:match("pthread_mutex_unlock"))
+    assert.is_nil(s:match("pthread_mutex_lock"))
+  end)
+
+  it("keeps the command's process plumbing out of dlock.core", function()
+    local core = require "dlock.core"
+    assert.is_nil(core.process)
+    local process = require "dlock.process"
+    assert.is_function(process.spawn)
+    assert.is_number(process.signals().TERM)
+    -- its own object, from lua_process.c and util.c alone
+    local incs = {}
+    for inc in read(DIR .. "/src/lua_process.c"):gmatch('#include "([%w_.]+)"') do
+      incs[#incs + 1] = inc
+    end
+    table.sort(incs)
+    assert.are.same({ "compat.h", "dlock.h" }, incs)
+    assert.matches("PROC_SRC = src/lua_process.c src/util.c", read(DIR .. "/Makefile"), 1, true)
+  end)
 end)

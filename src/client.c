@@ -50,6 +50,11 @@ int dl_client_evictable(const dl_client *c)
     return c->evictable;
 }
 
+int dl_client_fans_out(const dl_client *c)
+{
+    return dl_exec_fans_out(&c->topo);
+}
+
 /* ---- release at process exit ---------------------------------------
  * A program that ends with exit() (os.exit without closing its state)
  * skips every __gc, and its locks would stay until their leases ran out.

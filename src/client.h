@@ -142,5 +142,9 @@ char *dl_client_name(const char *id, const char *label, size_t len);
  * allkeys-* policy (volatile-* ones may too: every lock key has a TTL). */
 int dl_client_evictable(const dl_client *c);
 
+/* Whether each lock is kept on several servers at once (Redlock), each
+ * counting on its own. */
+int dl_client_fans_out(const dl_client *c);
+
 #pragma GCC visibility pop
 #endif

@@ -44,6 +44,13 @@ const char *dl_strerror(dl_status st);
 /* Microseconds on CLOCK_MONOTONIC. Shared by all processes of one host. */
 int64_t dl_now_us(void);
 
+/* Block until one of fds is readable or until_us (monotonic) passes. */
+void dl_wait_fds(const int *fds, size_t n, int64_t until_us);
+
+/* A poll() timeout for us microseconds: rounded up, never negative,
+ * at most an hour (callers loop until their deadline). */
+int dl_poll_ms(int64_t us);
+
 /* Fill out[0..2*nbytes] with lowercase hex of nbytes random bytes from the
  * kernel, NUL-terminated. Returns 0, or -1 if no randomness was available. */
 int dl_random_hex(char *out, size_t nbytes);

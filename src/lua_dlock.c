@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT
  * lua_dlock.c: the module's entry point, luaopen_dlock_core: it opens each
  * class, which registers its own methods (the Client in lua_client.c,
- * connect's options in lua_connect.c, the Lock in lua_lock.c, the `dlock`
- * command's process plumbing in lua_process.c), and adds the module
- * functions that tests, examples and benchmarks use. What every file of
- * the binding shares is in lua_aux.c.
+ * connect's options in lua_connect.c, the Lock in lua_lock.c), and adds
+ * the module functions that tests, examples and benchmarks use. What every
+ * file of the binding shares is in lua_aux.c. (The `dlock` command's
+ * process plumbing is dlock.process, lua_process.c.)
  */
 #define _GNU_SOURCE
 #include "lua_dlock.h"
@@ -143,7 +143,5 @@ int luaopen_dlock_core(lua_State *L)
     lua_setfield(L, -2, "_VERSION");
     lua_pushboolean(L, dl_tls_built());         /* rediss:// works */
     lua_setfield(L, -2, "tls_built");
-    dlua_process_open(L);                       /* for bin/dlock only */
-    lua_setfield(L, -2, "process");
     return 1;
 }

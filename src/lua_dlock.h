@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT
  * lua_dlock.h: what the classes of the Lua binding export, to each other
  * and to the module's entry point (lua_dlock.c): the Client (lua_client.c),
- * connect (lua_connect.c), the Lock (lua_lock.c) and the command's process
- * plumbing (lua_process.c). Calls go one way: the entry point opens the
- * classes, the Lock calls the Client, every file calls lua_aux.c. */
+ * connect (lua_connect.c) and the Lock (lua_lock.c). Calls go one way: the
+ * entry point opens the classes, the Lock calls the Client, every file
+ * calls lua_aux.c. (The command's process plumbing, lua_process.c, is a
+ * module of its own: dlock.process.) */
 #ifndef DLOCK_LUA_H
 #define DLOCK_LUA_H
 
@@ -46,10 +47,6 @@ void dlua_client_open(lua_State *L);
  * (client:lock, :rwlock, :fair_lock, :_permit) in the Client methods
  * table at client_methods; leaves the Lock methods table on the stack. */
 void dlua_lock_open(lua_State *L, int client_methods);
-
-/* lua_process.c: pushes dlock.core.process, the `dlock` command's
- * process plumbing (signal handlers: for the command only). */
-void dlua_process_open(lua_State *L);
 
 #pragma GCC visibility pop
 #endif

@@ -175,7 +175,7 @@ static int client_permit_new(lua_State *L)
 {
     lua_settop(L, 4);
     lua_client *lc = dlua_client(L, 1, "semaphore");
-    if (lc->c->topo.kind == DL_TOPO_REDLOCK)
+    if (dl_client_fans_out(lc->c))
         dlua_error(L, "calling 'semaphore' on a Redlock client (servers = "
                    "...): each master would count permits on its own, and "
                    "quorums that overlap could let more holders in than "

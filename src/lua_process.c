@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
- * lua_process.c: dlock.core.process, the process plumbing of the `dlock`
- * command (bin/dlock): start the command, hear signals and the command's
- * end through one pipe, pass signals on, reap it.
+ * lua_process.c: dlock.process, a module of its own (process.so): the
+ * process plumbing of the `dlock` command (bin/dlock): start the command,
+ * hear signals and the command's end through one pipe, pass signals on,
+ * reap it. It shares only util.c with dlock.core.
  *
  * Only the command calls these. They change process-wide state (signal
  * handlers, the terminal's foreground group), which a library must not do
@@ -12,8 +13,8 @@
  * which dlock needs.
  */
 #define _GNU_SOURCE
-#include "lua_dlock.h"
-#include "wait.h"
+#include "compat.h"
+#include "dlock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -292,7 +293,10 @@ static int process_signals(lua_State *L)
     return 1;
 }
 
-void dlua_process_open(lua_State *L)
+int luaopen_dlock_process(lua_State *L);
+
+__attribute__((visibility("default")))
+int luaopen_dlock_process(lua_State *L)
 {
     static const luaL_Reg funcs[] = {
         { "trap", process_trap },
@@ -306,5 +310,5 @@ void dlua_process_open(lua_State *L)
         { "terminal", process_terminal },
         { NULL, NULL }
     };
-    luaL_newlib(L, funcs);
+    luaL_newlib(L, funcs);    return 1;
 }

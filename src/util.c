@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT
- * util.c: error text, the monotonic clock and random ids.
+ * util.c: error text, the monotonic clock, waiting on fds, random ids.
  */
 #define _GNU_SOURCE
 #include "dlock.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,32 @@ int64_t dl_now_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int dl_poll_ms(int64_t us)
+{
+    /* poll() takes an int of ms: a lease of 25 days would wrap negative
+     * (wait forever). Longer waits poll again. */
+    if (us <= 0)
+        return 0;
+    return us >= INT64_C(3600000000) ? 3600000 : (int)((us + 999) / 1000);
+}
+
+void dl_wait_fds(const int *fds, size_t n, int64_t until_us)
+{
+    struct pollfd p[64];
+    if (n > 64)
+        n = 64;
+    for (size_t i = 0; i < n; i++) {
+        p[i].fd = fds[i];
+        p[i].events = POLLIN;
+        p[i].revents = 0;
+    }
+    for (int64_t left; (left = until_us - dl_now_us()) > 0;) {
+        int k = poll(p, (nfds_t)n, dl_poll_ms(left));
+        if (k != 0 && !(k < 0 && errno == EINTR))
+            return;             /* readable, or an error the next read sees */
+    }
 }
 
 static int fill_random(unsigned char *buf, size_t n)

@@ -9,7 +9,8 @@
  * for any cached channel are counted as they are read, by whichever
  * acquire reads them, so one that arrives between a failed try and the
  * wait still wakes the waiter, and every coroutine waiting on one channel
- * sees it. Besides the SUBSCRIBE round trip, only dl_wait_fds blocks: the
+ * sees it. Besides the SUBSCRIBE round trip, only dl_wait_fds (util.c)
+ * blocks: the
  * waiting itself may be a poll() or a yield to the caller's event loop
  * (client.h). hiredis is used only as a reply parser here: poll() says
  * when to read, then dl_conn_pump/redisGetReplyFromReader consume what is
@@ -29,15 +30,6 @@ int dl_waiter_init(dl_waiter *w, const dl_endpoint *ep,
     w->sharded = sharded;
     /* No socket timeout: every read here follows a poll() that said so. */
     return dl_conn_init(&w->conn, ep, connect_timeout_us, 0);
-}
-
-int dl_poll_ms(int64_t us)
-{
-    /* poll() takes an int of ms: a lease of 25 days would wrap negative
-     * (wait forever). Longer waits poll again. */
-    if (us <= 0)
-        return 0;
-    return us >= INT64_C(3600000000) ? 3600000 : (int)((us + 999) / 1000);
 }
 
 static void forget_all(dl_waiter *w)
@@ -260,23 +252,6 @@ size_t dl_waiter_fds(dl_waiter **ws, size_t n, const char *chan, size_t len,
         if (ws[i]->conn.ctx && find(ws[i], chan, len))
             fds[k++] = ws[i]->conn.ctx->fd;
     return k;
-}
-
-void dl_wait_fds(const int *fds, size_t n, int64_t until_us)
-{
-    struct pollfd p[64];
-    if (n > 64)
-        n = 64;
-    for (size_t i = 0; i < n; i++) {
-        p[i].fd = fds[i];
-        p[i].events = POLLIN;
-        p[i].revents = 0;
-    }
-    for (int64_t left; (left = until_us - dl_now_us()) > 0;) {
-        int k = poll(p, (nfds_t)n, dl_poll_ms(left));
-        if (k != 0 && !(k < 0 && errno == EINTR))
-            return;             /* readable, or an error the next read sees */
-    }
 }
 
 int dl_waiter_alive(dl_waiter *w, int64_t interval_us, int64_t dead_us,

@@ -66,9 +66,6 @@ const char *dl_waiter_note(dl_waiter **ws, size_t n, const char *chan,
 size_t dl_waiter_fds(dl_waiter **ws, size_t n, const char *chan, size_t len,
                      int *fds);
 
-/* Block until one of fds is readable or until_us (monotonic) passes. */
-void dl_wait_fds(const int *fds, size_t n, int64_t until_us);
-
 /* Liveness of an idle subscriber: send PING every interval_us (allowed
  * while subscribed); 0 when the server has answered something within
  * dead_us, -1 (and the connection dropped) when it has not: a server that
@@ -76,9 +73,6 @@ void dl_wait_fds(const int *fds, size_t n, int64_t until_us);
 int dl_waiter_alive(dl_waiter *w, int64_t interval_us, int64_t dead_us,
                     int64_t *next_ping_us);
 
-/* A poll() timeout for us microseconds: rounded up, never negative,
- * at most an hour (callers loop until their deadline). */
-int dl_poll_ms(int64_t us);
 
 #pragma GCC visibility pop
 #endif
