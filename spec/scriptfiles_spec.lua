@@ -37,6 +37,23 @@ describe("the scripts' files", function()
     assert.equals(#names, n)
   end)
 
+  it("each have a step-by-step spec of their own (a describe named for the file)", function()
+    local specs = {}
+    local p = assert(io.popen("ls " .. ROOT .. "/spec"))
+    for f in p:lines() do
+      if f:match("^scripts.*_spec%.lua$") then
+        local h = assert(io.open(ROOT .. "/spec/" .. f, "rb"))
+        specs[#specs + 1] = h:read("*a")
+        h:close()
+      end
+    end
+    p:close()
+    local all = table.concat(specs, "\n")
+    for _, name in ipairs(gen.names(ROOT .. "/src/scripts")) do
+      assert.truthy(all:find('describe("' .. name .. '.lua"', 1, true), name .. ".lua has no spec")
+    end
+  end)
+
   it("give every script a layout: its keys and arguments by name", function()
     local y = helper.script_layouts()
     assert.same({ "lock", "counter" }, y.acquire.keys)

@@ -3,9 +3,11 @@
 -- late) after other requests, a last release resent after other owners
 -- took the lock, a hold that expired or was force-released meanwhile, an
 -- owner shared by two clients, keys deleted or evicted under a hold.
+-- One describe per script; the others are in scripts_{lease,rw,sem,fair,
+-- inspect}_spec.lua (scriptfiles_spec checks that each script has one).
 local helper = require "helper"
 
-describe("scripts", function()
+describe("the scripts, one by one", function()
   local srv, sha = helper.redis(), {}
 
   setup(function() sha = helper.load_scripts(srv) end)
@@ -71,253 +73,277 @@ describe("scripts", function()
     helper.wait_for(function() return srv.cli("exists", key) == "0" end, 2, 0.005)
   end
 
-  it("recognise a resent acquire exactly, and a new one as new", function()
-    assert.same({ 1, 1, 1 }, acquire("a", "a", 1))
-    assert.same({ 1, 1, 1 }, acquire("a", "a", 1))            -- resend
-    assert.same({ 1, 2, 1 }, acquire("a", "a", 2, nil, 1))    -- reentry
-    assert.same({ 1, 2, 1 }, acquire("a", "a", 2, nil, 1))
-    assert.equals(2, count("a"))
+  -- acquire.lua: a fresh acquire, a reentry, and their resends
+  describe("acquire.lua", function()
+    it("recognises a resent acquire exactly, and a new one as new", function()
+      assert.same({ 1, 1, 1 }, acquire("a", "a", 1))
+      assert.same({ 1, 1, 1 }, acquire("a", "a", 1))            -- resend
+      assert.same({ 1, 2, 1 }, acquire("a", "a", 2, nil, 1))    -- reentry
+      assert.same({ 1, 2, 1 }, acquire("a", "a", 2, nil, 1))
+      assert.equals(2, count("a"))
+    end)
+
+    it("refuses an acquire that arrives after it was cancelled", function()
+      assert.same({ 1 }, void("a", "a", 7))        -- sent, then cancelled...
+      assert.same({ -2 }, acquire("a", "a", 7))    -- ...arrives late: refused
+      assert.is_true(helper.is_free(srv, key))
+      assert.same({ 1, 1, 1 }, acquire("b", "b", 1))
+    end)
+
+    it("adds up the holds of one owner shared by two clients", function()
+      assert.same({ 1, 1, 1 }, acquire("job-7", "A|job-7", 1))
+      assert.same({ 1, 2, 1 }, acquire("job-7", "B|job-7", 1))  -- not a resend
+      assert.same({ 0 }, { acquire("x", "x", 1)[1] })
+      assert.same({ 1, 1 }, release("job-7", "A|job-7", 2, 1))
+      assert.is_false(helper.is_free(srv, key))    -- B still holds it
+      assert.same({ 0 }, { acquire("x", "x", 2)[1] })
+      assert.same({ 1, 0 }, release("job-7", "B|job-7", 2, 1))
+      assert.is_true(helper.is_free(srv, key))
+      assert.same({ 1, 1, 2 }, acquire("x", "x", 3))
+    end)
+
+    it("refuses a reentry into another tenancy of a shared owner", function()
+      acquire("X", "A|X", 1)                         -- A holds X's lock, token 1
+      assert.equals(1, force("F", 1))
+      assert.same({ 1, 1, 2 }, acquire("X", "B|X", 1))  -- B: a new tenancy
+      assert.same({ -1 }, acquire("X", "A|X", 2, nil, 1, 1))  -- A's hold is gone
+      assert.equals(1, count("X"))
+    end)
+
+    it("keeps tokens increasing when the fence counter is evicted", function()
+      local t = acquire("a", "a", 1)[3]
+      release("a", "a", 2, t)
+      srv.cli("del", fence)
+      local t2 = acquire("b", "b", 1)[3]
+      assert.is_true(t2 > t, t2 .. " after " .. t)
+      assert.equals(t2, tonumber(srv.cli("get", fence)))
+    end)
+
+    it("answers lost, not a bad reply, when the lock's key is evicted under a hold", function()
+      acquire("a", "a", 1)
+      acquire("a", "a", 2, nil, 1)
+      srv.cli("del", key)
+      assert.same({ -1 }, acquire("a", "a", 3, nil, 2))   -- lost, not a bad reply
+      assert.same({ -1 }, release("a", "a", 4, 1))
+      assert.same({ 1 }, void("a", "a", 5))
+      srv.cli("del", fence)
+      assert.same({ 1, 1, 1 }, acquire("b", "b", 1))       -- both gone: starts over
+    end)
   end)
 
-  it("undo a reentrant acquire that ran but whose reply was lost (item 2)", function()
-    acquire("a", "a", 1)
-    acquire("a", "a", 2, nil, 1)                 -- ran; the client saw a timeout
-    assert.same({ 1 }, void("a", "a", 2))        -- the client cancels it
-    assert.same({ 1 }, void("a", "a", 2))        -- a resent cancel changes nothing
-    assert.equals(1, count("a"))
-    assert.same({ 1, 0 }, release("a", "a", 3, 1))
-    assert.is_true(helper.is_free(srv, key))     -- the one release frees it
+  -- void.lua: the cancel of an acquire whose reply was lost
+  describe("void.lua", function()
+    it("undoes a reentrant acquire that ran but whose reply was lost", function()
+      acquire("a", "a", 1)
+      acquire("a", "a", 2, nil, 1)                 -- ran; the client saw a timeout
+      assert.same({ 1 }, void("a", "a", 2))        -- the client cancels it
+      assert.same({ 1 }, void("a", "a", 2))        -- a resent cancel changes nothing
+      assert.equals(1, count("a"))
+      assert.same({ 1, 0 }, release("a", "a", 3, 1))
+      assert.is_true(helper.is_free(srv, key))     -- the one release frees it
+    end)
   end)
 
-  it("refuse an acquire that arrives after it was cancelled", function()
-    assert.same({ 1 }, void("a", "a", 7))        -- sent, then cancelled...
-    assert.same({ -2 }, acquire("a", "a", 7))    -- ...arrives late: refused
-    assert.is_true(helper.is_free(srv, key))
-    assert.same({ 1, 1, 1 }, acquire("b", "b", 1))
+  -- release.lua: a release, its resends, and the request records they read
+  describe("release.lua", function()
+    it("answers a resent last release while the lock is free", function()
+      acquire("a", "a", 1)
+      assert.same({ 1, 0 }, release("a", "a", 2, 1))
+      assert.same({ 1, 0 }, release("a", "a", 2, 1))
+    end)
+
+    it("answers a resent last release after 40 other owners took the lock", function()
+      acquire("a", "a", 1)
+      assert.same({ 1, 0 }, release("a", "a", 2, 1))
+      for i = 1, 40 do
+        local b = acquire("b" .. i, "b" .. i, 1)
+        assert.same({ 1, 1, i + 1 }, b)
+        assert.same({ 1, 0 }, release("b" .. i, "b" .. i, 2, i + 1))
+      end
+      assert.same({ 1, 0 }, release("a", "a", 2, 1))
+    end)
+
+    it("reports lost a hold that expired, also after others took the lock", function()
+      acquire("a", "a", 1, 30)
+      expire_now()
+      assert.same({ -1 }, release("a", "a", 2, 1))  -- nobody took it since
+      acquire("b", "b", 1)
+      assert.same({ -1 }, release("a", "a", 2, 1))  -- b took it since
+    end)
+
+    it("reports lost a hold that expired when its owner took the lock again elsewhere", function()
+      acquire("job", "A|job", 1, 30)
+      expire_now()
+      acquire("job", "B|job", 1)                     -- same owner, new tenancy
+      assert.same({ -1 }, release("job", "A|job", 2, 1))
+      assert.equals(1, count("job"))                 -- B's hold untouched
+    end)
+
+    it("reports lost a force-released hold", function()
+      acquire("a", "a", 1)
+      assert.equals(1, force("F", 1))
+      assert.same({ -1 }, release("a", "a", 2, 1))
+    end)
+
+    it("ignores stale copies of requests overtaken by newer ones", function()
+      acquire("a", "a", 1)
+      acquire("a", "a", 2, nil, 1)                  -- count 2
+      assert.same({ 1, 1 }, release("a", "a", 3, 1)) -- the client resent it...
+      assert.same({ 1, 2, 1 }, acquire("a", "a", 4, nil, 1))  -- ...and went on
+      assert.same({ 1, 2 }, release("a", "a", 3, 1)) -- the watchdog's late copy
+      assert.same({ 1 }, void("a", "a", 3))          -- a late cancel of it
+      assert.same({ -2 }, acquire("a", "a", 2, nil, 1))   -- a late acquire
+      assert.equals(2, count("a"))
+      assert.same({ 1, 1 }, release("a", "a", 5, 1))
+      assert.same({ 1, 0 }, release("a", "a", 6, 1))
+      assert.is_true(helper.is_free(srv, key))
+    end)
+
+    it("prunes old request records instead of growing without bound", function()
+      -- leases of 20 ms: a record outlives a resend's last chance (twice
+      -- that) by the next pause
+      for i = 1, 200 do
+        local t = acquire("o" .. i, "o" .. i, 1, 20)[3]
+        release("o" .. i, "o" .. i, 2, t, 20)
+        if i % 10 == 0 then require("dlock").sleep(0.05) end
+        assert.is_true(tonumber(srv.cli("hlen", key)) <= 70, srv.cli("hlen", key))
+      end
+    end)
+
+    it("keeps the records a resend may still come for, past the limit if need be", function()
+      local tokens = {}
+      for i = 1, 60 do                               -- live: keep_ms 10 s
+        tokens[i] = acquire("o" .. i, "o" .. i, 1)[3]
+        assert.same({ 1, 0 }, release("o" .. i, "o" .. i, 2, tokens[i]))
+      end
+      assert.is_true(tonumber(srv.cli("hlen", key)) > 64)
+      for i = 1, 60 do                               -- each resend: as it ran
+        assert.same({ 1, 0 }, release("o" .. i, "o" .. i, 2, tokens[i]))
+      end
+    end)
   end)
 
-  it("add up the holds of one owner shared by two clients (item 3)", function()
-    assert.same({ 1, 1, 1 }, acquire("job-7", "A|job-7", 1))
-    assert.same({ 1, 2, 1 }, acquire("job-7", "B|job-7", 1))  -- not a resend
-    assert.same({ 0 }, { acquire("x", "x", 1)[1] })
-    assert.same({ 1, 1 }, release("job-7", "A|job-7", 2, 1))
-    assert.is_false(helper.is_free(srv, key))    -- B still holds it
-    assert.same({ 0 }, { acquire("x", "x", 2)[1] })
-    assert.same({ 1, 0 }, release("job-7", "B|job-7", 2, 1))
-    assert.is_true(helper.is_free(srv, key))
-    assert.same({ 1, 1, 2 }, acquire("x", "x", 3))
+  -- force.lua: a forced release and its resend
+  describe("force.lua", function()
+    it("never lets a resent force_release delete a later owner's hold", function()
+      acquire("a", "a", 1)
+      assert.equals(1, force("F", 1))
+      assert.same({ 1, 1, 2 }, acquire("b", "b", 1))
+      assert.equals(1, force("F", 1))                -- the resend: same answer...
+      assert.equals(1, count("b"))                   -- ...and b keeps the lock
+      srv.cli("del", key)
+      assert.equals(0, force("F", 2))                -- free: nothing to delete
+      acquire("c", "c", 1)
+      assert.equals(0, force("F", 2))
+      assert.equals(1, count("c"))
+    end)
   end)
 
-  it("answer a resent last release while the lock is free", function()
-    acquire("a", "a", 1)
-    assert.same({ 1, 0 }, release("a", "a", 2, 1))
-    assert.same({ 1, 0 }, release("a", "a", 2, 1))
+  -- drop.lua: the holds of a client that gave them up
+  describe("drop.lua", function()
+    it("never drops more holds than the owner has: the count stays >= 0", function()
+      acquire("a", "a", 1)
+      assert.equals(1, drop("a", 2))                 -- asked for one too many
+      assert.equals("0", srv.cli("hget", key, "n"))
+      assert.same({ 1, 1, 2 }, acquire("y", "y", 1))
+      assert.same({ 0 }, { acquire("z", "z", 1)[1] })  -- y holds it: z waits
+    end)
   end)
 
-  it("answer a resent last release after 40 other owners took the lock", function()
-    acquire("a", "a", 1)
-    assert.same({ 1, 0 }, release("a", "a", 2, 1))
-    for i = 1, 40 do
-      local b = acquire("b" .. i, "b" .. i, 1)
-      assert.same({ 1, 1, i + 1 }, b)
-      assert.same({ 1, 0 }, release("b" .. i, "b" .. i, 2, i + 1))
-    end
-    assert.same({ 1, 0 }, release("a", "a", 2, 1))
+  -- fair_acquire.lua: a fair waiter's registration
+  describe("fair_acquire.lua", function()
+    -- A fair lock's grant is published with the seq and the secret of
+    -- the registration it goes to; the waiter takes nothing
+    -- else as its grant (fairlock_spec), so the secret must follow every
+    -- change of the registration.
+    it("keeps a fair waiter's secret with its registration: resent, retried, cancelled", function()
+      local q = key .. ":q"
+      assert.same({ 1, 1, 1 }, fair_acquire("h", "h", 1))          -- h holds it
+      assert.equals(0, fair_acquire("w", "w", 1, S1)[1])            -- w queues
+      assert.matches("^%d+:1:10000$", srv.cli("hget", q, "rw"))
+      assert.equals(S1, srv.cli("hget", q, "sw"))
+      assert.equals(0, fair_acquire("w", "w", 1, S1)[1])            -- a resend: the same
+      assert.matches("^%d+:1:10000$", srv.cli("hget", q, "rw"))
+      assert.equals(S1, srv.cli("hget", q, "sw"))
+      assert.equals(0, fair_acquire("w", "w", 2, S2)[1])            -- a retry: its own
+      assert.matches("^%d+:2:10000$", srv.cli("hget", q, "rw"))
+      assert.equals(S2, srv.cli("hget", q, "sw"))
+      assert.equals("1", srv.cli("hget", q, "c"))                  -- one place still
+      assert.same({ 1 }, fair_void("w", "w", 2))                     -- cancelled
+      assert.equals("", srv.cli("hget", q, "rw"))
+      assert.equals("", srv.cli("hget", q, "sw"))
+      assert.equals("0", srv.cli("hget", q, "c"))
+      assert.same({ -2 }, fair_acquire("w", "w", 2, S2))            -- arrives late: refused
+      assert.equals("", srv.cli("hget", q, "sw"))                   -- registers nothing
+      assert.same({ 1, 0 }, fair_release("h", "h", 2, 1))
+      assert.is_true(helper.is_free(srv, key))                       -- nobody to pass on to
+    end)
   end)
 
-  it("report lost a hold that expired, also after others took the lock", function()
-    acquire("a", "a", 1, 30)
-    expire_now()
-    assert.same({ -1 }, release("a", "a", 2, 1))  -- nobody took it since
-    acquire("b", "b", 1)
-    assert.same({ -1 }, release("a", "a", 2, 1))  -- b took it since
+  -- fair_release.lua: a fair release and the grant it publishes
+  describe("fair_release.lua", function()
+    it("publishes a fair grant with its registration's seq and secret, and nothing else", function()
+      local msgs, stop = listen(key .. ":ch:W1")
+      finally(stop)
+      assert.same({ 1, 1, 1 }, fair_acquire("h", "h", 1))
+      assert.equals(0, fair_acquire("W1:1", "W1:1", 1, S1)[1])
+      assert.equals(0, fair_acquire("W1:1", "W1:1", 2, S2)[1])      -- the waiter looked again
+      assert.same({ 1, 0 }, fair_release("h", "h", 2, 1))           -- granted to W1:1
+      assert.truthy(helper.wait_for(function() return #msgs() >= 1 end, 10))
+      assert.same({ "2:" .. S2 .. ":2" }, msgs())                    -- seq 2's secret, not seq 1's
+      assert.equals("W1:1", srv.cli("hget", key, "g"))
+      assert.equals("2", srv.cli("hget", key, "qW1:1"))
+      assert.equals("", srv.cli("hget", key .. ":q", "sW1:1"))       -- unqueued, secret and all
+      -- a waiter that did not take the message claims it with a new attempt
+      assert.same({ 1, 1, 2 }, fair_acquire("W1:1", "W1:1", 3, S3))
+      assert.same({ -2 }, fair_acquire("W1:1", "W1:1", 1, S1))      -- a stale copy: refused
+      assert.equals("", srv.cli("hget", key .. ":q", "sW1:1"))
+      assert.same({ 1, 0 }, fair_release("W1:1", "W1:1", 4, 2))
+      assert.same({ "2:" .. S2 .. ":2" }, msgs())                    -- no other grant
+    end)
+
+    it("passes over a lapsed fair registration, and drops its secret", function()
+      local q = key .. ":q"
+      assert.same({ 1, 1, 1 }, fair_acquire("h", "h", 1))
+      assert.equals(0, fair_acquire("w", "w", 1, S1)[1])
+      srv.cli("hset", q, "rw", "1:1:10000")                          -- ran out long ago
+      assert.same({ 1, 0 }, fair_release("h", "h", 2, 1))
+      assert.is_true(helper.is_free(srv, key))                       -- granted to nobody
+      assert.equals("", srv.cli("hget", q, "rw"))
+      assert.equals("", srv.cli("hget", q, "sw"))
+    end)
+
+    it("grants a fair registration without a secret (an older client's) as before", function()
+      local msgs, stop = listen(key .. ":ch:W2")
+      finally(stop)
+      assert.same({ 1, 1, 1 }, fair_acquire("h", "h", 1))
+      assert.equals(0, fair_acquire("W2:1", "W2:1", 1, S1)[1])
+      srv.cli("hdel", key .. ":q", "sW2:1")                          -- as an older client queues
+      assert.same({ 1, 0 }, fair_release("h", "h", 2, 1))
+      assert.truthy(helper.wait_for(function() return #msgs() >= 1 end, 10))
+      assert.same({ "1:2" }, msgs())
+    end)
   end)
 
-  it("report lost a hold that expired when its owner took the lock again elsewhere", function()
-    acquire("job", "A|job", 1, 30)
-    expire_now()
-    acquire("job", "B|job", 1)                     -- same owner, new tenancy
-    assert.same({ -1 }, release("job", "A|job", 2, 1))
-    assert.equals(1, count("job"))                 -- B's hold untouched
-  end)
-
-  it("report lost a force-released hold", function()
-    acquire("a", "a", 1)
-    assert.equals(1, force("F", 1))
-    assert.same({ -1 }, release("a", "a", 2, 1))
-  end)
-
-  it("never let a resent force_release delete a later owner's hold (item 5)", function()
-    acquire("a", "a", 1)
-    assert.equals(1, force("F", 1))
-    assert.same({ 1, 1, 2 }, acquire("b", "b", 1))
-    assert.equals(1, force("F", 1))                -- the resend: same answer...
-    assert.equals(1, count("b"))                   -- ...and b keeps the lock
-    srv.cli("del", key)
-    assert.equals(0, force("F", 2))                -- free: nothing to delete
-    acquire("c", "c", 1)
-    assert.equals(0, force("F", 2))
-    assert.equals(1, count("c"))
-  end)
-
-  it("keep tokens increasing when the counter is evicted (item 6)", function()
-    local t = acquire("a", "a", 1)[3]
-    release("a", "a", 2, t)
-    srv.cli("del", fence)
-    local t2 = acquire("b", "b", 1)[3]
-    assert.is_true(t2 > t, t2 .. " after " .. t)
-    assert.equals(t2, tonumber(srv.cli("get", fence)))
-  end)
-
-  it("answer plainly when the lock's key is evicted under a hold (item 6)", function()
-    acquire("a", "a", 1)
-    acquire("a", "a", 2, nil, 1)
-    srv.cli("del", key)
-    assert.same({ -1 }, acquire("a", "a", 3, nil, 2))   -- lost, not a bad reply
-    assert.same({ -1 }, release("a", "a", 4, 1))
-    assert.same({ 1 }, void("a", "a", 5))
-    srv.cli("del", fence)
-    assert.same({ 1, 1, 1 }, acquire("b", "b", 1))       -- both gone: starts over
-  end)
-
-  it("prune old request records instead of growing without bound", function()
-    -- leases of 20 ms: a record outlives a resend's last chance (twice
-    -- that) by the next pause
-    for i = 1, 200 do
-      local t = acquire("o" .. i, "o" .. i, 1, 20)[3]
-      release("o" .. i, "o" .. i, 2, t, 20)
-      if i % 10 == 0 then require("dlock").sleep(0.05) end
-      assert.is_true(tonumber(srv.cli("hlen", key)) <= 70, srv.cli("hlen", key))
-    end
-  end)
-
-  it("keep the records a resend may still come for, past the limit if need be", function()
-    local tokens = {}
-    for i = 1, 60 do                               -- live: keep_ms 10 s
-      tokens[i] = acquire("o" .. i, "o" .. i, 1)[3]
-      assert.same({ 1, 0 }, release("o" .. i, "o" .. i, 2, tokens[i]))
-    end
-    assert.is_true(tonumber(srv.cli("hlen", key)) > 64)
-    for i = 1, 60 do                               -- each resend: as it ran
-      assert.same({ 1, 0 }, release("o" .. i, "o" .. i, 2, tokens[i]))
-    end
-  end)
-
-  it("ignore stale copies of requests overtaken by newer ones", function()
-    acquire("a", "a", 1)
-    acquire("a", "a", 2, nil, 1)                  -- count 2
-    assert.same({ 1, 1 }, release("a", "a", 3, 1)) -- the client resent it...
-    assert.same({ 1, 2, 1 }, acquire("a", "a", 4, nil, 1))  -- ...and went on
-    assert.same({ 1, 2 }, release("a", "a", 3, 1)) -- the watchdog's late copy
-    assert.same({ 1 }, void("a", "a", 3))          -- a late cancel of it
-    assert.same({ -2 }, acquire("a", "a", 2, nil, 1))   -- a late acquire
-    assert.equals(2, count("a"))
-    assert.same({ 1, 1 }, release("a", "a", 5, 1))
-    assert.same({ 1, 0 }, release("a", "a", 6, 1))
-    assert.is_true(helper.is_free(srv, key))
-  end)
-
-  it("never drop more holds than the owner has: the count stays >= 0", function()
-    acquire("a", "a", 1)
-    assert.equals(1, drop("a", 2))                 -- asked for one too many
-    assert.equals("0", srv.cli("hget", key, "n"))
-    assert.same({ 1, 1, 2 }, acquire("y", "y", 1))
-    assert.same({ 0 }, { acquire("z", "z", 1)[1] })  -- y holds it: z waits
-  end)
-
-  -- Issue 27, item 6: a fair lock's grant is published with the seq and
-  -- the secret of the registration it goes to; the waiter takes nothing
-  -- else as its grant (fairlock_spec), so the secret must follow every
-  -- change of the registration.
-  it("keep a fair waiter's secret with its registration: resent, retried, cancelled", function()
-    local q = key .. ":q"
-    assert.same({ 1, 1, 1 }, fair_acquire("h", "h", 1))          -- h holds it
-    assert.equals(0, fair_acquire("w", "w", 1, S1)[1])            -- w queues
-    assert.matches("^%d+:1:10000$", srv.cli("hget", q, "rw"))
-    assert.equals(S1, srv.cli("hget", q, "sw"))
-    assert.equals(0, fair_acquire("w", "w", 1, S1)[1])            -- a resend: the same
-    assert.matches("^%d+:1:10000$", srv.cli("hget", q, "rw"))
-    assert.equals(S1, srv.cli("hget", q, "sw"))
-    assert.equals(0, fair_acquire("w", "w", 2, S2)[1])            -- a retry: its own
-    assert.matches("^%d+:2:10000$", srv.cli("hget", q, "rw"))
-    assert.equals(S2, srv.cli("hget", q, "sw"))
-    assert.equals("1", srv.cli("hget", q, "c"))                  -- one place still
-    assert.same({ 1 }, fair_void("w", "w", 2))                     -- cancelled
-    assert.equals("", srv.cli("hget", q, "rw"))
-    assert.equals("", srv.cli("hget", q, "sw"))
-    assert.equals("0", srv.cli("hget", q, "c"))
-    assert.same({ -2 }, fair_acquire("w", "w", 2, S2))            -- arrives late: refused
-    assert.equals("", srv.cli("hget", q, "sw"))                   -- registers nothing
-    assert.same({ 1, 0 }, fair_release("h", "h", 2, 1))
-    assert.is_true(helper.is_free(srv, key))                       -- nobody to pass on to
-  end)
-
-  it("publish a fair grant with its registration's seq and secret, and nothing else", function()
-    local msgs, stop = listen(key .. ":ch:W1")
-    finally(stop)
-    assert.same({ 1, 1, 1 }, fair_acquire("h", "h", 1))
-    assert.equals(0, fair_acquire("W1:1", "W1:1", 1, S1)[1])
-    assert.equals(0, fair_acquire("W1:1", "W1:1", 2, S2)[1])      -- the waiter looked again
-    assert.same({ 1, 0 }, fair_release("h", "h", 2, 1))           -- granted to W1:1
-    assert.truthy(helper.wait_for(function() return #msgs() >= 1 end, 10))
-    assert.same({ "2:" .. S2 .. ":2" }, msgs())                    -- seq 2's secret, not seq 1's
-    assert.equals("W1:1", srv.cli("hget", key, "g"))
-    assert.equals("2", srv.cli("hget", key, "qW1:1"))
-    assert.equals("", srv.cli("hget", key .. ":q", "sW1:1"))       -- unqueued, secret and all
-    -- a waiter that did not take the message claims it with a new attempt
-    assert.same({ 1, 1, 2 }, fair_acquire("W1:1", "W1:1", 3, S3))
-    assert.same({ -2 }, fair_acquire("W1:1", "W1:1", 1, S1))      -- a stale copy: refused
-    assert.equals("", srv.cli("hget", key .. ":q", "sW1:1"))
-    assert.same({ 1, 0 }, fair_release("W1:1", "W1:1", 4, 2))
-    assert.same({ "2:" .. S2 .. ":2" }, msgs())                    -- no other grant
-  end)
-
-  it("pass a cancelled fair grant on with the next waiter's own secret", function()
-    local a, stop_a = listen(key .. ":ch:A")
-    finally(stop_a)
-    local b, stop_b = listen(key .. ":ch:B")
-    finally(stop_b)
-    assert.same({ 1, 1, 1 }, fair_acquire("h", "h", 1))
-    assert.equals(0, fair_acquire("A:1", "A:1", 1, S1)[1])
-    assert.equals(0, fair_acquire("B:1", "B:1", 1, S2)[1])
-    assert.same({ 1, 0 }, fair_release("h", "h", 2, 1))           -- to A
-    assert.truthy(helper.wait_for(function() return #a() >= 1 end, 10))
-    assert.same({ "1:" .. S1 .. ":2" }, a())
-    assert.same({ 1 }, fair_void("A:1", "A:1", 1))                 -- A gave up: on to B
-    assert.truthy(helper.wait_for(function() return #b() >= 1 end, 10))
-    assert.same({ "1:" .. S2 .. ":3" }, b())
-    assert.same({ "1:" .. S1 .. ":2" }, a())
-    assert.equals(1, count("B:1"))
-    assert.equals(0, count("A:1"))
-  end)
-
-  it("pass over a lapsed fair registration, and drop its secret", function()
-    local q = key .. ":q"
-    assert.same({ 1, 1, 1 }, fair_acquire("h", "h", 1))
-    assert.equals(0, fair_acquire("w", "w", 1, S1)[1])
-    srv.cli("hset", q, "rw", "1:1:10000")                          -- ran out long ago
-    assert.same({ 1, 0 }, fair_release("h", "h", 2, 1))
-    assert.is_true(helper.is_free(srv, key))                       -- granted to nobody
-    assert.equals("", srv.cli("hget", q, "rw"))
-    assert.equals("", srv.cli("hget", q, "sw"))
-  end)
-
-  it("grant a fair registration without a secret (an older client's) as before", function()
-    local msgs, stop = listen(key .. ":ch:W2")
-    finally(stop)
-    assert.same({ 1, 1, 1 }, fair_acquire("h", "h", 1))
-    assert.equals(0, fair_acquire("W2:1", "W2:1", 1, S1)[1])
-    srv.cli("hdel", key .. ":q", "sW2:1")                          -- as an older client queues
-    assert.same({ 1, 0 }, fair_release("h", "h", 2, 1))
-    assert.truthy(helper.wait_for(function() return #msgs() >= 1 end, 10))
-    assert.same({ "1:2" }, msgs())
-  end)
-
-  it("refuse a reentry into another tenancy of a shared owner", function()
-    acquire("X", "A|X", 1)                         -- A holds X's lock, token 1
-    assert.equals(1, force("F", 1))
-    assert.same({ 1, 1, 2 }, acquire("X", "B|X", 1))  -- B: a new tenancy
-    assert.same({ -1 }, acquire("X", "A|X", 2, nil, 1, 1))  -- A's hold is gone
-    assert.equals(1, count("X"))
+  -- fair_void.lua: a fair waiter that gives up
+  describe("fair_void.lua", function()
+    it("passes a cancelled fair grant on with the next waiter's own secret", function()
+      local a, stop_a = listen(key .. ":ch:A")
+      finally(stop_a)
+      local b, stop_b = listen(key .. ":ch:B")
+      finally(stop_b)
+      assert.same({ 1, 1, 1 }, fair_acquire("h", "h", 1))
+      assert.equals(0, fair_acquire("A:1", "A:1", 1, S1)[1])
+      assert.equals(0, fair_acquire("B:1", "B:1", 1, S2)[1])
+      assert.same({ 1, 0 }, fair_release("h", "h", 2, 1))           -- to A
+      assert.truthy(helper.wait_for(function() return #a() >= 1 end, 10))
+      assert.same({ "1:" .. S1 .. ":2" }, a())
+      assert.same({ 1 }, fair_void("A:1", "A:1", 1))                 -- A gave up: on to B
+      assert.truthy(helper.wait_for(function() return #b() >= 1 end, 10))
+      assert.same({ "1:" .. S2 .. ":3" }, b())
+      assert.same({ "1:" .. S1 .. ":2" }, a())
+      assert.equals(1, count("B:1"))
+      assert.equals(0, count("A:1"))
+    end)
   end)
 end)
