@@ -273,8 +273,8 @@ typedef struct step {
 } step;
 
 /* With c->mu held: plan the next pass, or end the step (returns 0). */
-static int plan_pass(dl_client *c, const dl_lockref *l, dl_acquire *op, step *s,
-                char *err, size_t errlen)
+static int plan_pass(dl_client *c, const dl_lockref *l, dl_acquire *op,
+                     step *s, char *err, size_t errlen)
 {
     dl_acquire_args *args = &op->args;
     if (s->next == SUBSCRIBE)
@@ -312,8 +312,8 @@ static int plan_pass(dl_client *c, const dl_lockref *l, dl_acquire *op, step *s,
 }
 
 /* Without the mutex: the pass's one I/O. */
-static void send_pass(dl_client *c, const dl_lockref *l, dl_acquire *op, step *s,
-                 char *err, size_t errlen)
+static void send_pass(dl_client *c, const dl_lockref *l, dl_acquire *op,
+                      step *s, char *err, size_t errlen)
 {
     size_t nlive;
     int64_t left;
@@ -349,11 +349,13 @@ static int judge_attempt(dl_client *c, const dl_lockref *l, dl_acquire *op,
                          step *s, char *err, size_t errlen);
 static int judge_subscribe(dl_client *c, const dl_lockref *l,
                            dl_acquire *op, step *s);
+static int judge_refusal(dl_client *c, const dl_lockref *l, dl_acquire *op,
+                         step *s, char *err, size_t errlen);
 
 /* With c->mu held: what the pass came to. Returns 1 for another pass, 0
  * when the step is over. */
-static int judge_pass(dl_client *c, const dl_lockref *l, dl_acquire *op, step *s,
-                 char *err, size_t errlen)
+static int judge_pass(dl_client *c, const dl_lockref *l, dl_acquire *op,
+                      step *s, char *err, size_t errlen)
 {
     if (s->next == ATTEMPT)
         return judge_attempt(c, l, op, s, err, errlen);
@@ -414,6 +416,19 @@ static int judge_attempt(dl_client *c, const dl_lockref *l, dl_acquire *op,
                        s->expect, a->x, args->ref, &args->ref_kept);
         return 0;
     }
+    return judge_refusal(c, l, op, s, err, errlen);
+}
+
+/* An attempt that was not granted: the lock is busy (wait, or time out),
+ * or a reentry found its hold gone. */
+static int judge_refusal(dl_client *c, const dl_lockref *l, dl_acquire *op,
+                         step *s, char *err, size_t errlen)
+{
+    dl_acquire_args *args = &op->args;
+    dl_hold *h = s->h;
+    const dl_result *a = &s->a;
+    int fair = l->kind == DL_KIND_FAIR;
+    int64_t now = s->now, t0 = a->t0;
     /* Not granted. A Redlock attempt that some master may have run stays
      * pending: the next try or the watchdog undoes it. A fair waiter's
      * silent master at most queued it, or granted it: the next try adopts

@@ -17,8 +17,7 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
 {
     dl_status st = DL_OK;
     dl_pending p;
-    int done;
-    int64_t code, left;
+    int64_t left;
     *unref = DL_NOREF;
     *remaining = 0;
     pthread_mutex_lock(&c->mu);
@@ -54,14 +53,15 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
     dl_client_pending_copy(h, &p);
     pthread_mutex_unlock(&c->mu);
 
-    st = dl_client_pending_io(c, 0, &p, &done, &code, &left, err, errlen);
+    st = dl_client_pending_io(c, 0, &p, &p.done, &p.code, &left, err,
+                              errlen);
 
     pthread_mutex_lock(&c->mu);
     dl_client_request_back(h);
-    if (done) {
-        dl_client_pending_done(c, h, p.seq, code);
+    if (p.done) {
+        dl_client_pending_done(c, h, p.seq, p.code);
         h->finished = 0;
-        if (code == 1)
+        if (p.code == 1)
             *remaining = dl_exec_fans_out(&c->topo) ? h->count : left;
         else
             st = dl_fail(err, errlen, DL_ELOST, "%s", h->lost ? h->lost
