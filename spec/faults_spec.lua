@@ -130,6 +130,49 @@ describe("a server that is killed", function()
     srv.pid = nil
     c:close()
   end)
+
+  -- A wait rides out a short outage: within its wait an acquire tries
+  -- again (backing off) while the server is out of reach, and fails at
+  -- its end with the last connection error; one attempt fails at once.
+  it("lets a finite wait ride out a restart, and fail at its end if the server stays down", function()
+    local srv = helper.start_redis()
+    finally(function() srv.stop() end)
+    local c = assert(dlock.connect{ url = srv.url, command_timeout = 0.3,
+                                    connect_timeout = 0.3 })
+    finally(function() c:close() end)
+    local l = c:lock(helper.unique_name())
+    srv.stop()
+    local ok, err = l:try_acquire()
+    assert.is_nil(ok)
+    assert.matches("^connection", err)
+    -- still down at the end of the wait: the last connection error
+    local t
+    t, ok, err = elapsed(function() return l:acquire{ wait = 0.6 } end)
+    assert.is_nil(ok)
+    assert.matches("^connection", err)
+    assert.is_true(t >= 0.5, "gave up after " .. t .. " s, before its wait")
+    -- back within the wait: the lock
+    srv.restart_after(0.5)
+    ok, err = l:acquire{ wait = 10 }
+    assert.truthy(ok, err)
+    assert(srv.wait_up())
+    assert.is_true(l:held())
+    assert.same({ true, 0 }, { l:release() })
+  end)
+
+  it("still fails a wait at once on a refusal (AUTH) that time does not end", function()
+    local srv = helper.start_redis()
+    finally(function() srv.stop() end)
+    local c = assert(dlock.connect{ url = srv.url, connect_timeout = 0.3 })
+    finally(function() c:close() end)
+    assert(c:ping())
+    srv.cli("config", "set", "requirepass", "sekret")
+    srv.cli("-a", "sekret", "--no-auth-warning", "client", "kill", "type", "normal")
+    local t, ok, err = elapsed(function() return c:lock("x"):acquire{ wait = 10 } end)
+    assert.is_nil(ok)
+    assert.matches("^connection: NOAUTH", err)
+    assert.is_true(t < 5, "took " .. t .. " s: it waited")
+  end)
 end)
 
 describe("fork() #fork", function()

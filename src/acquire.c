@@ -220,16 +220,28 @@ static int64_t busy_bound_us(int64_t busy_ms)
     return busy_ms < 59000 ? busy_ms * 1000 + 1000 : 60000000;
 }
 
-/* Whether st (with err) says that a Cluster slot is mid-migration: a
- * multi-key script answered TRYAGAIN (DL_EAGAIN: it did not run), or
- * MOVED/ASK went back and forth past the redirect limit (topology.c).
- * Both end with the migration: a waiting acquire retries. */
-static int migrating(dl_status st)
-{
-    return st == DL_EAGAIN || st == DL_EBOUNCE;
-}
-
+/* How long a waiting acquire naps after st before it tries again; 0
+ * when st does not pass with time. A Cluster slot mid-migration (TRYAGAIN,
+ * DL_EAGAIN: the script did not run; or MOVED/ASK back and forth past the
+ * redirect limit, DL_EBOUNCE) is over with the migration: 50 ms. A server
+ * out of reach (DL_EDOWN: refused, reset, timed out, loading, not the
+ * master) is back after its restart or failover: from 25 ms, doubling up
+ * to 1 s, as a connection backs off, within a finite wait. A server that
+ * refuses us (AUTH, TLS) or an error reply does not pass. */
 #define MIGRATION_NAP_US 50000
+
+static int64_t nap_us(dl_acquire *op, dl_status st)
+{
+    if (st == DL_EAGAIN || st == DL_EBOUNCE)
+        return MIGRATION_NAP_US;
+    if (st != DL_EDOWN || op->until_us == INT64_MAX)
+        return 0;               /* (a wait forever fails: a dead server
+                                   must not look like a busy lock) */
+    op->nap_us = op->nap_us ? op->nap_us * 2 : DL_BACKOFF_MIN_US;
+    if (op->nap_us > DL_BACKOFF_MAX_US)
+        op->nap_us = DL_BACKOFF_MAX_US;
+    return op->nap_us;
+}
 
 /* Come back at until_us, or earlier when one of fds is readable. */
 static dl_status wait_for(dl_acquire *op, const int *fds, size_t nfds,
@@ -361,14 +373,16 @@ static int judge_pass(dl_client *c, const dl_lockref *l, dl_acquire *op,
         return judge_attempt(c, l, op, s, err, errlen);
     if (s->next == SUBSCRIBE)
         return judge_subscribe(c, l, op, s);
-    /* SETTLE: the last try ended, or a wait goes on: its cancel met a
-     * slot migration, and stays pending (the watchdog ends it too). */
+    /* SETTLE: the last try ended, or a wait goes on (its cancel met a
+     * slot migration, or a server out of reach: it stays pending, and the
+     * watchdog ends it too). */
     s->st = dl_client_settle_end(c, s->h, &s->pend, s->st);
     if (s->st == DL_OK)
         return 1;
-    if (migrating(s->st) && op->args.wait_us != 0 &&
-        dl_now_us() < op->until_us)
-        s->st = wait_for(op, NULL, 0, dl_now_us() + MIGRATION_NAP_US);
+    int64_t now = dl_now_us(), nap;
+    if (op->args.wait_us != 0 && now < op->until_us &&
+        (nap = nap_us(op, s->st)) > 0)
+        s->st = wait_for(op, NULL, 0, now + nap);
     return 0;
 }
 
@@ -403,10 +417,11 @@ static int judge_attempt(dl_client *c, const dl_lockref *l, dl_acquire *op,
             dl_client_hand_over(h);
             dl_watchdog_poke(c, 0);
         }
-        /* Redirects back and forth mid-migration: a wait goes on, its
-         * next try cancelling this one first. */
-        if (waiting && migrating(s->st))
-            s->st = wait_for(op, NULL, 0, now + MIGRATION_NAP_US);
+        /* Mid-migration, or out of reach: a wait goes on, its next try
+         * cancelling this one first. */
+        int64_t nap;
+        if (waiting && (nap = nap_us(op, s->st)) > 0)
+            s->st = wait_for(op, NULL, 0, now + nap);
         return 0;
     }
     if (s->granted) {

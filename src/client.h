@@ -61,6 +61,8 @@ typedef struct dl_acquire {
     uint64_t reg_secret;
     int64_t reg_t0, reg_ms;
     int reg_watchdog;
+    int64_t nap_us;             /* the last nap after a server out of
+                                   reach (it doubles) */
 } dl_acquire;
 
 /* Take l, or learn that it is busy. Returns DL_OK (acquired), a final
@@ -145,6 +147,27 @@ int dl_client_evictable(const dl_client *c);
 /* Whether each lock is kept on several servers at once (Redlock), each
  * counting on its own. */
 int dl_client_fans_out(const dl_client *c);
+
+/* call.c: the user's commands. Run argv[0..argc) (lens) on the server of
+ * its first key, argv[1] (any server when it has none): DL_OK with *out
+ * the reply, for the caller to free; an error reply is DL_EREDIS with
+ * its text. Not on Redlock (dl_client_fans_out): no one server. */
+dl_status dl_client_call(dl_client *c, int argc, const char **argv,
+                         size_t *lens, redisReply **out, char *err,
+                         size_t errlen);
+
+/* The same, run only while l's hold is still the lock's current tenancy
+ * (its owner holds it, with this hold's token): else nothing runs, and
+ * DL_ELOST (the hold is lost here too). DL_ENOTHELD when l's owner holds
+ * no hold here; DL_ELOST at once for a hold known lost. */
+dl_status dl_client_guard(dl_client *c, const dl_lockref *l, int argc,
+                          const char **argv, const size_t *lens,
+                          redisReply **out, char *err, size_t errlen);
+
+/* Whether key goes to the server l's key goes to, and may be used in one
+ * script with it (Cluster: the same slot; elsewhere always). */
+int dl_client_same_slot(dl_client *c, const dl_lockref *l, const char *key,
+                        size_t keylen);
 
 #pragma GCC visibility pop
 #endif

@@ -121,12 +121,13 @@ dl_status dl_conn_error(dl_conn *c, char *err, size_t errlen)
                    "reply (does it want a client certificate? tls.cert_file "
                    "and tls.key_file)";
     }
-    dl_fail(err, errlen, DL_ECONN, "%s (%s)", what,
-            where(c, addr, sizeof addr));
+    /* out of reach, but for a refusal told only by a reset (TLS) */
+    dl_status st = c->tls && !c->replied && c->stale ? DL_ECONN : DL_EDOWN;
+    dl_fail(err, errlen, st, "%s (%s)", what, where(c, addr, sizeof addr));
     if (c->up)
         tell_down(c, "lost", err);
     dl_conn_drop(c);
-    return DL_ECONN;
+    return st;
 }
 
 dl_status dl_reply_error(const redisReply *r, char *err, size_t errlen)
@@ -137,7 +138,7 @@ dl_status dl_reply_error(const redisReply *r, char *err, size_t errlen)
                                              "MASTERDOWN", NULL };
     for (int i = 0; transient[i]; i++)
         if (strncmp(r->str, transient[i], strlen(transient[i])) == 0)
-            return dl_fail(err, errlen, DL_ECONN, "server not ready: %s",
+            return dl_fail(err, errlen, DL_EDOWN, "server not ready: %s",
                            r->str);
     return dl_fail(err, errlen, DL_EREDIS, "%s", r->str);
 }
@@ -302,25 +303,25 @@ static dl_status setup_cmd(dl_conn *c, int argc, const char **argv,
  * that does not answer), back off (bounded) before the next one, so that
  * a dead server costs one timeout, not one per call. A refused connection
  * costs nothing and is tried again at once. */
-static dl_status back_off(dl_conn *c, const char *why)
+static dl_status back_off(dl_conn *c, const char *why, dl_status st)
 {
     tell_down(c, "failed", why);
     if (c->resolver)
         c->resolve_next = 1;
     if (dl_now_us() - c->attempt_us < 5000)
-        return DL_ECONN;
+        return st;
     snprintf(c->why, sizeof c->why, "%s", why);
+    c->why_st = st;
     c->backoff_us = c->backoff_us ? c->backoff_us * 2 : DL_BACKOFF_MIN_US;
     if (c->backoff_us > DL_BACKOFF_MAX_US)
         c->backoff_us = DL_BACKOFF_MAX_US;
     c->retry_at_us = dl_now_us() + c->backoff_us;
-    return DL_ECONN;
+    return st;
 }
 
 static dl_status connect_failed(dl_conn *c, char *err, size_t errlen)
 {
-    dl_conn_error(c, err, errlen);
-    return back_off(c, err);
+    return back_off(c, err, dl_conn_error(c, err, errlen));
 }
 
 /* The TLS handshake on a fresh connection, bounded by the connect
@@ -362,7 +363,7 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
     if (c->ctx)
         return DL_OK;
     if (c->retry_at_us && dl_now_us() < c->retry_at_us)
-        return dl_fail(err, errlen, DL_ECONN, "%s (retrying in %lld ms)",
+        return dl_fail(err, errlen, c->why_st, "%s (retrying in %lld ms)",
                        c->why, (long long)((c->retry_at_us - dl_now_us())
                                            / 1000 + 1));
     c->attempt_us = dl_now_us();
@@ -371,7 +372,7 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
     if (c->resolve_next && c->resolver) {
         dl_endpoint ep;
         if (c->resolver->resolve(c->resolver->ud, &ep, err, errlen) != 0)
-            return back_off(c, err);
+            return back_off(c, err, DL_EDOWN);
         dl_endpoint_free(&c->ep);
         c->ep = ep;
         c->resolve_next = 0;
@@ -395,8 +396,9 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
      * bounds its set-up commands, by the connect timeout. */
     int64_t setup_us = c->command_timeout_us > 0 ? c->command_timeout_us
                                                  : c->connect_timeout_us;
-    if (ep->tls && start_tls(c, err, errlen) != DL_OK)
-        return back_off(c, err);
+    dl_status st;
+    if (ep->tls && (st = start_tls(c, err, errlen)) != DL_OK)
+        return back_off(c, err, st);
     if (setup_us > 0 && set_timeout(c, setup_us) != REDIS_OK)
         return connect_failed(c, err, errlen);
     if (ep->password) {
@@ -406,20 +408,20 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
             argv[1] = ep->password;
             argc = 2;
         }
-        if (setup_cmd(c, argc, argv, "AUTH", err, errlen) != DL_OK)
-            return back_off(c, err);
+        if ((st = setup_cmd(c, argc, argv, "AUTH", err, errlen)) != DL_OK)
+            return back_off(c, err, st);
     }
     if (ep->db != 0) {
         char db[16];
         snprintf(db, sizeof db, "%d", ep->db);
         const char *argv[2] = { "SELECT", db };
-        if (setup_cmd(c, 2, argv, "SELECT", err, errlen) != DL_OK)
-            return back_off(c, err);
+        if ((st = setup_cmd(c, 2, argv, "SELECT", err, errlen)) != DL_OK)
+            return back_off(c, err, st);
     }
     if (ep->name) {             /* who this is, in CLIENT LIST */
         const char *argv[3] = { "CLIENT", "SETNAME", ep->name };
-        if (setup_cmd(c, 3, argv, NULL, err, errlen) != DL_OK)
-            return back_off(c, err);
+        if ((st = setup_cmd(c, 3, argv, NULL, err, errlen)) != DL_OK)
+            return back_off(c, err, st);
     }
     if (c->resolver && c->resolver->master_only) {
         /* Sentinel gave this address: make sure it is a master now (a
@@ -437,10 +439,10 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
         freeReplyObject(r);
         if (!master) {
             char addr[128];
-            dl_fail(err, errlen, DL_ECONN, "%s is not a master (ROLE); asking "
+            dl_fail(err, errlen, DL_EDOWN, "%s is not a master (ROLE); asking "
                     "the sentinels again", where(c, addr, sizeof addr));
             dl_conn_drop(c);
-            return back_off(c, err);
+            return back_off(c, err, DL_EDOWN);
         }
     }
     if (c->command_timeout_us == 0 && setup_us > 0 &&
@@ -463,7 +465,7 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
 dl_status dl_conn_flush(dl_conn *c, char *err, size_t errlen)
 {
     if (!c->ctx)
-        return dl_fail(err, errlen, DL_ECONN, "connection lost");
+        return dl_fail(err, errlen, DL_EDOWN, "connection lost");
     if (send_all(c) != REDIS_OK)
         return dl_conn_error(c, err, errlen);
     return DL_OK;
@@ -482,8 +484,9 @@ void dl_conn_read_timeout(dl_conn *c, int64_t us)
 dl_status dl_conn_append(dl_conn *c, int argc, const char **argv,
                          const size_t *lens, char *err, size_t errlen)
 {
-    if (dl_conn_ensure(c, err, errlen) != DL_OK)
-        return DL_ECONN;
+    dl_status st = dl_conn_ensure(c, err, errlen);
+    if (st != DL_OK)
+        return st;
     if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK)
         return dl_conn_error(c, err, errlen);
     return DL_OK;
@@ -494,7 +497,7 @@ dl_status dl_conn_read(dl_conn *c, redisReply **out, char *err, size_t errlen)
     void *r = NULL;
     *out = NULL;
     if (!c->ctx)
-        return dl_fail(err, errlen, DL_ECONN, "connection lost");
+        return dl_fail(err, errlen, DL_EDOWN, "connection lost");
     if (get_reply(c, &r) != REDIS_OK || !r)
         return dl_conn_error(c, err, errlen);
     if (refused(c, r, err, errlen))
@@ -509,13 +512,14 @@ static dl_status send_read(dl_conn *c, const char *lead, int argc,
                            redisReply **out, char *err, size_t errlen)
 {
     redisReply *r;
-    if (lead && dl_conn_append(c, 1, &lead, NULL, err, errlen) != DL_OK)
-        return DL_ECONN;
-    if (dl_conn_append(c, argc, argv, lens, err, errlen) != DL_OK)
-        return DL_ECONN;
+    dl_status st;
+    if (lead && (st = dl_conn_append(c, 1, &lead, NULL, err, errlen)) != DL_OK)
+        return st;
+    if ((st = dl_conn_append(c, argc, argv, lens, err, errlen)) != DL_OK)
+        return st;
     if (lead) {
-        if (dl_conn_read(c, &r, err, errlen) != DL_OK)
-            return DL_ECONN;
+        if ((st = dl_conn_read(c, &r, err, errlen)) != DL_OK)
+            return st;
         freeReplyObject(r);
     }
     return dl_conn_read(c, out, err, errlen);
@@ -534,7 +538,8 @@ dl_status dl_conn_call_led(dl_conn *c, const char *lead, int argc,
 {
     *out = NULL;
     int reused = c->ctx != NULL;
-    if (send_read(c, lead, argc, argv, lens, out, err, errlen) == DL_OK) {
+    dl_status st = send_read(c, lead, argc, argv, lens, out, err, errlen);
+    if (st == DL_OK) {
         if ((*out)->type != REDIS_REPLY_ERROR || !c->resolver ||
             !c->resolver->master_only ||
             strncmp((*out)->str, "READONLY", 8) != 0)
@@ -544,7 +549,7 @@ dl_status dl_conn_call_led(dl_conn *c, const char *lead, int argc,
         *out = NULL;
         dl_conn_retarget(c);
     } else if (!reused || !c->stale) {
-        return DL_ECONN;
+        return st;
     }
     return send_read(c, lead, argc, argv, lens, out, err, errlen);
 }

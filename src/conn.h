@@ -59,6 +59,7 @@ typedef struct dl_conn {
     uint64_t scripts_epoch;     /* the epoch whose server has our scripts
                                    (kept by script.c) */
     char why[96];               /* the last connect failure */
+    dl_status why_st;           /* its status (DL_EDOWN or DL_ECONN) */
 } dl_conn;
 
 #define DL_BACKOFF_MIN_US 25000
@@ -128,9 +129,16 @@ dl_status dl_conn_read(dl_conn *c, redisReply **out, char *err, size_t errlen);
 /* Internal: a Cluster redirect (MOVED, ASK), its text in err. */
 #define DL_EMOVED DL_INTERNAL(1, DL_EREDIS)
 
+/* Internal: the server is out of reach for now, which a restart or a
+ * failover ends: the connection was refused, reset, closed or timed out,
+ * the server cannot serve yet (LOADING, BUSY, MASTERDOWN), or it is not
+ * the master. A waiting acquire tries again. A server that refuses us
+ * (AUTH, TLS, a bad address) is DL_ECONN. Users see "connection". */
+#define DL_EDOWN DL_INTERNAL(5, DL_ECONN)
+
 /* Classify an error reply: a Cluster redirect (MOVED, ASK) is DL_EMOVED,
  * the transient states of a server that cannot serve yet (LOADING, BUSY,
- * MASTERDOWN) are DL_ECONN, anything else is DL_EREDIS. Writes the text
+ * MASTERDOWN) are DL_EDOWN, anything else is DL_EREDIS. Writes the text
  * to err. */
 dl_status dl_reply_error(const redisReply *r, char *err, size_t errlen);
 

@@ -28,16 +28,17 @@ const dl_script_layout *dl_script_layout_of(dl_script_id id)
 static dl_status load_on(dl_conn *c, dl_scripts *fill, const dl_scripts *known,
                          char *err, size_t errlen)
 {
+    dl_status io;
     for (int i = 0; i < DL_S_COUNT; i++) {
         const char *argv[3] = { "SCRIPT", "LOAD", dl_script_texts[i] };
-        if (dl_conn_append(c, 3, argv, NULL, err, errlen) != DL_OK)
-            return DL_ECONN;
+        if ((io = dl_conn_append(c, 3, argv, NULL, err, errlen)) != DL_OK)
+            return io;
     }
     dl_status st = DL_OK;
     for (int i = 0; i < DL_S_COUNT; i++) {
         redisReply *r;
-        if (dl_conn_read(c, &r, err, errlen) != DL_OK)
-            return DL_ECONN;
+        if ((io = dl_conn_read(c, &r, err, errlen)) != DL_OK)
+            return io;
         if (st == DL_OK && r->type == REDIS_REPLY_ERROR)
             st = dl_reply_error(r, err, errlen);
         else if (st == DL_OK && (r->type != REDIS_REPLY_STRING || r->len != 40
@@ -63,8 +64,9 @@ dl_status dl_scripts_load(dl_conn *c, dl_scripts *s, char *err, size_t errlen)
 dl_status dl_scripts_ready(dl_conn *c, const dl_scripts *s, int again,
                            char *err, size_t errlen)
 {
-    if (dl_conn_ensure(c, err, errlen) != DL_OK)
-        return DL_ECONN;
+    dl_status st;
+    if ((st = dl_conn_ensure(c, err, errlen)) != DL_OK)
+        return st;
     if (!again && c->scripts_epoch == c->epoch)
         return DL_OK;
     return load_on(c, NULL, s, err, errlen);
@@ -92,8 +94,9 @@ dl_status dl_script_append(dl_conn *c, const dl_scripts *s, dl_script_id id,
                            size_t *lens, char *err, size_t errlen)
 {
     char nk[16];
-    if (dl_scripts_ready(c, s, 0, err, errlen) != DL_OK)
-        return DL_ECONN;
+    dl_status st;
+    if ((st = dl_scripts_ready(c, s, 0, err, errlen)) != DL_OK)
+        return st;
     fill_head(s, id, nkeys, argv, lens, nk, sizeof nk);
     return dl_conn_append(c, argc, argv, lens, err, errlen);
 }
@@ -105,10 +108,11 @@ static dl_status call_once(dl_conn *c, const dl_scripts *s, int asking,
                            redisReply **out, char *err, size_t errlen)
 {
     char nk[16];
+    dl_status st;
     if (asking) {
         const char *a[1] = { "ASKING" };
-        if (dl_conn_call(c, 1, a, NULL, out, err, errlen) != DL_OK)
-            return DL_ECONN;
+        if ((st = dl_conn_call(c, 1, a, NULL, out, err, errlen)) != DL_OK)
+            return st;
         freeReplyObject(*out);
     }
     fill_head(s, id, nkeys, argv, lens, nk, sizeof nk);
@@ -128,17 +132,18 @@ dl_status dl_script_eval(dl_conn *c, const dl_scripts *s, int asking,
                          redisReply **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (dl_scripts_ready(c, s, 0, err, errlen) != DL_OK)
-        return DL_ECONN;
-    dl_status st = call_once(c, s, asking, id, nkeys, argc, argv, lens, out,
+    dl_status st;
+    if ((st = dl_scripts_ready(c, s, 0, err, errlen)) != DL_OK)
+        return st;
+    st = call_once(c, s, asking, id, nkeys, argc, argv, lens, out,
                              err, errlen);
     if (st == DL_OK && dl_script_noscript(*out)) {
         /* The server lost them (SCRIPT FLUSH, a restart we did not see):
          * load them again and resend, ASKING included. */
         freeReplyObject(*out);
         *out = NULL;
-        if (dl_scripts_ready(c, s, 1, err, errlen) != DL_OK)
-            return DL_ECONN;
+        if ((st = dl_scripts_ready(c, s, 1, err, errlen)) != DL_OK)
+            return st;
         st = call_once(c, s, asking, id, nkeys, argc, argv, lens, out, err,
                        errlen);
     }

@@ -760,14 +760,15 @@ static dl_status run_once(dl_topology *t, const dl_scripts *s, int wd,
     if (id >= 0)
         return dl_script_eval(c, s, asking, (dl_script_id)id, nkeys, argc,
                               argv, lens, out, err, errlen);
+    dl_status st;
     if (asking) {
         const char *a[1] = { "ASKING" };
         redisReply *r;
-        if (dl_conn_call(c, 1, a, NULL, &r, err, errlen) != DL_OK)
-            return DL_ECONN;
+        if ((st = dl_conn_call(c, 1, a, NULL, &r, err, errlen)) != DL_OK)
+            return st;
         freeReplyObject(r);
     }
-    dl_status st = dl_conn_call(c, argc, argv, lens, out, err, errlen);
+    st = dl_conn_call(c, argc, argv, lens, out, err, errlen);
     if (st == DL_OK && (*out)->type == REDIS_REPLY_ERROR) {
         st = dl_reply_error(*out, err, errlen);
         freeReplyObject(*out);

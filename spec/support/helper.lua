@@ -209,6 +209,22 @@ function helper.start_redis(extra, opts)
           end
           error("could not restart redis-server on port " .. port)
         end
+        --- Kill it now, and start it again on the same port s seconds
+        --- later in the background (a short outage); srv.wait_up() waits
+        --- until it answers, and knows its pid again.
+        function srv.restart_after(s)
+          srv.stop()
+          helper.cli_flags[port] = flags
+          sh(("(sleep %s; %s) >/dev/null 2>&1 &"):format(s, cmd))
+        end
+        function srv.wait_up(timeout)
+          if not helper.wait_for(pong, timeout or 10, 0.02) then return nil end
+          srv.pid = helper.wait_for(function()
+            local s = helper.read_file(base .. ".pid")
+            return s and tonumber(s:match("%d+"))
+          end, 2)
+          return srv.pid ~= nil
+        end
         servers[#servers + 1] = srv
         return srv
       end
