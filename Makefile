@@ -27,7 +27,7 @@ endif
 
 SRC = src/util.c src/log.c src/tls.c src/endpoint.c src/conn.c src/script.c src/lockid.c src/registry.c src/wait.c \
       src/topology.c src/op.c src/exec.c src/batch.c src/state.c src/watchdog.c \
-      src/pending.c src/client.c src/inspect.c src/acquire.c src/release.c \
+      src/pending.c src/client.c src/inspect.c src/call.c src/acquire.c src/release.c \
       src/lua_aux.c src/lua_dlock.c src/lua_client.c src/lua_connect.c src/lua_lock.c
 # dlock.process: the `dlock` command's process plumbing, a module of its own
 PROC_SRC = src/lua_process.c src/util.c
@@ -99,7 +99,7 @@ test: deps all $(BUILD)/forktest.so  ## build, then the busted suite on real red
 # callbacks, coroutines and yields, the command. CI runs these on the other
 # Luas; the rest of the suite tests the C core, which is the same for all.
 BINDING_SPECS = lock release client misuse reference scheduler multilock semaphore rwlock \
-    fairlock family process command inspect log resources readme hostile watchdog
+    fairlock family process command inspect log resources readme hostile watchdog call
 binding-specs:
 	@echo $(wildcard $(BINDING_SPECS:%=spec/%_spec.lua))
 

@@ -31,7 +31,7 @@ build = {
       sources = { "src/util.c", "src/log.c", "src/tls.c", "src/endpoint.c", "src/conn.c", "src/script.c",
                   "src/lockid.c", "src/registry.c", "src/wait.c", "src/topology.c", "src/op.c",
                   "src/exec.c", "src/batch.c", "src/state.c", "src/watchdog.c", "src/pending.c",
-                  "src/client.c", "src/inspect.c", "src/acquire.c", "src/release.c",
+                  "src/client.c", "src/inspect.c", "src/call.c", "src/acquire.c", "src/release.c",
                   "src/lua_aux.c", "src/lua_dlock.c", "src/lua_client.c", "src/lua_connect.c",
                   "src/lua_lock.c" },
       defines = { "DL_WITH_TLS" },

@@ -81,6 +81,13 @@ size_t dl_exec_waiters(dl_topology *t, const char *key, size_t len,
     return n;
 }
 
+int dl_exec_same_node(const dl_topology *t, const char *a, size_t alen,
+                      const char *b, size_t blen)
+{
+    return t->kind != DL_TOPO_CLUSTER ||
+           dl_key_slot(a, alen) == dl_key_slot(b, blen);
+}
+
 const char *dl_exec_publish_verb(const dl_topology *t)
 {
     return t->kind == DL_TOPO_CLUSTER ? "spublish" : "publish";
@@ -170,7 +177,8 @@ static dl_status run_routed(dl_topology *t, const dl_scripts *s, dl_op *op,
                                                   : t->command_timeout_us));
     }
     dl_status st = dl_topology_run(t, s, op->wd, op->key, op->keylen, op->id,
-                                   op->nkeys, op->argc, op->argv, op->lens,
+                                   op->nkeys, op->argc, DL_OP_ARGV(op),
+                                   DL_OP_LENS(op),
                                    r, err, errlen);
     if (conn)
         dl_conn_read_timeout(conn, 0);
@@ -239,8 +247,8 @@ static void fan(dl_topology *t, const dl_scripts *s, dl_op *op,
 {
     redisReply *rs[DL_MAX_NODES];
     memset(tl, 0, sizeof *tl);
-    dl_topology_fan(t, s, op->wd, op->id, op->nkeys, op->argc, op->argv,
-                    op->lens, rs);
+    dl_topology_fan(t, s, op->wd, op->id, op->nkeys, op->argc,
+                    DL_OP_ARGV(op), DL_OP_LENS(op), rs);
     for (size_t i = 0; i < t->nnodes; i++) {
         dl_vote v = { DL_V_NONE, 0, 0 };
         if (rs[i] && rs[i]->type == REDIS_REPLY_ERROR) {

@@ -107,6 +107,11 @@ int dl_exec_fans_out(const dl_topology *t);
 size_t dl_exec_waiters(dl_topology *t, const char *key, size_t len,
                        dl_waiter **ws);
 
+/* Whether keys a and b are served by one node and may share a script
+ * (Cluster: the same slot; elsewhere always). */
+int dl_exec_same_node(const dl_topology *t, const char *a, size_t alen,
+                      const char *b, size_t blen);
+
 /* The verbs that publish to a lock's channel and count its subscribers:
  * Cluster's sharded ones there, else the plain ones. */
 const char *dl_exec_publish_verb(const dl_topology *t);

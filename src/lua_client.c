@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include "lua_dlock.h"
 
+#include <limits.h>
 #include <string.h>
 
 typedef struct lua_owner {
@@ -211,6 +212,86 @@ static int client_ping(lua_State *L)
     return 1;
 }
 
+/* ---- the user's commands (client:call, lock:guard) -------------------- */
+
+void dlua_command_args(lua_State *L, int first, int n, const char *fname,
+                       dlua_command *cmd)
+{
+    if (n < 1)
+        dlua_arg_error(L, 1, fname, "a command name expected");
+    if (n > 1000000)
+        dlua_arg_error(L, 1, fname, "too many arguments");
+    cmd->argc = n;
+    cmd->argv = lua_newuserdatauv(L, sizeof *cmd->argv * (size_t)n, 0);
+    cmd->lens = lua_newuserdatauv(L, sizeof *cmd->lens * (size_t)n, 0);
+    for (int i = 0; i < n; i++) {
+        int t = lua_type(L, first + i);
+        if (t != LUA_TSTRING && t != LUA_TNUMBER)
+            dlua_arg_error(L, i + 1, fname, lua_pushfstring(L, "string or "
+                           "number expected, got %s", luaL_typename(L,
+                                                                first + i)));
+        /* a number becomes its text in place (the slot keeps it alive) */
+        cmd->argv[i] = lua_tolstring(L, first + i, &cmd->lens[i]);
+    }
+}
+
+/* Push r as Lua values: an integer, a string (a status too), nil for a
+ * null (false inside an array, as Redis's own scripts have it), a table
+ * for an array. */
+static void push_reply(lua_State *L, const redisReply *r, int top)
+{
+    luaL_checkstack(L, 3, "reply nested too deep");
+    switch (r->type) {
+    case REDIS_REPLY_INTEGER:
+        lua_pushinteger(L, (lua_Integer)r->integer);
+        break;
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_ERROR:
+        lua_pushlstring(L, r->str, r->len);
+        break;
+    case REDIS_REPLY_ARRAY:
+        lua_createtable(L, r->elements > INT_MAX ? 0 : (int)r->elements, 0);
+        for (size_t i = 0; i < r->elements; i++) {
+            push_reply(L, r->element[i], 0);
+            lua_rawseti(L, -2, (lua_Integer)i + 1);
+        }
+        break;
+    default:                            /* NIL */
+        if (top)
+            lua_pushnil(L);
+        else
+            lua_pushboolean(L, 0);
+    }
+}
+
+int dlua_push_reply(lua_State *L, dl_status st, redisReply *r,
+                    const char *err)
+{
+    if (st != DL_OK)
+        return dlua_fail(L, st, err);
+    push_reply(L, r, 1);                /* (raises on no memory alone) */
+    freeReplyObject(r);
+    return 1;
+}
+
+/* client:call(cmd, ...) -> the reply | nil, err */
+static int client_call(lua_State *L)
+{
+    lua_client *lc = dlua_client(L, 1, "call");
+    if (dl_client_fans_out(lc->c))
+        dlua_error(L, "calling 'call' on a Redlock client (servers = ...): "
+                   "there is no one server to send a command to; use a "
+                   "client of one server, Sentinel or Cluster");
+    dlua_command cmd;
+    dlua_command_args(L, 2, lua_gettop(L) - 1, "call", &cmd);
+    char err[DL_ERRLEN];
+    redisReply *r;
+    dl_status st = dl_client_call(lc->c, cmd.argc, cmd.argv, cmd.lens, &r,
+                                  err, sizeof err);
+    return dlua_push_reply(L, st, r, err);
+}
+
 /* Push the table of client:inspect for the dl_inspect at 1. */
 static int push_inspect(lua_State *L)
 {
@@ -355,6 +436,7 @@ void dlua_client_open(lua_State *L)
     };
     static const luaL_Reg client_methods[] = {
         { "ping", client_ping },
+        { "call", client_call },
         { "inspect", client_inspect },
         { "poll", client_poll },
         { "stats", client_stats },

@@ -36,6 +36,22 @@ int dlua_dispatch(lua_State *L, int ci);
 /* Owner number of the running coroutine for the client at ci. */
 uint64_t dlua_owner(lua_State *L, int ci);
 
+/* A user's command, read from the Lua arguments first..first+n-1 (each a
+ * string or a number; raises on misuse). The arrays are userdata pushed
+ * on the stack, and the strings stay in their stack slots: both live as
+ * long as the call. */
+typedef struct dlua_command {
+    int argc;
+    const char **argv;
+    size_t *lens;
+} dlua_command;
+void dlua_command_args(lua_State *L, int first, int n, const char *fname,
+                       dlua_command *cmd);
+
+/* Push the reply r (freeing it) as Lua values, or nil, err for st. */
+int dlua_push_reply(lua_State *L, dl_status st, redisReply *r,
+                    const char *err);
+
 /* dlock.connect(url | opts): a Client, or nil and an error. */
 int dlua_connect(lua_State *L);
 

@@ -493,6 +493,35 @@ static int lock_extend(lua_State *L)
     return 1;
 }
 
+/* lock:guard(cmd, ...) -> the reply | nil, err: client:call, run only
+ * while this owner's hold is still the lock's current tenancy. */
+static int lock_guard(lua_State *L)
+{
+    lua_lock *lk = check_lock(L, 1, "guard");
+    if (lk->kind == DL_KIND_READ || lk->kind == DL_KIND_SEM)
+        dlua_error(L, "calling 'guard' on a %s: a guard needs an exclusive "
+                   "hold (a lock, a fair lock or a write lock)",
+                   lk->kind == DL_KIND_READ ? "read lock" : "semaphore");
+    int n = lua_gettop(L) - 1;
+    dlua_command cmd;
+    dlua_command_args(L, 2, n, "guard", &cmd);
+    lock_call k;
+    k.lc = lock_client(L, 1, "guard");
+    k.ci = lua_gettop(L);
+    lockref(L, lk, k.ci, &k.l, k.owner, k.writer);
+    if (cmd.argc > 1 && !dl_client_same_slot(k.lc->c, &k.l, cmd.argv[1],
+                                              cmd.lens[1]))
+        dlua_arg_error(L, 2, "guard", lua_pushfstring(L, "key '%s' is in "
+                       "another Cluster slot than the lock: give it the "
+                       "lock's hash tag, as in '%s{%s}'", cmd.argv[1],
+                       cmd.argv[1], lk->name));
+    char err[DL_ERRLEN];
+    redisReply *r;
+    dl_status st = dl_client_guard(k.lc->c, &k.l, cmd.argc, cmd.argv,
+                                   cmd.lens, &r, err, sizeof err);
+    return dlua_push_reply(L, st, r, err);
+}
+
 static int lock_force_release(lua_State *L)
 {
     lock_call k;
@@ -566,6 +595,7 @@ void dlua_lock_open(lua_State *L, int client_methods)
         { "token", lock_token },
         { "ttl", lock_ttl },
         { "extend", lock_extend },
+        { "guard", lock_guard },
         { "force_release", lock_force_release },
         { "_scheduler", lock_scheduler },
         { "_available", lock_available },

@@ -419,6 +419,43 @@ void dl_op_ping(dl_op *op)
     op->rule = DL_RULE_READ;
 }
 
+void dl_op_command(dl_op *op, const char *key, size_t keylen, int argc,
+                   const char **argv, size_t *lens, redisReply **keep)
+{
+    init(op, "call", DL_OP_COMMAND, key, keylen, reply_vote);
+    op->argc = argc;
+    op->xargv = argv;
+    op->xlens = lens;
+    op->keep = keep;
+    op->rule = DL_RULE_VOTE;
+}
+
+void dl_op_guard(dl_op *op, const dl_lockref *l, int64_t token, int argc,
+                 const char **argv, const size_t *lens, const char **x,
+                 size_t *xl, redisReply **keep)
+{
+    init(op, "guard", DL_S_GUARD, l->ident.key, l->ident.keylen,
+         reply_vote);
+    add_keys(op, l);
+    arg(op, DL_ARG_OWNER, l->ident.owner, l->ident.ownerlen);
+    arg_i(op, DL_ARG_TOKEN, token);
+    arg(op, DL_ARG_CMD, argv[0], lens[0]);
+    done(op);
+    assert(op->argc == DL_OP_GUARD_HEAD);
+    /* the command's own arguments follow ARGV[3] (cmd) */
+    memcpy(x, op->argv, sizeof *x * (size_t)op->argc);
+    memcpy(xl, op->lens, sizeof *xl * (size_t)op->argc);
+    for (int i = 1; i < argc; i++) {
+        x[op->argc + i - 1] = argv[i];
+        xl[op->argc + i - 1] = lens[i];
+    }
+    op->argc += argc - 1;
+    op->xargv = x;
+    op->xlens = xl;
+    op->keep = keep;
+    op->rule = DL_RULE_VOTE;
+}
+
 void dl_op_free(dl_op *op, const dl_lockref *l)
 {
     init(op, "available", DL_S_SEM_FREE, l->ident.key, l->ident.keylen,

@@ -79,7 +79,14 @@ typedef struct dl_op {
     redisReply **keep;          /* non-NULL: each server's reply is put
                                    here (keep[i]: Redlock master i; else
                                    keep[0]) for the caller to free */
+    const char **xargv;         /* non-NULL: the call's argc arguments are
+                                   these (the caller's), not argv */
+    size_t *xlens;
 } dl_op;
+
+/* The arguments op's call sends. */
+#define DL_OP_ARGV(op) ((op)->xargv ? (op)->xargv : (op)->argv)
+#define DL_OP_LENS(op) ((op)->xlens ? (op)->xlens : (op)->lens)
 
 /* Take l (a fresh hold when expect is 0, else join the hold of count
  * expect and token) for ms, as request seq. waits: the caller will wait
@@ -131,6 +138,24 @@ void dl_op_inspect(dl_op *op, const dl_lockref *l, const char *verb,
                    redisReply **keep);
 /* CLIENT LIST on l's server (every Redlock master), the replies kept. */
 void dl_op_clients(dl_op *op, const dl_lockref *l, redisReply **keep);
+
+/* A user's command (client:call): argv[0..argc) with lens, sent to the
+ * node of key (its first key; "" for any). Its reply is kept in keep[0];
+ * an error reply is an error status with its text. The arrays are the
+ * caller's, and must outlive the op. */
+void dl_op_command(dl_op *op, const char *key, size_t keylen, int argc,
+                   const char **argv, size_t *lens, redisReply **keep);
+
+/* The room a guard needs in front of its command (below). */
+#define DL_OP_GUARD_HEAD (DL_SCRIPT_HEAD + 4)   /* lock, owner, token, cmd */
+
+/* The user's command argv[0..argc) run only while l's hold (token) is
+ * still the lock's current tenancy (guard.lua); its reply kept in
+ * keep[0]. x and xl are the caller's arrays of DL_OP_GUARD_HEAD + argc
+ * slots, which the call is built in, and must outlive the op. */
+void dl_op_guard(dl_op *op, const dl_lockref *l, int64_t token, int argc,
+                 const char **argv, const size_t *lens, const char **x,
+                 size_t *xl, redisReply **keep);
 
 /* Set l's TTL to ms if its tenancy is still token's (batchable). */
 void dl_op_renew(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token);

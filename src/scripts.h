@@ -20,6 +20,7 @@ typedef enum {
     DL_S_FAIR_VOID,     /* Cancel an acquire of a fair lock, and leave its queue. */
     DL_S_FENCE,         /* Raise a slot's fencing counter (and a hold's token) to a token. */
     DL_S_FORCE,         /* Free a lock whoever holds it (force_release). */
+    DL_S_GUARD,         /* Run one command only while a hold is its lock's current tenancy */
     DL_S_INSPECT,       /* Who holds a lock, for diagnostics; changes nothing. */
     DL_S_RELEASE,       /* Release one hold of an exclusive lock. */
     DL_S_RENEW,         /* Renew holds (the watchdog: up to 100 per call). */
@@ -42,6 +43,7 @@ enum {
 };
 enum {
     DL_ARG_CHAN,
+    DL_ARG_CMD,
     DL_ARG_COUNT,
     DL_ARG_EXPECT,
     DL_ARG_FRESH,
@@ -123,6 +125,9 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_REQ] = 1, [DL_ARG_SEQ] = 2, [DL_ARG_KEEP_MS] = 3,
           [DL_ARG_CHAN] = 4, [DL_ARG_PUB] = 5 } },
+    [DL_S_GUARD] = { "guard", 1, 3, 0,
+        { [DL_KEY_LOCK] = 1 },
+        { [DL_ARG_OWNER] = 1, [DL_ARG_TOKEN] = 2, [DL_ARG_CMD] = 3 } },
     [DL_S_INSPECT] = { "inspect", 2, 2, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_QUEUE] = 2 },
         { [DL_ARG_CHAN] = 1, [DL_ARG_VERB] = 2 } },
@@ -938,6 +943,16 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "           'k' .. req, now + 2 * keep_ms)\n"
         "redis.call('pexpire', k, keep_ms)\n"
         "return held and 1 or 0\n",
+    /* src/scripts/guard.lua */
+    [DL_S_GUARD] =
+        "local owner, token, cmd = ARGV[1], ARGV[2], ARGV[3]\n"
+        "local k = KEYS[1]\n"
+        "local f = redis.call('hmget', k, 'o' .. owner, 't')\n"
+        "if not f[1] or tonumber(f[1]) <= 0 or f[2] ~= token then\n"
+        "  return redis.error_reply('DLOCKLOST the hold is no longer the lock\\'s ' ..\n"
+        "                           'current tenancy: the command did not run')\n"
+        "end\n"
+        "return redis.pcall(cmd, unpack(ARGV, 4))\n",
     /* src/scripts/inspect.lua */
     [DL_S_INSPECT] =
         "local function now_ms()\n"

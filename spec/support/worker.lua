@@ -212,6 +212,23 @@ elseif mode == "stopped" then
   say("on_lost_count", fired)
   client:close()
 
+elseif mode == "guarded" then
+  -- guarded URL NAME LEASE GOFILE KEY: hold (a fixed lease); at the go-ahead
+  -- write KEY under lock:guard, and say what came of it
+  local client = assert(dlock.connect{ url = arg[2] })
+  local lock = client:lock(arg[3])
+  assert(lock:acquire{ expire = tonumber(arg[4]) })
+  say("held", lock:token())
+  local deadline = dlock.now() + 30
+  while dlock.now() < deadline do
+    local f = io.open(arg[5], "rb")
+    if f then f:close() break end
+    dlock.sleep(0.02)
+  end
+  local ok, err = lock:guard("SET", arg[6], "stale write")
+  say("guard", tostring(ok), tostring(err))
+  client:close()
+
 elseif mode == "soak" then
   -- soak URL NAME NLOCKS ITERATIONS DIR IDX: critical sections on NLOCKS
   -- locks, each guarding a counter file and a token log in DIR; retries

@@ -1,0 +1,19 @@
+-- Run one command only while a hold is its lock's current tenancy
+-- (lock:guard): the same owner holds it, with the same fencing token. A
+-- write so guarded never lands after the hold was lost, whatever the
+-- delay between the client's check and Redis running it.
+-- KEYS[1] lock: the lock's hash, P{name}
+-- ARGV[1] owner: whose hold
+-- ARGV[2] token: the hold's tenancy
+-- ARGV[3] cmd: the command; its arguments follow it, ARGV[4] on (its
+--   keys in the lock's Cluster slot: the client checks)
+-- returns: the command's reply (its error too, as an error) | the error
+--   "DLOCKLOST ..." when the hold is not the current tenancy: nothing ran
+local owner, token, cmd = ARGV[1], ARGV[2], ARGV[3]
+local k = KEYS[1]
+local f = redis.call('hmget', k, 'o' .. owner, 't')
+if not f[1] or tonumber(f[1]) <= 0 or f[2] ~= token then
+  return redis.error_reply('DLOCKLOST the hold is no longer the lock\'s ' ..
+                           'current tenancy: the command did not run')
+end
+return redis.pcall(cmd, unpack(ARGV, 4))
