@@ -265,6 +265,42 @@ describe("max_hold", function()
   end)
 end)
 
+-- A forgotten hold (say on a long-running process's main coroutine) is
+-- renewed for as long as its owner lives, by design: warn_hold names it.
+describe("warn_hold", function()
+  it("names a hold older than warn_hold, in the log once and in stats()", function()
+    local said = {}
+    local c = assert(helper.client{ lease = 3, warn_hold = 1,
+      log = function(level, msg) if msg:find("warn_hold", 1, true) then said[#said + 1] = level .. " " .. msg end end })
+    finally(function() c:close() end)
+    local name, other = helper.unique_name("old"), helper.unique_name("young")
+    local l = c:lock(name)
+    assert(l:acquire())
+    assert(l:acquire())                            -- a reentry is the same hold
+    assert.same({}, c:stats().held_long)
+    assert(helper.wait_for(function() c:poll(); return #said > 0 end, 5, 0.01))
+    assert.matches("^warn lock '" .. name:gsub("%p", "%%%0") .. "' has been held for %d+%.%d s, past warn_hold", said[1])
+    assert(c:lock(other):acquire())                -- not old yet
+    assert.same({ name }, c:stats().held_long)
+    assert(helper.wait_for(function() c:poll(); return #said > 1 end, 5, 0.01))
+    dlock.sleep(0.2)
+    c:poll()
+    assert.equals(2, #said, table.concat(said, "\n"))   -- the other one now, and each once
+    local long = c:stats().held_long
+    table.sort(long)
+    local want = { name, other }
+    table.sort(want)
+    assert.same(want, long)
+    assert(l:release()); assert(l:release())
+    assert(c:lock(other):release())
+    assert.same({}, c:stats().held_long)
+    local quiet = assert(helper.client())          -- off by default
+    finally(function() quiet:close() end)
+    assert(quiet:lock(name):acquire())
+    assert.same({}, quiet:stats().held_long)
+  end)
+end)
+
 describe("renewals after the server lost the scripts", function()
   -- Every key's TTL is first set by hand to LOW, under the lease (a
   -- renewal raises a TTL, never lowers it): a key whose TTL is then

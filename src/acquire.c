@@ -49,6 +49,7 @@ static void record_acquire(dl_client *c, dl_hold *h, const dl_lockref *l,
         h->count = 0;
         h->watchdog = watchdog;
         h->acquired_us = t0;
+        h->warned = 0;
         h->owner_num = l->owner_num;
         if (h->ref != DL_NOREF)
             dl_registry_push_event(&c->reg, h->ref, NULL);
@@ -66,7 +67,11 @@ static void record_acquire(dl_client *c, dl_hold *h, const dl_lockref *l,
                t0 + valid_ms * 1000 >= h->acquired_us +
                                         c->opts.max_hold_ms * 1000;
     c->stats.acquired++;
-    dl_watchdog_poke(c, h->watchdog ? h->renew_at_us : h->deadline_us);
+    int64_t wake = h->watchdog ? h->renew_at_us : h->deadline_us;
+    int64_t warn = h->acquired_us + c->opts.warn_hold_ms * 1000;
+    if (c->opts.warn_hold_ms > 0 && !h->warned && warn < wake)
+        wake = warn;                        /* connect{ warn_hold } */
+    dl_watchdog_poke(c, wake);
 }
 
 /* One acquire attempt on the node that owns the lock. */

@@ -386,6 +386,40 @@ void dl_client_owner_gone(dl_client *c, uint64_t owner_num)
     pthread_mutex_unlock(&c->mu);
 }
 
+char **dl_client_held_long(dl_client *c, size_t *n)
+{
+    int64_t warn_us = c->opts.warn_hold_ms * 1000, now = dl_now_us();
+    size_t k = 0, bytes = 0, len;
+    char **out = NULL;
+    *n = 0;
+    if (warn_us <= 0)
+        return NULL;
+    pthread_mutex_lock(&c->mu);
+    for (int pass = 0; pass < 2; pass++) {
+        char *p = out ? (char *)(out + k) : NULL;
+        k = 0;
+        for (dl_hold *h = c->reg.head; h; h = h->next) {
+            if (h->lost || h->count <= 0 || now - h->acquired_us < warn_us)
+                continue;
+            const char *name = dl_lockid_name(&h->ident, c->opts.prefixlen,
+                                              &len);
+            if (p) {
+                memcpy(p, name, len);
+                p[len] = '\0';
+                out[k] = p;
+                p += len + 1;
+            }
+            bytes += len + 1;
+            k++;
+        }
+        if (!pass && (k == 0 || !(out = malloc(k * sizeof *out + bytes))))
+            break;
+    }
+    pthread_mutex_unlock(&c->mu);
+    *n = out ? k : 0;
+    return out;
+}
+
 void dl_client_stats(dl_client *c, dl_stats *out, size_t *held)
 {
     size_t n = 0;

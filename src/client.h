@@ -107,6 +107,10 @@ void dl_client_owner_gone(dl_client *c, uint64_t owner_num);
 
 void dl_client_stats(dl_client *c, dl_stats *out, size_t *held);
 
+/* The names of the locks held past connect{ warn_hold } (not lost), n of
+ * them, in one block the caller frees; NULL when none (or no memory). */
+char **dl_client_held_long(dl_client *c, size_t *n);
+
 /* One owner of a lock, as inspection finds it. */
 typedef struct dl_inspect_owner {
     char *owner;                /* as stored, a read half's "\0r" cut */

@@ -101,3 +101,9 @@ size_t dl_lockid_caller(char *buf, const char *client_id, uint64_t n,
     memcpy(buf + len, "\0r", 3);
     return (size_t)len + 2;
 }
+
+const char *dl_lockid_name(const dl_lockid *d, size_t pl, size_t *len)
+{
+    *len = d->keylen >= pl + 2 ? d->keylen - pl - 2 : 0;
+    return d->keylen >= pl + 2 ? d->key + pl + 1 : d->key;
+}

@@ -53,6 +53,10 @@ void dl_lockid_build(dl_lockid *d, char *buf, const char *prefix, size_t pl,
                      const char *client_id, const char *owner,
                      size_t ownerlen);
 
+/* The lock's name, as given, inside d's key (P{name}) under a prefix of
+ * pl bytes; *len gets its length. */
+const char *dl_lockid_name(const dl_lockid *d, size_t pl, size_t *len);
+
 /* The longest coroutine owner, with its read half's suffix and NUL. */
 #define DL_OWNER_MAX (DL_ID_HEX + 27)
 

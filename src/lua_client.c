@@ -11,6 +11,7 @@
 #include "lua_dlock.h"
 
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct lua_owner {
@@ -399,6 +400,15 @@ static int client_stats(lua_State *L)
     set_count(L, "unconfirmed", s.unconfirmed);
     lua_pushboolean(L, dl_client_evictable(lc->c));
     lua_setfield(L, -2, "evictable");
+    size_t n;
+    char **names = dl_client_held_long(lc->c, &n);
+    lua_createtable(L, (int)n, 0);      /* held past warn_hold */
+    for (size_t i = 0; i < n; i++) {
+        lua_pushstring(L, names[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    free(names);
+    lua_setfield(L, -2, "held_long");
     return 1;
 }
 

@@ -15,7 +15,7 @@
 static const char *const CONNECT_KEYS[] = {
     "url", "servers", "sentinels", "master", "cluster", "prefix", "lease",
     "connect_timeout", "command_timeout", "username", "password", "db",
-    "on_lost", "max_hold", "sync_replicas", "sync_timeout", "scheduler",
+    "on_lost", "max_hold", "warn_hold", "sync_replicas", "sync_timeout", "scheduler",
     "tls", "label", "log", NULL
 };
 
@@ -50,7 +50,8 @@ static char *dup_str(const char *s)
 typedef struct conn_args {
     const char *url, *prefix, *username, *password, *master, *label;
     size_t urllen, prefixlen, labellen;
-    int64_t lease_ms, max_hold_ms, connect_us, command_us, sync_ms;
+    int64_t lease_ms, max_hold_ms, warn_hold_ms, connect_us, command_us;
+    int64_t sync_ms;
     int db;                             /* -1: from the URL */
     int sync_replicas;
     dl_topo_kind topo;
@@ -219,6 +220,9 @@ static void read_args(lua_State *L, conn_args *a)
     if (lua_getfield(L, 1, "max_hold") != LUA_TNIL)
         a->max_hold_ms = dlua_lease_ms(L, -1, "dlock.connect", "max_hold");
     lua_pop(L, 1);
+    if (lua_getfield(L, 1, "warn_hold") != LUA_TNIL)
+        a->warn_hold_ms = dlua_lease_ms(L, -1, "dlock.connect", "warn_hold");
+    lua_pop(L, 1);
     if (lua_getfield(L, 1, "connect_timeout") != LUA_TNIL)
         a->connect_us = dlua_seconds_us(L, -1, "dlock.connect", "connect_timeout");
     lua_pop(L, 1);
@@ -383,6 +387,7 @@ int dlua_connect(lua_State *L)
     o.prefixlen = a.prefixlen;
     o.lease_ms = a.lease_ms;
     o.max_hold_ms = a.max_hold_ms;
+    o.warn_hold_ms = a.warn_hold_ms;
     o.connect_timeout_us = a.connect_us;
     o.command_timeout_us = a.command_us;
     o.sync_replicas = a.sync_replicas;

@@ -24,6 +24,7 @@ typedef struct dl_hold {
     int64_t lease_ms;           /* TTL set at acquire and each renewal */
     int watchdog;               /* renewed by the watchdog */
     int64_t acquired_us;        /* monotonic time of the fresh acquire */
+    int warned;                 /* held past warn_hold, and logged */
     int64_t deadline_us;        /* lease may have run out after this */
     int64_t renew_at_us;        /* watchdog renews at or after this */
     int64_t retry_at_us;        /* a failed renewal: not again before */

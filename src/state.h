@@ -33,6 +33,7 @@ typedef struct dl_client_opts {
     size_t prefixlen;
     int64_t lease_ms;           /* watchdog lease */
     int64_t max_hold_ms;        /* 0: no cap */
+    int64_t warn_hold_ms;       /* log holds older than this; 0: never */
     int64_t connect_timeout_us;
     int64_t command_timeout_us;
     int sync_replicas;          /* WAIT for this many replicas; 0: no */

@@ -74,11 +74,24 @@ static int64_t cap_end(const dl_client *c, const dl_hold *h)
 }
 
 /* Steps 1 and 2, with c->mu held. Returns when to look next. */
+/* With c->mu held: say once that h has been held past warn_hold. */
+static void warn_long(dl_client *c, dl_hold *h, int64_t now)
+{
+    size_t len;
+    const char *name = dl_lockid_name(&h->ident, c->opts.prefixlen, &len);
+    h->warned = 1;
+    dl_log_say(&c->log, DL_LOG_WARN, "lock '%.*s' has been held for %.1f s, "
+               "past warn_hold: a release forgotten? The watchdog renews a "
+               "hold for as long as its owner lives", (int)len, name,
+               (double)(now - h->acquired_us) / 1e6);
+}
+
 static int64_t scan(dl_client *c, int64_t now)
 {
     dl_watchdog *w = c->wd;
     int64_t lease = c->opts.lease_ms * 1000, next = INT64_MAX;
     int64_t retry = lease / 10 < 1000000 ? lease / 10 : 1000000;
+    int64_t warn_us = c->opts.warn_hold_ms * 1000;
     w->nbatch = w->nsettle = 0;
     for (dl_hold *h = c->reg.head; h; h = h->next) {
         if (h->pend != DL_PEND_NONE && !h->pend_lua && !h->inflight) {
@@ -99,6 +112,12 @@ static int64_t scan(dl_client *c, int64_t now)
         }
         if (h->lost || h->count <= 0)
             continue;
+        if (warn_us > 0 && !h->warned) {    /* connect{ warn_hold } */
+            if (now - h->acquired_us >= warn_us)
+                warn_long(c, h, now);
+            else if (h->acquired_us + warn_us < next)
+                next = h->acquired_us + warn_us;
+        }
         if (now >= h->deadline_us) {
             dl_client_lose(c, h, !h->watchdog ? LOST_EXPIRED
                                  : h->final ? LOST_MAXHOLD
