@@ -115,6 +115,11 @@ bench: deps all               ## benchmarks against a throwaway redis-server
 	        apt-get install -y -qq lua-socket >/dev/null || \
 	        (apt-get update -qq && apt-get install -y -qq lua-socket >/dev/null) || true; \
 	    else echo "bench: no plain-Lua baseline; to get it: sudo apt-get install -y lua-socket"; fi
+	@command -v gnuplot >/dev/null || \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	        apt-get install -y -qq gnuplot-nox >/dev/null || \
+	        (apt-get update -qq && apt-get install -y -qq gnuplot-nox >/dev/null) || true; \
+	    else echo "bench: no plots; to get them: sudo apt-get install -y gnuplot-nox"; fi
 	sh tools/with-tmp.sh $(LUA) bench/run.lua $(BENCH_ARGS)
 
 soak: deps all             ## 10^6 critical sections under faults (not in CI; SOAK_ARGS="N")

@@ -301,7 +301,7 @@ local function m2_run(impl, n, stepback, id, name)
            overlaps = overlaps, h50 = pct(handoffs, 0.5), h99 = pct(handoffs, 0.99),
            retake = #holds > 1 and retakes / (#holds - 1) or 0, jain = jain(counts),
            rtt50 = pct(rtts, 0.5), wmed = pct(waits, 0.5), w999 = pct(waits, 0.999),
-           wmax = waits[#waits] or 0 / 0 }
+           wmax = waits[#waits] or 0 / 0, handoffs = handoffs }
 end
 
 -- The token ring (bench/ring.c) for N processes: the median of the
@@ -574,3 +574,38 @@ io.write(text)
 os.execute("mkdir -p " .. q(ROOT .. "/build/bench"))
 local f = io.open(ROOT .. "/build/bench/results" .. (QUICK and "-quick" or "") .. ".md", "wb")
 if f then f:write(text) f:close() end
+
+-- ---- plots (bench/plots.gp, with gnuplot when it is installed) --------------
+-- handoff-IMPL.dat: every handoff latency (ms) of the M2 step series at
+-- N = 4, over all runs, sorted, with its cumulative fraction; fairness.dat:
+-- N, then Jain's index of the default lock and the fair lock, looping and
+-- stepping back (medians of the runs), then their longest waits (ms).
+local PLOTS = ROOT .. "/build/bench" .. (QUICK and "/quick" or "")
+os.execute("mkdir -p " .. q(PLOTS))
+for _, impl in ipairs({ "dlock", "fair", plain and "plain" }) do
+  local all = {}
+  for _, r in ipairs(M2[impl].step[4]) do
+    for _, h in ipairs(r.handoffs) do all[#all + 1] = h end
+  end
+  table.sort(all)
+  local lines = {}
+  for i, h in ipairs(all) do lines[i] = ("%.4f %.5f"):format(h, i / #all) end
+  writef(PLOTS .. "/handoff-" .. impl .. ".dat", table.concat(lines, "\n") .. "\n")
+end
+local fl = {}
+for _, n in ipairs(NS) do
+  local m = function(impl, s, field) return med(M2[impl][s][n], field) end
+  fl[#fl + 1] = ("%d %.3f %.3f %.3f %.3f %.1f %.1f"):format(n, m("dlock", "loop", "jain"),
+    m("fair", "loop", "jain"), m("dlock", "step", "jain"), m("fair", "step", "jain"),
+    m("dlock", "loop", "wmax"), m("fair", "loop", "wmax"))
+end
+writef(PLOTS .. "/fairness.dat", table.concat(fl, "\n") .. "\n")
+if sh("command -v gnuplot") ~= "" then
+  os.remove(PLOTS .. "/handoff.svg")
+  sh(("gnuplot -e %s %s 2>&1"):format(q(("plain=%d; cd '%s'"):format(plain and 1 or 0, PLOTS)),
+     q(ROOT .. "/bench/plots.gp")))
+  log(readf(PLOTS .. "/handoff.svg") and "plots: %s/handoff.svg, fairness.svg"
+      or "plots: gnuplot failed; data in %s/*.dat", PLOTS)
+else
+  log("plots: no gnuplot (Debian: gnuplot-nox); data in %s/*.dat", PLOTS)
+end
