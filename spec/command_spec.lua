@@ -312,6 +312,21 @@ describe("the dlock command", function()
       return #group_members(group) == 0 and {} end, 10) or group_members(group))
   end)
 
+  -- The holder's watchdog hears of a forced release at once (force.lua's
+  -- notice), not at its next renewal, a third of the lease later.
+  it("starts stopping its command within a second of a forced release, whatever the lease", function()
+    local name = helper.unique_name("forced")
+    local h = start_logged(name, "--lease 60", [[echo "started $$" >>LOG; sleep 60]])
+    local t0 = dlock.now()
+    assert.equals(0, (run("release --force " .. q(name))))
+    assert(helper.wait_for(function()
+      return h.output():find("the lock was lost", 1, true)
+    end, 15, 0.02), h.output())
+    local took = dlock.now() - t0
+    assert.is_true(took < 3, ("took %.2f s (a renewal comes every 20 s)"):format(took))
+    assert.is_number(h.finish(20))
+  end)
+
   it("leaves a signal ignored at its start ignored, in itself and the command (nohup)", function()
     local name = helper.unique_name("nohup")
     local h, log = start_logged(name, "",

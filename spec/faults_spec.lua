@@ -153,8 +153,9 @@ describe("a server that is killed", function()
     assert.is_true(t >= 0.5, "gave up after " .. t .. " s, before its wait")
     -- back within the wait: the lock
     srv.restart_after(0.5)
-    ok, err = l:acquire{ wait = 10 }
-    assert.truthy(ok, err)
+    ok, err = l:acquire{ wait = 20 }
+    assert.truthy(ok, tostring(err) .. "; the server " ..
+                      (srv.wait_up(1) and "is up again" or "did not come back"))
     assert(srv.wait_up())
     assert.is_true(l:held())
     assert.same({ true, 0 }, { l:release() })

@@ -46,7 +46,9 @@ describe("the scripts, one by one", function()
     return call("void", freeing({ owner = owner, req = req, seq = seq }))
   end
   local function force(req, seq)
-    return call("force", freeing({ req = req, seq = seq }))[1]
+    local t = freeing({ req = req, seq = seq })
+    t.notice = "s:forced"
+    return call("force", t)[1]
   end
   -- The fair lock's scripts: a grant is published on the waiter's own
   -- channel, with its registration's secret.

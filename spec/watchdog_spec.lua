@@ -265,6 +265,33 @@ describe("max_hold", function()
   end)
 end)
 
+-- force.lua tells every client of the prefix (its notice channel); a
+-- holder's watchdog then renews its holds at once and finds the forced
+-- one gone, instead of a third of the lease later.
+describe("a forced release", function()
+  it("reaches a watchdog-mode holder within a round trip, whatever its lease", function()
+    local lost = {}
+    local c = assert(helper.client{ lease = 60,
+      on_lost = function(l, why) lost[#lost + 1] = l.name .. ": " .. why end })
+    local other = assert(helper.client())
+    finally(function() c:close(); other:close() end)
+    local name, kept = helper.unique_name("forced"), helper.unique_name("kept")
+    local l, k = c:lock(name), c:lock(kept)
+    assert(l:acquire())
+    assert(k:acquire())
+    dlock.sleep(0.2)                               -- its watchdog is asleep now
+    local t0 = dlock.now()
+    assert.is_true(other:lock(name):force_release())
+    assert(helper.wait_for(function() return not l:held() end, 10, 0.005))
+    local took = dlock.now() - t0
+    assert.is_true(took < 3, ("took %.2f s (a renewal comes every 20 s)"):format(took))
+    c:poll()
+    assert.same({ name .. ": lost: the lock expired or was deleted" }, lost)
+    assert.is_true(k:held())                       -- the others stay
+    assert(k:release())
+  end)
+end)
+
 -- A forgotten hold (say on a long-running process's main coroutine) is
 -- renewed for as long as its owner lives, by design: warn_hold names it.
 describe("warn_hold", function()

@@ -45,6 +45,19 @@ static void check_eviction(dl_client *c)
     freeReplyObject(r);
 }
 
+/* P"forced", where the clients of prefix P hear of forced releases. */
+static char *notice_channel(dl_client *c)
+{
+    size_t n = c->opts.prefixlen + sizeof "forced";
+    char *s = malloc(n);
+    if (s) {
+        memcpy(s, c->opts.prefix, c->opts.prefixlen);
+        memcpy(s + c->opts.prefixlen, "forced", sizeof "forced");
+        c->noticelen = n - 1;
+    }
+    return s;
+}
+
 int dl_client_evictable(const dl_client *c)
 {
     return c->evictable;
@@ -179,9 +192,10 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
     dl_status st = DL_OK;
     if (dl_random_hex(c->id, DL_ID_BYTES) != 0)
         st = dl_fail(err, errlen, DL_ECONN, "no randomness for the client id");
-    else if (name_endpoints(c) != 0)
+    else if (name_endpoints(c) != 0 || !(c->notice = notice_channel(c)))
         st = dl_oom(err, errlen);
     if (st != DL_OK) {
+        free(c->notice);
         dl_client_opts_free(&c->opts);
         pthread_mutex_destroy(&c->mu);
         dl_log_free(&c->log);
@@ -269,6 +283,7 @@ void dl_client_close(dl_client *c)
     dl_topology_free(&c->topo);
     dl_registry_free(&c->reg);
     dl_client_opts_free(&c->opts);
+    free(c->notice);
     if (same)                   /* a child's copy may be locked: as mu */
         dl_log_free(&c->log);
     free(c);
@@ -307,7 +322,8 @@ dl_status dl_client_force_release(dl_client *c, const dl_lockref *l,
      * it recorded answers as the first run did and deletes nothing. */
     dl_op op;
     dl_result res;
-    dl_op_force(&op, l, c->id, ++c->next_seq, c->opts.lease_ms, c->pubverb);
+    dl_op_force(&op, l, c->id, ++c->next_seq, c->opts.lease_ms, c->pubverb,
+                c->notice);
     dl_status st = dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);
     *existed = st == DL_OK && res.yes > 0;
     return st;

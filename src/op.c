@@ -385,7 +385,8 @@ void dl_op_ttl(dl_op *op, const dl_lockref *l)
 }
 
 void dl_op_force(dl_op *op, const dl_lockref *l, const char *req,
-                 uint64_t seq, int64_t keep_ms, const char *pub)
+                 uint64_t seq, int64_t keep_ms, const char *pub,
+                 const char *notice)
 {
     init(op, "force_release", DL_S_FORCE, l->ident.key, l->ident.keylen,
          bool_vote);
@@ -393,6 +394,7 @@ void dl_op_force(dl_op *op, const dl_lockref *l, const char *req,
     arg_s(op, DL_ARG_REQ, req);
     arg_i(op, DL_ARG_SEQ, (int64_t)seq);
     add_freeing(op, l, keep_ms, pub);
+    arg_s(op, DL_ARG_NOTICE, notice);
     done(op);
     op->rule = DL_RULE_READ;
 }

@@ -119,9 +119,11 @@ void dl_op_extend(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token);
  * owner's plain or fair lock. Every other extend only raises it. */
 int dl_op_extend_lowers(const dl_lockref *l);
 void dl_op_ttl(dl_op *op, const dl_lockref *l);
-/* Free l whoever holds it, as request seq of requester req. */
+/* Free l whoever holds it, as request seq of requester req; its holders'
+ * clients hear of it on the channel notice. */
 void dl_op_force(dl_op *op, const dl_lockref *l, const char *req,
-                 uint64_t seq, int64_t keep_ms, const char *pub);
+                 uint64_t seq, int64_t keep_ms, const char *pub,
+                 const char *notice);
 /* Take count holds of l's owner out, if its tenancy is token's (0: any). */
 void dl_op_drop(dl_op *op, const dl_lockref *l, int64_t count,
                 int64_t token, int64_t keep_ms, const char *pub);

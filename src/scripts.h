@@ -50,6 +50,7 @@ enum {
     DL_ARG_KEEP_MS,
     DL_ARG_KIND,
     DL_ARG_LEASE_MS,
+    DL_ARG_NOTICE,
     DL_ARG_OWNER,
     DL_ARG_PERMITS,
     DL_ARG_PUB,
@@ -121,10 +122,10 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
     [DL_S_FENCE] = { "fence", 2, 2, 0,
         { [DL_KEY_COUNTER] = 1, [DL_KEY_LOCK] = 2 },
         { [DL_ARG_TOKEN] = 1, [DL_ARG_OWNER] = 2 } },
-    [DL_S_FORCE] = { "force", 1, 5, 0,
+    [DL_S_FORCE] = { "force", 1, 6, 0,
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_REQ] = 1, [DL_ARG_SEQ] = 2, [DL_ARG_KEEP_MS] = 3,
-          [DL_ARG_CHAN] = 4, [DL_ARG_PUB] = 5 } },
+          [DL_ARG_CHAN] = 4, [DL_ARG_PUB] = 5, [DL_ARG_NOTICE] = 6 } },
     [DL_S_GUARD] = { "guard", 1, 3, 0,
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_TOKEN] = 2, [DL_ARG_CMD] = 3 } },
@@ -926,6 +927,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  return tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
         "end\n"
         "local req, seq, keep_ms, chan, pub = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]\n"
+        "local notice = ARGV[6]\n"
         "local k, qf = KEYS[1], 'q' .. req\n"
         "local now = now_ms()\n"
         "local f = redis.call('hmget', k, qf, 'n')\n"
@@ -938,6 +940,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  end\n"
         "  redis.call('hset', k, 'n', 0)\n"
         "  redis.call(pub, chan, 'force')\n"
+        "  redis.call('publish', notice, k)\n"
         "end\n"
         "redis.call('hset', k, qf, seq .. (held and ':1' or ':0'),\n"
         "           'k' .. req, now + 2 * keep_ms)\n"

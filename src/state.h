@@ -65,6 +65,9 @@ typedef struct dl_client {
     struct dl_watchdog *wd;     /* its renewal thread (watchdog.h) */
     dl_scripts scripts;         /* read-only once open */
     const char *pubverb;        /* "publish", or "spublish" on Cluster */
+    char *notice;               /* P"forced": where a forced release is
+                                   told to every client of prefix P */
+    size_t noticelen;
     char id[DL_ID_HEX + 1];
     pid_t pid;                  /* the process that opened it */
     pthread_t opener;           /* and the thread */

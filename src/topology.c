@@ -404,6 +404,13 @@ static int probe_open(dl_topology *t)
     return 0;
 }
 
+int dl_topology_wd_listen_at(dl_topology *t, dl_endpoint *ep)
+{
+    const dl_node *n = t->nodes[0];
+    return dl_endpoint_copy(ep, t->kind == DL_TOPO_SENTINEL ? &n->wd.ep
+                                                           : &n->ep);
+}
+
 void dl_topology_wd_follow(dl_topology *t)
 {
     if (__atomic_exchange_n(&t->wd_retarget, 0, __ATOMIC_ACQ_REL))

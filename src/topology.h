@@ -110,6 +110,11 @@ int dl_topology_probe_check(dl_topology *t, int sent, int64_t until_us);
  * goes to it before its next use. Elsewhere a no-op. */
 void dl_topology_wd_follow(dl_topology *t);
 
+/* Watchdog thread, with t->mu held: where it listens for broadcasts
+ * (node 0: on Sentinel, the master its connection found), copied into ep.
+ * 0, or -1 when out of memory. */
+int dl_topology_wd_listen_at(dl_topology *t, dl_endpoint *ep);
+
 /* CRC16 hash slot of key, honouring a {hash tag}. */
 unsigned dl_key_slot(const char *key, size_t len);
 

@@ -25,7 +25,11 @@
  *      copy on the new master runs out. On another answer the connection
  *      moves to the master named and the holds are renewed there at once
  *      (or found lost), whether or not the Lua thread heard of it;
- *   6. sleeps until the earliest renewal or deadline, or a poke.
+ *   6. sleeps until the earliest renewal or deadline, a poke (a byte on
+ *      its pipe), or a message on the client's notice channel: a forced
+ *      release somewhere (force.lua). Then every watchdog-mode hold is
+ *      renewed at once, and a hold that was forced is found lost within
+ *      a round trip, not at its next renewal (lease/3 later).
  * The thread runs no Lua, blocks every signal, and is joined by close.
  */
 #define _GNU_SOURCE
@@ -33,6 +37,9 @@
 #include "pending.h"
 #include "exec.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -297,17 +304,98 @@ static void settle_record(dl_client *c)
     w->nsettle = 0;
 }
 
+/* With c->mu held: wake the thread if it sleeps (a full pipe is awake
+ * already). */
+static void wake(dl_watchdog *w)
+{
+    if (w->sleeping || w->stopping) {
+        char b = 1;
+        ssize_t r = write(w->wake[1], &b, 1);
+        (void)r;
+    }
+}
+
+/* Without the mutex: the notice subscription, (re)made at ep if it is
+ * not there (a connection backs off on its own after a slow failure).
+ * Returns its socket, or -1. */
+static int notice_fd(dl_client *c, dl_endpoint *ep)
+{
+    dl_watchdog *w = c->wd;
+    dl_waiter *wp = &w->notice;
+    char err[DL_ERRLEN];
+    size_t live;
+    if (w->notice_init && !dl_waiter_subscribed(wp, c->notice, c->noticelen)
+        && ep->host) {
+        dl_waiter_free(wp);                 /* the master may have moved */
+        w->notice_init = 0;
+    }
+    if (!w->notice_init && ep->host)
+        w->notice_init = dl_waiter_init(wp, ep, c->topo.wd_timeout_us, 0)
+                         == 0;
+    if (!w->notice_init)
+        return -1;
+    if (!dl_waiter_subscribed(wp, c->notice, c->noticelen)) {
+        if (dl_waiter_subscribe(wp, c->notice, c->noticelen, err,
+                                sizeof err) != DL_OK)
+            return -1;
+        w->notices = dl_waiter_count(&wp, 1, c->notice, c->noticelen, &live);
+    }
+    return wp->conn.ctx ? wp->conn.ctx->fd : -1;
+}
+
+/* With c->mu held: sleep until when_us, a poke, or a forced release
+ * heard on the notice channel (while the client holds anything); after
+ * one, every watchdog-mode hold is due at once. The mutex is dropped
+ * while it sleeps. */
 static void wait_until(dl_client *c, int64_t when_us)
 {
-    c->wd->next_wake_us = when_us;
-    if (when_us == INT64_MAX) {
-        pthread_cond_wait(&c->wd->cv, &c->mu);
-        return;
+    dl_watchdog *w = c->wd;
+    dl_endpoint ep;
+    memset(&ep, 0, sizeof ep);
+    int listen = c->reg.head != NULL;
+    if (listen && !(w->notice_init && dl_waiter_subscribed(&w->notice,
+                                                            c->notice,
+                                                            c->noticelen)))
+        (void)dl_topology_wd_listen_at(&c->topo, &ep);
+    w->next_wake_us = when_us;
+    w->sleeping = 1;
+    pthread_mutex_unlock(&c->mu);
+
+    struct pollfd p[2] = { { w->wake[0], POLLIN, 0 }, { -1, POLLIN, 0 } };
+    if (listen)
+        p[1].fd = notice_fd(c, &ep);
+    dl_endpoint_free(&ep);
+    int64_t now = dl_now_us();
+    int timeout = when_us <= now ? 0 : dl_poll_ms(when_us - now);
+                                            /* (idle: an hour at most) */
+    (void)poll(p, 2, timeout);
+    char buf[64];
+    while (read(w->wake[0], buf, sizeof buf) > 0)
+        ;                                   /* pokes: all seen */
+    int heard = 0;
+    if (p[1].fd >= 0 && p[1].revents) {
+        dl_waiter *wp = &w->notice;
+        size_t live;
+        uint64_t n = dl_waiter_count(&wp, 1, c->notice, c->noticelen, &live);
+        heard = n != w->notices;
+        w->notices = n;
     }
-    struct timespec ts;
-    ts.tv_sec = (time_t)(when_us / 1000000);
-    ts.tv_nsec = (long)(when_us % 1000000) * 1000;
-    pthread_cond_timedwait(&c->wd->cv, &c->mu, &ts);
+
+    pthread_mutex_lock(&c->mu);
+    w->sleeping = 0;
+    if (heard) {                            /* a forced release somewhere */
+        /* (at most one early pass per 50 ms: a flood of messages, which
+         * anyone allowed to PUBLISH can send, costs no more) */
+        now = dl_now_us();
+        int64_t at = now > w->forced_us + 50000 ? now : w->forced_us + 50000;
+        w->forced_us = at;
+        for (dl_hold *h = c->reg.head; h; h = h->next)
+            if (h->watchdog && !h->lost && !h->final && h->count > 0 &&
+                h->renew_at_us > at) {
+                h->renew_at_us = at;
+                h->retry_at_us = 0;
+            }
+    }
 }
 
 static void *run(void *arg)
@@ -358,19 +446,18 @@ dl_status dl_watchdog_start(dl_client *c, char *err, size_t errlen)
     dl_watchdog *w = c->wd = calloc(1, sizeof *c->wd);
     if (!w)
         return dl_oom(err, errlen);
+    w->wake[0] = w->wake[1] = -1;
     w->settle = malloc(DL_SETTLE_MAX * sizeof *w->settle);
     w->snap = malloc(DL_SETTLE_MAX * sizeof *w->snap);
     if (!w->settle || !w->snap)
         return dl_oom(err, errlen);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    int rc = pthread_cond_init(&w->cv, &attr);
-    pthread_condattr_destroy(&attr);
-    if (rc != 0)
-        return dl_fail(err, errlen, DL_ECONN, "cannot create a condition");
-    w->cv_ready = 1;
+    if (pipe2(w->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
+        w->wake[0] = w->wake[1] = -1;
+        return dl_fail(err, errlen, DL_ECONN, "cannot create a pipe: %s",
+                       strerror(errno));
+    }
     w->next_wake_us = INT64_MAX;
+    int rc;
 
     sigset_t all, old;
     sigfillset(&all);
@@ -393,16 +480,16 @@ void dl_watchdog_stop(dl_client *c)
     if (w->running) {
         pthread_mutex_lock(&c->mu);
         w->stopping = 1;
-        pthread_cond_signal(&w->cv);
+        wake(w);
         pthread_mutex_unlock(&c->mu);
         pthread_join(w->thread, NULL);
         w->running = 0;
     }
-    /* In a forked child the parent's thread may have been waiting on cv:
-     * destroying it there could block, so it is left alone. */
-    if (w->cv_ready && dl_client_same_process(c))
-        pthread_cond_destroy(&w->cv);
-    w->cv_ready = 0;
+    for (int i = 0; i < 2; i++)
+        if (w->wake[i] >= 0)
+            close(w->wake[i]);
+    if (w->notice_init)
+        dl_waiter_free(&w->notice);
     free(w->batch);
     free(w->gens);
     free(w->ms);
@@ -420,6 +507,6 @@ void dl_watchdog_poke(dl_client *c, int64_t when_us)
 {
     if (c->wd && c->wd->running && when_us < c->wd->next_wake_us) {
         c->wd->next_wake_us = when_us;
-        pthread_cond_signal(&c->wd->cv);
+        wake(c->wd);
     }
 }

@@ -20,11 +20,17 @@ struct dl_pending;
 
 typedef struct dl_watchdog {
     pthread_t thread;
-    pthread_cond_t cv;          /* signalled on new work and on stop */
+    int wake[2];                /* a pipe: a byte wakes the sleeping thread
+                                   (new work, stop); -1 when not open */
     int running;                /* the thread was started (and not joined) */
-    int cv_ready;               /* cv was initialised */
     int stopping;
+    int sleeping;               /* in poll(), the mutex dropped */
     int64_t next_wake_us;       /* when the thread looks next; INT64_MAX */
+    dl_waiter notice;           /* subscribed to the client's notice
+                                   channel: forced releases (client.c) */
+    int notice_init;            /* notice was initialised */
+    uint64_t notices;           /* messages counted there so far */
+    int64_t forced_us;          /* the last early pass they asked for */
     dl_hold **batch;            /* holds being renewed (inflight) */
     uint64_t *gens;             /* their generations when sent */
     int64_t *ms;                /* the lease each is renewed for */

@@ -215,7 +215,11 @@ function helper.start_redis(extra, opts)
         function srv.restart_after(s)
           srv.stop()
           helper.cli_flags[port] = flags
-          sh(("(sleep %s; %s) >/dev/null 2>&1 &"):format(s, cmd))
+          -- (started again until it answers, as restart() does: the port
+          -- may linger briefly)
+          sh(("(sleep %s; for i in 1 2 3 4 5 6 7 8 9 10; do " ..
+              "%s ping 2>/dev/null | grep -q PONG && break; %s; sleep 1; done) >/dev/null 2>&1 &")
+            :format(s, rcli, cmd))
         end
         function srv.wait_up(timeout)
           if not helper.wait_for(pong, timeout or 10, 0.02) then return nil end

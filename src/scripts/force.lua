@@ -7,9 +7,13 @@
 -- ARGV[3] keep_ms: how long the freed lock keeps its record (ms)
 -- ARGV[4] chan: where a freed lock is announced
 -- ARGV[5] pub: PUBLISH or SPUBLISH
+-- ARGV[6] notice: the channel on which every client of this prefix hears
+--   of forced releases (plain PUBLISH: Cluster sends it to every node),
+--   so that a holder's watchdog checks its holds at once
 -- returns: 1 it was held | 0 it was free
 --#include lib/now.lua
 local req, seq, keep_ms, chan, pub = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local notice = ARGV[6]
 local k, qf = KEYS[1], 'q' .. req
 local now = now_ms()
 local f = redis.call('hmget', k, qf, 'n')
@@ -22,6 +26,7 @@ if held then
   end
   redis.call('hset', k, 'n', 0)
   redis.call(pub, chan, 'force')
+  redis.call('publish', notice, k)
 end
 redis.call('hset', k, qf, seq .. (held and ':1' or ':0'),
            'k' .. req, now + 2 * keep_ms)
