@@ -315,31 +315,50 @@ static void wake(dl_watchdog *w)
     }
 }
 
-/* Without the mutex: the notice subscription, (re)made at ep if it is
- * not there (a connection backs off on its own after a slow failure).
- * Returns its socket, or -1. */
-static int notice_fd(dl_client *c, dl_endpoint *ep)
+static int same_place(const dl_endpoint *a, const dl_endpoint *b)
+{
+    return a->port == b->port &&
+           !strcmp(a->host ? a->host : "", b->host ? b->host : "") &&
+           !strcmp(a->path ? a->path : "", b->path ? b->path : "");
+}
+
+/* Without the mutex: the notice subscription, (re)made at ep (or where
+ * the master moved) if it is not there. After a failure it is not tried
+ * again for a while (1 s, doubling to a minute): a server that does not
+ * answer must not hold up the renewals of the others. Returns its
+ * socket, or -1. */
+static int notice_fd(dl_client *c, const dl_endpoint *ep)
 {
     dl_watchdog *w = c->wd;
     dl_waiter *wp = &w->notice;
     char err[DL_ERRLEN];
     size_t live;
-    if (w->notice_init && !dl_waiter_subscribed(wp, c->notice, c->noticelen)
-        && ep->host) {
-        dl_waiter_free(wp);                 /* the master may have moved */
+    if (dl_waiter_subscribed(wp, c->notice, c->noticelen))
+        return wp->conn.ctx ? wp->conn.ctx->fd : -1;
+    if (!ep->host && !ep->path)
+        return -1;
+    int64_t now = dl_now_us();
+    if (now < w->notice_retry_us)
+        return -1;
+    if (w->notice_init && !same_place(&wp->conn.ep, ep)) {
+        dl_waiter_free(wp);                 /* the master moved */
         w->notice_init = 0;
     }
-    if (!w->notice_init && ep->host)
+    if (!w->notice_init)
         w->notice_init = dl_waiter_init(wp, ep, c->topo.wd_timeout_us, 0)
                          == 0;
-    if (!w->notice_init)
+    if (!w->notice_init ||
+        dl_waiter_subscribe(wp, c->notice, c->noticelen, err, sizeof err)
+            != DL_OK) {
+        w->notice_backoff_us = w->notice_backoff_us
+            ? (w->notice_backoff_us < 30000000 ? 2 * w->notice_backoff_us
+                                               : 60000000)
+            : 1000000;
+        w->notice_retry_us = dl_now_us() + w->notice_backoff_us;
         return -1;
-    if (!dl_waiter_subscribed(wp, c->notice, c->noticelen)) {
-        if (dl_waiter_subscribe(wp, c->notice, c->noticelen, err,
-                                sizeof err) != DL_OK)
-            return -1;
-        w->notices = dl_waiter_count(&wp, 1, c->notice, c->noticelen, &live);
     }
+    w->notice_backoff_us = 0;
+    w->notices = dl_waiter_count(&wp, 1, c->notice, c->noticelen, &live);
     return wp->conn.ctx ? wp->conn.ctx->fd : -1;
 }
 
@@ -355,7 +374,8 @@ static void wait_until(dl_client *c, int64_t when_us)
     int listen = c->reg.head != NULL;
     if (listen && !(w->notice_init && dl_waiter_subscribed(&w->notice,
                                                             c->notice,
-                                                            c->noticelen)))
+                                                            c->noticelen))
+        && dl_now_us() >= w->notice_retry_us)
         (void)dl_topology_wd_listen_at(&c->topo, &ep);
     w->next_wake_us = when_us;
     w->sleeping = 1;

@@ -31,6 +31,8 @@ typedef struct dl_watchdog {
     int notice_init;            /* notice was initialised */
     uint64_t notices;           /* messages counted there so far */
     int64_t forced_us;          /* the last early pass they asked for */
+    int64_t notice_retry_us;    /* no new subscription before this */
+    int64_t notice_backoff_us;  /* and the wait after the last failure */
     dl_hold **batch;            /* holds being renewed (inflight) */
     uint64_t *gens;             /* their generations when sent */
     int64_t *ms;                /* the lease each is renewed for */
