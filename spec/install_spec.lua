@@ -2,10 +2,11 @@
 -- section, literally, in a copy of the checkout; then the release that
 -- `make dist` makes, installed offline into a fresh tree.
 --
--- Each ```sh block of "## Install" runs with `sh -e` in a copy of the
+-- The ```sh blocks of "## Install" run with `sh -e` in a copy of the
 -- checkout (the files git lists; build/ and the like are not copied), under
--- `env -i` with a fresh HOME, REDIS_URL naming a server this spec starts,
--- no LUA_PATH or LUA_CPATH, and http(s) proxies on a loopback port where
+-- `env -i` with a fresh HOME, no LUA_PATH or LUA_CPATH (no REDIS_URL
+-- either: the README's block that starts a redis-server sets it, and runs
+-- here on a free port instead of 6379), and http(s) proxies on a loopback port where
 -- nothing listens, so that a download attempt fails at once. LUA_INIT_5_4
 -- runs a probe in every lua5.4 process that records where `require "dlock"`
 -- and `require "dlock.core"` would load from: the module must come from the
@@ -224,31 +225,70 @@ describe("install", function()
       "the Install section shows how another project installs the .src.rock")
   end)
 
-  --- Run the i-th ```sh block of the Install section, as written, in a
-  --- fresh copy of the checkout with a fresh HOME.
-  local function run_block(i, what)
+  --- The ```sh block of the Install section that contains `needle`.
+  local function block(needle, what)
     local _, blocks = install_section()
-    assert(blocks[i], "no ```sh block #" .. i .. " after '## Install'")
+    for _, b in ipairs(blocks) do
+      if b:find(needle, 1, true) then return b end
+    end
+    error("README.md: no ```sh block of Install for " .. what .. " (with " .. needle .. ")")
+  end
+
+  --- Run script (README blocks, as written but for what the caller
+  --- changed) in a fresh copy of the checkout with a fresh HOME; env holds
+  --- REDIS_URL only when redis_url is given.
+  local function run_script(script, what, redis_url)
     local b = sandbox()
-    local home, env, log = user(srv.url)
-    write(home .. ".sh", blocks[i])
+    local home, env, log = user(redis_url)
+    write(home .. ".sh", script)
     local ok, out = run(("cd %s && %s sh -e %s"):format(q(b.copy), env, q(home .. ".sh")))
-    assert(ok, "the README's " .. what .. " block failed:\n" .. blocks[i] .. "\n--- output:\n" .. out)
+    assert(ok, "the README's " .. what .. " failed:\n" .. script .. "\n--- output:\n" .. out)
     return b, home, log, out
   end
 
-  it("README: the first ```sh block of Install (luarocks) runs the quickstart from elsewhere", function()
-    local b, home, log, out = run_block(1, "luarocks")
+  it("README: the Redis and luarocks blocks of Install, five commands, take a lock from a fresh clone", function()
+    -- The Redis block starts a redis-server on 6379: here on a free port,
+    -- with a pidfile where tools/with-tmp.sh finds it.
+    local redis, rocks = block("redis-server", "Redis"), block("make --tree", "luarocks")
+    local commands = 0
+    for line in (redis .. rocks):gmatch("[^\n]+") do
+      if line:gsub("#.*$", ""):match("%S") then commands = commands + 1 end
+    end
+    assert.equals(5, commands, "the Install's Redis and luarocks blocks hold " .. commands .. " commands")
+    assert.truthy(install_section():find("five commands", 1, true))
+    local port
+    repeat port = math.random(20000, 60000) until not helper.port_in_use(port)
+    local pidfile = ("%s/install-redis-%d.pid"):format(helper.tmp, port)
+    assert.truthy(redis:find("--port 6379", 1, true) and redis:find("127.0.0.1:6379", 1, true), redis)
+    local started = redis:gsub("%-%-port 6379", "--port " .. port)
+      :gsub("127%.0%.0%.1:6379", "127.0.0.1:" .. port)
+      :gsub("redis%-server ", "redis-server --pidfile " .. q(pidfile) .. " ", 1)
+    -- Then, as the README says: the example at its top, saved as report.lua,
+    -- runs from any directory; and the dlock command is on PATH.
+    local md = assert(helper.read_file(root .. "/README.md"))
+    local example = assert(md:match("\n```lua\n(.-)```\n"), "no example in the README")
+    local script = started .. rocks
+      .. "cat >\"$HOME/report.lua\" <<'EOF'\n" .. example .. "EOF\n"
+      .. 'cd "$HOME" && lua5.4 report.lua\n'
+      .. "dlock --version\n"
+    local ok, b, home, log, out = pcall(run_script, script, "Install (Redis, luarocks)")
+    local pid = tonumber(helper.read_file(pidfile) or "")
+    if pid then os.execute("kill -9 " .. pid .. " 2>/dev/null") end
+    if not ok then error(b, 0) end
+    assert.truthy(pid, "the README's redis-server did not start")
     assert.truthy(out:match("holding stock:42, fencing token %d+"), out)
     assert.truthy(out:match("with:%s+true%s+42"), out)
-    -- and the dlock command, found on the PATH that `luarocks path` set
+    assert.truthy(out:match("holding it:%s+true\n"), out)
+    assert.truthy(out:match("\ntrue%s+report done\n"), out)
+    -- the dlock command, found on the PATH that `luarocks path` set
     assert.truthy(out:find("\ndlock " .. VERSION .. "\n", 1, true), out)
-    -- luarocks installed this release under HOME, and the quickstart
-    -- loaded it from there.
+    -- luarocks installed this release under HOME, and the quickstart and
+    -- the example loaded it from there.
     assert.truthy(must(("find %s -path '*/lib/luarocks/rocks-5.4/dlock/%s' -type d")
       :format(q(home), REL)):match("%S"), "no dlock " .. REL .. " rock under HOME")
     assert_loaded_from(log, function(a0) return a0:match("/examples/quickstart%.lua$") end,
       home, "quickstart")
+    assert_loaded_from(log, function(a0) return a0 == "report.lua" end, home, "report.lua")
     -- luarocks' own build (no -fvisibility=hidden) exports only the entry
     -- point into the host's symbol space, not the core's dl_* functions.
     local so = must(("find %s -name core.so -path '*/dlock/*'"):format(q(home))):match("%S+")
@@ -261,8 +301,8 @@ describe("install", function()
     assert_copy_clean(b)
   end)
 
-  it("README: the second ```sh block of Install (make install PREFIX) loads from the prefix", function()
-    local b, home, log, out = run_block(2, "make install")
+  it("README: the make install block of Install loads from the prefix", function()
+    local b, home, log, out = run_script(block("make install", "make install"), "make install", srv.url)
     assert.truthy(out:find("\ndlock " .. VERSION .. "\n", 1, true) or starts(out, "dlock " .. VERSION .. "\n"), out)
     -- the dlock command too: twice the version line, and it runs from the prefix
     local _, versions = out:gsub("dlock " .. VERSION:gsub("%p", "%%%0") .. "\n", "")
