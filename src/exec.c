@@ -18,7 +18,7 @@
  * counters differ that value is written back to them before the grant
  * counts. Any two quorums share a master, so the next quorum's counter is
  * above every token handed out before, as long as the masters keep their
- * data (README, "Scaling out").
+ * data (doc/scaling-out.md).
  */
 #define _GNU_SOURCE
 #include "exec.h"

@@ -10,7 +10,8 @@
 -- held() is believed by nobody. A killed or stopped process's belief ends
 -- with its last logged check.
 --
--- Windows where the README allows two holders, and so excused here:
+-- Windows where doc/reference.md ("Under faults") allows two holders, and
+-- so excused here:
 --   failover: a hold acquired (or a token minted) from 1 s before a Sentinel
 --     failover to 2 s after it may be lost with Redis's async replication;
 --     so may the lease a reentry or an extend raised in that window (the
