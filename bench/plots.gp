@@ -24,10 +24,14 @@ if (plain) {
 }
 unset logscale x
 
-# Fairness by N: Jain's index over the processes' critical sections.
+# Fairness by N: Jain's index over the processes' critical sections, and
+# the longest wait of any acquire that found the lock held (looping).
 set output "fairness.svg"
-set title "Fairness by number of processes (Jain's index; 1 = perfectly even)"
-set xlabel "processes on one lock (N)"
+set terminal svg size 960,420 dynamic font "sans,12" background "white"
+set termoption noenhanced
+set multiplot layout 1,2 title "Default lock and fair_lock by number of processes on one lock (N)"
+set title "Jain's index (1 = every process got the same share)"
+set xlabel "N"
 set ylabel "Jain's index"
 set yrange [0:1.05]
 set xtics (2, 4, 8)
@@ -36,3 +40,10 @@ plot "fairness.dat" using 1:2 with linespoints lw 2 pt 7 title "lock, looping", 
      "fairness.dat" using 1:3 with linespoints lw 2 pt 5 title "fair_lock, looping", \
      "fairness.dat" using 1:4 with linespoints lw 2 pt 6 dt 2 title "lock, 1 ms step-back", \
      "fairness.dat" using 1:5 with linespoints lw 2 pt 4 dt 2 title "fair_lock, 1 ms step-back"
+set title "Longest wait behind a held lock, looping (ms)"
+set ylabel "ms"
+set yrange [0:*]
+set key top left
+plot "fairness.dat" using 1:6 with linespoints lw 2 pt 7 title "lock", \
+     "fairness.dat" using 1:7 with linespoints lw 2 pt 5 title "fair_lock"
+unset multiplot

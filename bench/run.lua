@@ -580,7 +580,8 @@ if f then f:write(text) f:close() end
 -- N = 4, over all runs, sorted, with its cumulative fraction; fairness.dat:
 -- N, then Jain's index of the default lock and the fair lock, looping and
 -- stepping back (medians of the runs), then their longest waits (ms).
-local PLOTS = ROOT .. "/build/bench" .. (QUICK and "/quick" or "")
+local ABS = sh("cd " .. q(ROOT) .. " && pwd"):gsub("%s+$", "")   -- gnuplot cds
+local PLOTS = ABS .. "/build/bench" .. (QUICK and "/quick" or "")
 os.execute("mkdir -p " .. q(PLOTS))
 for _, impl in ipairs({ "dlock", "fair", plain and "plain" }) do
   local all = {}
@@ -603,7 +604,7 @@ writef(PLOTS .. "/fairness.dat", table.concat(fl, "\n") .. "\n")
 if sh("command -v gnuplot") ~= "" then
   os.remove(PLOTS .. "/handoff.svg")
   sh(("gnuplot -e %s %s 2>&1"):format(q(("plain=%d; cd '%s'"):format(plain and 1 or 0, PLOTS)),
-     q(ROOT .. "/bench/plots.gp")))
+     q(ABS .. "/bench/plots.gp")))
   log(readf(PLOTS .. "/handoff.svg") and "plots: %s/handoff.svg, fairness.svg"
       or "plots: gnuplot failed; data in %s/*.dat", PLOTS)
 else
