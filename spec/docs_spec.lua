@@ -38,7 +38,7 @@ sh_checks["doc/cron.md"] = function(outputs)
   for _, b in ipairs(blocks) do
     if b.src:match("^backup: held") then
       sample = b.src
-    elseif b.src:match("^dlock: backup:") or b.src:match("^report: released") then
+    elseif b.src:match("^dlock: backup:") or b.src:match("^dlock: report:") then
       for line in b.src:gmatch("[^\n]+") do has(out, line .. "\n") end
     end
   end

@@ -290,6 +290,28 @@ describe("a forced release", function()
     assert.is_true(k:held())                       -- the others stay
     assert(k:release())
   end)
+
+  -- A fixed-lease hold is not renewed, so its client asks Redis (a
+  -- renewal of 1 ms, which changes no TTL) whether it is still its own.
+  it("reaches a fixed-lease holder too, and leaves its lease as it was", function()
+    local c = assert(helper.client())
+    local other = assert(helper.client())
+    finally(function() c:close(); other:close() end)
+    local name, kept = helper.unique_name("forcedx"), helper.unique_name("keptx")
+    local l, k = c:lock(name), c:lock(kept)
+    assert(l:acquire{ expire = 60 })
+    assert(k:acquire{ expire = 60 })
+    dlock.sleep(0.2)
+    local ttl = k:ttl()
+    local t0 = dlock.now()
+    assert.is_true(other:lock(name):force_release())
+    assert(helper.wait_for(function() return not l:held() end, 10, 0.005))
+    assert.is_true(dlock.now() - t0 < 3, "not before its lease")
+    assert.is_true(k:held())
+    local after = k:ttl()
+    assert.is_true(after <= ttl and after > ttl - 5, ("TTL %s, then %s"):format(ttl, after))
+    assert(k:release())
+  end)
 end)
 
 -- A forgotten hold (say on a long-running process's main coroutine) is

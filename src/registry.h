@@ -25,6 +25,9 @@ typedef struct dl_hold {
     int watchdog;               /* renewed by the watchdog */
     int64_t acquired_us;        /* monotonic time of the fresh acquire */
     int warned;                 /* held past warn_hold, and logged */
+    int check;                  /* a forced release was heard: ask Redis
+                                   whether this (fixed-lease) hold is still
+                                   the lock's, at the next pass */
     int64_t deadline_us;        /* lease may have run out after this */
     int64_t renew_at_us;        /* watchdog renews at or after this */
     int64_t retry_at_us;        /* a failed renewal: not again before */

@@ -53,11 +53,12 @@
 
 static int reserve_batch(dl_watchdog *w, size_t n)
 {
-    size_t cap = w->capbatch, c2 = cap, c3 = cap, c4 = cap;
+    size_t cap = w->capbatch, c2 = cap, c3 = cap, c4 = cap, c5 = cap;
     if (dl_grow(&w->batch, &cap, n, sizeof *w->batch) ||
         dl_grow(&w->gens, &c2, n, sizeof *w->gens) ||
         dl_grow(&w->ms, &c3, n, sizeof *w->ms) ||
-        dl_grow(&w->toks, &c4, n, sizeof *w->toks))
+        dl_grow(&w->toks, &c4, n, sizeof *w->toks) ||
+        dl_grow(&w->checks, &c5, n, sizeof *w->checks))
         return -1;
     w->capbatch = cap;
     return 0;
@@ -133,15 +134,17 @@ static int64_t scan(dl_client *c, int64_t now)
         }
         if (h->deadline_us < next)
             next = h->deadline_us;
-        if (!h->watchdog || h->inflight || h->final)
+        /* A hold nothing renews is only asked after a forced release. */
+        int check = h->check && (!h->watchdog || h->final);
+        if (h->inflight || (!check && (!h->watchdog || h->final)))
             continue;
-        if (h->retry_at_us > now) {         /* back off after a failure */
+        int64_t hl = h->lease_ms * 1000;   /* this hold's watchdog lease */
+        if (!check && h->retry_at_us > now) {   /* back off after a failure */
             if (h->retry_at_us < next)
                 next = h->retry_at_us;
             continue;
         }
-        int64_t hl = h->lease_ms * 1000;   /* this hold's watchdog lease */
-        if (h->renew_at_us > now + hl / 6) {
+        if (!check && h->renew_at_us > now + hl / 6) {
             if (h->renew_at_us < next)
                 next = h->renew_at_us;
             continue;
@@ -152,11 +155,16 @@ static int64_t scan(dl_client *c, int64_t now)
         }
         size_t e = w->nbatch++;
         h->inflight = 1;
+        h->check = 0;
+        w->checks[e] = (unsigned char)check;
         /* The renewal that would outlive max_hold asks for exactly the time
          * left, and is the last (a renewal never lowers a TTL, renew.lua:
-         * the key may outlive max_hold by the lease the last one left). */
+         * the key may outlive max_hold by the lease the last one left). A
+         * check is a renewal of 1 ms: it changes no TTL, and answers
+         * whether the hold is still the lock's. */
         int64_t end = cap_end(c, h);
-        w->ms[e] = now + hl < end ? h->lease_ms : (end - now + 999) / 1000;
+        w->ms[e] = check ? 1 : now + hl < end ? h->lease_ms
+                                              : (end - now + 999) / 1000;
         if (w->ms[e] < 1)
             w->ms[e] = 1;
         w->toks[e] = h->token;
@@ -241,6 +249,8 @@ static void record(dl_client *c, int64_t sent, size_t calls, int probe)
             failed = 1;
             h->retry_at_us = dl_now_us() + (probe == DL_PROBE_MOVED ? 10000
                                                                     : retry);
+        } else if (st == DL_OK && res.kind == DL_V_YES && w->checks[i]) {
+            ;                                   /* still ours: as it was */
         } else if (st == DL_OK && res.kind == DL_V_YES) {
             int64_t drift = dl_exec_drift_us(&c->topo, w->ms[i]);
             int64_t end = cap_end(c, h);
@@ -409,12 +419,16 @@ static void wait_until(dl_client *c, int64_t when_us)
         now = dl_now_us();
         int64_t at = now > w->forced_us + 50000 ? now : w->forced_us + 50000;
         w->forced_us = at;
-        for (dl_hold *h = c->reg.head; h; h = h->next)
-            if (h->watchdog && !h->lost && !h->final && h->count > 0 &&
-                h->renew_at_us > at) {
+        for (dl_hold *h = c->reg.head; h; h = h->next) {
+            if (h->lost || h->count <= 0)
+                continue;
+            if (!h->watchdog || h->final)
+                h->check = h->check || at == now;   /* asked at once */
+            else if (h->renew_at_us > at) {
                 h->renew_at_us = at;
                 h->retry_at_us = 0;
             }
+        }
     }
 }
 
@@ -514,6 +528,7 @@ void dl_watchdog_stop(dl_client *c)
     free(w->gens);
     free(w->ms);
     free(w->toks);
+    free(w->checks);
     free(w->ops);
     free(w->tallies);
     dl_batch_free(&w->run);

@@ -37,6 +37,7 @@ typedef struct dl_watchdog {
     uint64_t *gens;             /* their generations when sent */
     int64_t *ms;                /* the lease each is renewed for */
     int64_t *toks;              /* their tokens when sent */
+    unsigned char *checks;      /* 1: only asks whether it is still ours */
     size_t nbatch, capbatch;
     dl_op *ops;                 /* their renewals, then orphans' drops */
     dl_tally *tallies;          /* and how the servers answered */
