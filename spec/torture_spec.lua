@@ -93,6 +93,14 @@ describe("torture checker", function()
     assert.same({}, check.run(history(a, b, ev), META))
     -- on Redlock one master's eviction does not free it
     assert.equal("exclusion", kinds(check.run(history(a, b, ev), { quorum = 2 })))
+    -- ... unless another master could not have granted the hold (paused
+    -- while it was acquired): then the hold was on too few masters
+    local paused = { { ev = "fault", kind = "evict", name = "L", servers = { 1 }, t0 = 11, t1 = 11 },
+                     { ev = "fault", kind = "pause", server = 2, dur = 3, t0 = 8, t1 = 8 } }
+    assert.same({}, check.run(history(a, b, paused), { quorum = 2 }))
+    local later = { { ev = "fault", kind = "evict", name = "L", servers = { 1 }, t0 = 11, t1 = 11 },
+                    { ev = "fault", kind = "pause", server = 2, dur = 0.5, t0 = 10.8, t1 = 10.8 } }
+    assert.equal("exclusion", kinds(check.run(history(a, b, later), { quorum = 2 })))
     -- force_release: the holder learns at its next renewal or, cut off
     -- from Redis, when its lease runs out (lease_max 4 s): not later
     local fr = { { ev = "force", name = "L", ok = true, t0 = 11.9, t1 = 11.95 } }

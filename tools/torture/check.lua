@@ -18,7 +18,9 @@
 --     old master confirmed the write; the new one never had it);
 --   evict: a lock key deleted under its holder (a maxmemory eviction) frees
 --     it at once; the holder learns it at its next renewal (on Redlock only
---     when a quorum of masters lost it);
+--     when a quorum of masters lost it: those evicted, and those that could
+--     not have granted the hold, being paused, asleep or restarting while
+--     it was acquired);
 --   force: force_release frees a held lock; its holder learns it at its
 --     next renewal, or, cut off from Redis, when its lease runs out: its
 --     belief may last a lease (or an extend, lease_max) past the force.
@@ -108,13 +110,26 @@ local function in_failover(g, t)
 end
 
 -- Evictions of `name` at or after a.s and before b's start: enough to let
--- b in (on Redlock, a quorum of masters must have lost the key).
-local function evicted(g, meta, name, from, to)
+-- b in (on Redlock, a quorum of masters must have lost the key: evicted,
+-- or never granted it, being out of reach while the hold was acquired,
+-- from acq0 to acq1, when those are known).
+local OUT_OF_REACH = { pause = true, sleep = true, restart = true }
+local function evicted(g, meta, name, from, to, acq0, acq1)
   local servers, n = {}, 0
   for _, f in ipairs(g.faults) do
     if f.kind == "evict" and f.name == name and f.t0 >= from - 0.2 and f.t0 <= to then
       for _, s in ipairs(f.servers or { 1 }) do
         if not servers[s] then servers[s] = true; n = n + 1 end
+      end
+    end
+  end
+  if n > 0 and acq0 and (meta.quorum or 1) > 1 then
+    for _, f in ipairs(g.faults) do
+      local s = f.server
+      local ends = f.dur and f.t0 + f.dur or f.t1
+      if OUT_OF_REACH[f.kind] and s and not servers[s] and f.t0 <= acq1 and ends >= acq0 then
+        servers[s] = true
+        n = n + 1
       end
     end
   end
@@ -149,7 +164,7 @@ end
 
 local function excused(g, meta, name, a, b)
   if in_failover(g, a.s) or raised_in_failover(g, a.h) then return "failover" end
-  if evicted(g, meta, name, a.s, b.s) then return "evict" end
+  if evicted(g, meta, name, a.s, b.s, num(a.h.t0), num(a.h.t1)) then return "evict" end
   if forced(g, meta, name, a, b) then return "force" end
 end
 
