@@ -115,6 +115,22 @@ describe("torture checker", function()
     assert.same({}, check.run(h, META))
   end)
 
+  it("finds a guarded write that ran after a newer tenancy was granted", function()
+    local a = hold("a#1", "A", "L", 1.0, { 1.0, 1.5 }, 1)
+    local b = hold("b#1", "B", "L", 2.0, { 2.0, 2.5 }, 2)
+    local early = { { ev = "guard", hid = "a#1", name = "L", tok = "1", ok = true, t0 = 1.2, t1 = 1.21 } }
+    assert.same({}, check.run(history(a, b, early), META))
+    local refused = { { ev = "guard", hid = "a#1", name = "L", tok = "1", ok = false, t0 = 2.2, t1 = 2.21 } }
+    assert.same({}, check.run(history(a, b, refused), META))
+    local late = { { ev = "guard", hid = "a#1", name = "L", tok = "1", ok = true, t0 = 2.2, t1 = 2.21 } }
+    local v = check.run(history(a, b, late), META)
+    assert.equal("guard", kinds(v))
+    assert.matches("a write guarded by a#1 %(token 1%) ran at", v[1].msg)
+    -- inside a failover's window a new master may not have the newer tenancy
+    local fo = { { ev = "fault", kind = "failover", t0 = 2.0, t1 = 2.1 } }
+    assert.same({}, check.run(history(a, b, late, fo), META))
+  end)
+
   it("finds more semaphore holders than permits", function()
     local function permit(hid, t1, e, permits)
       return hold(hid, hid, "S", t1, { e }, nil, { kind = "sem", permits = permits })

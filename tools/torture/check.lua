@@ -47,7 +47,7 @@ end
 
 local function gather(records)
   local g = { holds = {}, hold_list = {}, held = {}, faults = {}, forces = {}, rels = {},
-              counts = {}, stores = {}, calls = {}, stops = {}, dead = {}, clients = {},
+              counts = {}, stores = {}, guards = {}, calls = {}, stops = {}, dead = {}, clients = {},
               inspects = {}, orphans = {}, reentries = {}, raises = {} }
   for _, r in ipairs(records) do
     local ev = r.ev
@@ -68,6 +68,8 @@ local function gather(records)
       g.counts[#g.counts + 1] = r
     elseif ev == "store" then
       g.stores[#g.stores + 1] = r
+    elseif ev == "guard" then
+      g.guards[#g.guards + 1] = r
     elseif ev == "start" then
       g.clients[r.w] = r.clients
     elseif ev == "kill" then
@@ -302,6 +304,35 @@ local function tokens(g, meta, out)
   end
 end
 
+-- Guarded writes (lock:guard): Redis runs one only while its hold is the
+-- lock's current tenancy, and tokens never go back, so none succeeds
+-- after a hold with a higher token of that name was granted (outside a
+-- failover's window, where a new master may not have the newer tenancy).
+local function guards(g, meta, out)
+  local granted = {}                  -- name -> { { tok, t } } of holds
+  for _, h in ipairs(g.hold_list) do
+    for _, n in ipairs(h.names or {}) do
+      local tok = h.tokens and num(h.tokens[n])
+      if tok and EXCL[h.kind] then
+        granted[n] = granted[n] or {}
+        table.insert(granted[n], { tok = tok, t = num(h.t1), hid = h.hid })
+      end
+    end
+  end
+  for _, w in ipairs(g.guards) do
+    if w.ok and not in_failover(g, num(w.t0)) then
+      for _, x in ipairs(granted[w.name] or {}) do
+        if x.tok > num(w.tok) and x.t < num(w.t0) and not in_failover(g, x.t) then
+          out[#out + 1] = { kind = "guard", t = num(w.t0), msg = ("%s: a write guarded by %s " ..
+            "(token %s) ran at %s, after %s was granted token %d at %s"):format(w.name, w.hid,
+            w.tok, fmt_t(meta, num(w.t0)), x.hid, x.tok, fmt_t(meta, x.t)) }
+          break
+        end
+      end
+    end
+  end
+end
+
 -- The fenced store: accepted tokens never go down in the store's own
 -- order, and it never accepts an older tenancy's write after a newer
 -- tenancy's write was accepted.
@@ -471,6 +502,7 @@ function check.run(records, meta)
   semaphores(g, meta, by_name, out)
   tokens(g, meta, out)
   store(g, meta, out)
+  guards(g, meta, out)
   counts(g, meta, out)
   bounds(g, meta, out)
   leftovers(g, meta, out)

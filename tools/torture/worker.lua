@@ -109,6 +109,27 @@ local function store_write(hid, name, tok)
        seq = seq, hi = hi, t0 = t0, t1 = now() }
 end
 
+-- A write under lock:guard (not on Redlock, which has no one server to
+-- write to): Redis runs it only while the hold is the lock's current
+-- tenancy, so it must never succeed once a newer tenancy was granted
+-- (check.lua). The value is read back with client:call.
+local function guard_write(h, obj)
+  local name = h.names[1]
+  local tok = h.tokens(name)
+  if not tok then return end
+  local key = "g{" .. name .. "}"
+  local t0 = now()
+  local fine, ok, err = pcall(obj.guard, obj, "SET", key, h.hid .. " " .. tostring(tok))
+  local t1 = now()
+  if not fine then                     -- its client was closed under it
+    log{ ev = "note", w = me, t = t0, what = "guard raised", err = tostring(ok) }
+    return
+  end
+  log{ ev = "guard", w = me, hid = h.hid, name = name, tok = tostring(tok), ok = ok ~= nil,
+       err = err and tostring(err), t0 = t0, t1 = t1 }
+  if ok then pcall(c1.call, c1, "GET", key) end
+end
+
 -- The critical section of a hold: held() checks, fenced writes, maybe a
 -- reentry and an extend, for `dur` seconds. `names` are the lock names
 -- the hold covers (one but for a multi-lock), `tokens(name)` its tokens.
@@ -123,6 +144,7 @@ local function body1(h, obj, dur)
         if tok and check_held(h.hid, obj) then store_write(h.hid, n, tok) end
       end
     end
+    if h.guard and rng:chance(0.3) then guard_write(h, obj) end
     if h.reenter and rng:chance(0.2) then
       local before, tokb = obj:count(), h.tokens(h.names[1])
       local rrec = { ev = "reenter", hid = h.hid, bnd = bound(0) }
@@ -195,7 +217,9 @@ function new_hold(kind, names, owner, extra)
   hid_n = hid_n + 1
   local h = { hid = me .. "#" .. hid_n, kind = kind, names = names, owner = owner,
               depth = 1, reenter = true, extend = true,
-              fenced = kind ~= "read" and kind ~= "sem" }
+              fenced = kind ~= "read" and kind ~= "sem",
+              guard = not cfg.conn.servers and (kind == "lock" or kind == "fair"
+                                                 or kind == "write") }
   for k, v in pairs(extra or {}) do h[k] = v end
   return h
 end
