@@ -60,7 +60,8 @@ local st = assert(store_mod.connect(cfg.store_port))
 log{ ev = "start", w = me, t = now(), clients = { c1.id, c2.id, c3.id } }
 
 local hid_n, op_n, co_n = 0, 0, 0
-local c3_fail_t = -math.huge         -- last release of c3's that did not succeed
+local c3_fail_t = -math.huge         -- last release of c3's that did not succeed,
+                                     -- or acquire that met a connection error
 local deferred = {}                  -- { at, fn }: checks run after a lease
 
 local function call(rec, fn, ...)
@@ -310,7 +311,12 @@ function ops.multi()
   local rec = { ev = "acq", kind = "multi", name = obj.name, owner = owner, wait = wait,
                 bnd = bound(wait), raising = raise or nil }
   local function run()
-    local ok = call(rec, obj.acquire, obj, { wait = wait })
+    local ok, err = call(rec, obj.acquire, obj, { wait = wait })
+    -- An attempt whose reply was lost may run late, and hold until its
+    -- cancel lands (or for a lease): as a failed release's hold may.
+    if not ok and client == c3 and (tostring(err):find("^connection") or tostring(err):find("^quorum")) then
+      c3_fail_t = now()
+    end
     if not ok then return end
     acquired(h, rec, obj, function(n) local t = obj:tokens(); return t and t[n] end)
     -- Nothing in the body may end this coroutine: only the acquire's
