@@ -379,22 +379,21 @@ static int notice_fd(dl_client *c, const dl_endpoint *ep)
 static void wait_until(dl_client *c, int64_t when_us)
 {
     dl_watchdog *w = c->wd;
-    dl_endpoint ep;
-    memset(&ep, 0, sizeof ep);
     int listen = c->reg.head != NULL;
     if (listen && !(w->notice_init && dl_waiter_subscribed(&w->notice,
                                                             c->notice,
                                                             c->noticelen))
-        && dl_now_us() >= w->notice_retry_us)
-        (void)dl_topology_wd_listen_at(&c->topo, &ep);
+        && dl_now_us() >= w->notice_retry_us) {
+        dl_endpoint_free(&w->notice_ep);
+        (void)dl_topology_wd_listen_at(&c->topo, &w->notice_ep);
+    }
     w->next_wake_us = when_us;
     w->sleeping = 1;
     pthread_mutex_unlock(&c->mu);
 
     struct pollfd p[2] = { { w->wake[0], POLLIN, 0 }, { -1, POLLIN, 0 } };
     if (listen)
-        p[1].fd = notice_fd(c, &ep);
-    dl_endpoint_free(&ep);
+        p[1].fd = notice_fd(c, &w->notice_ep);
     int64_t now = dl_now_us();
     int timeout = when_us <= now ? 0 : dl_poll_ms(when_us - now);
                                             /* (idle: an hour at most) */
@@ -522,8 +521,8 @@ void dl_watchdog_stop(dl_client *c)
     for (int i = 0; i < 2; i++)
         if (w->wake[i] >= 0)
             close(w->wake[i]);
-    if (w->notice_init)
-        dl_waiter_free(&w->notice);
+    dl_waiter_free(&w->notice);         /* (zeroed if never made) */
+    dl_endpoint_free(&w->notice_ep);
     free(w->batch);
     free(w->gens);
     free(w->ms);

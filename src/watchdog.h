@@ -29,6 +29,9 @@ typedef struct dl_watchdog {
     dl_waiter notice;           /* subscribed to the client's notice
                                    channel: forced releases (client.c) */
     int notice_init;            /* notice was initialised */
+    dl_endpoint notice_ep;      /* where it was last asked to subscribe
+                                   (kept here, not on the thread's stack:
+                                   a fork's child frees it at close) */
     uint64_t notices;           /* messages counted there so far */
     int64_t forced_us;          /* the last early pass they asked for */
     int64_t notice_retry_us;    /* no new subscription before this */
