@@ -185,9 +185,17 @@ describe("fork() #fork", function()
     local c = assert(helper.client{ lease = 0.5 })
     local name = helper.unique_name()
     local l = c:lock(name)
+    local function listeners()                   -- of forced releases
+      return tonumber(srv.cli("pubsub", "numsub", "dlock:forced"):match("\n(%d+)%s*$")) or 0
+    end
+    local before = listeners()
     assert(l:acquire())
     local key, field = "dlock:{" .. name .. "}", "o" .. c.id .. ":1"
     local result = helper.tmp .. "/fork-" .. name:gsub(":", "_")
+    -- Fork once the watchdog has made its subscription to forced releases
+    -- (its first sleep with a hold): a fork in the middle of that connect
+    -- leaves the child memory that only the parent's thread knew of.
+    assert(helper.wait_for(function() return listeners() > before end, 10, 0.02))
     local pid = forktest.fork()
     if pid == 0 then                             -- the child
       local out = io.open(result, "w")
