@@ -40,6 +40,28 @@ describe("a release whose reply never came", function()
     c:close(); probe:close()
   end)
 
+  -- The second release cannot end the first one's request (the server is
+  -- still paused), so it cannot be sent: it is counted out all the same,
+  -- or the watchdog would renew the last count for as long as c lives.
+  it("gives up a hold whose last request cannot be ended", function()
+    local c, probe, name, l = setup_lock()
+    assert(l:acquire()); assert(l:acquire())
+    srv.cli("client", "pause", "1500")
+    local ok, err = l:release()
+    assert.is_nil(ok)
+    assert.matches("background", err)
+    assert.is_true(l:held())
+    ok, err = l:release()
+    assert.is_nil(ok)
+    assert.matches("^connection.*lease runs out", err)
+    assert.is_false(l:held())
+    assert(helper.wait_for(function()
+      return probe:lock(name):try_acquire()
+    end, 6, 0.05), "the lock stayed held")
+    assert(probe:lock(name):release())
+    c:close(); probe:close()
+  end)
+
   it("does the same for with()", function()
     local c, probe, name, l = setup_lock()
     local ok, err, v = l:with(function()

@@ -30,6 +30,22 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
         pthread_mutex_lock(&c->mu);
         st = dl_client_settle_end(c, h, &p, st);
     }
+    if (h && h->count > 0 && st != DL_OK) {
+        /* The last request could not be ended (no server in reach): this
+         * release cannot be sent after it. It is counted out all the same,
+         * as a release whose reply is lost is: a count kept here would be
+         * renewed for as long as its owner lives. The watchdog goes on
+         * ending the last request; at 0, Redis frees the lock at its TTL. */
+        h->count--;
+        h->gen++;
+        dl_client_hand_over(h);
+        dl_watchdog_poke(c, 0);
+        if (h->count <= 0) {
+            size_t n = strlen(err);
+            snprintf(err + n, errlen - n, "; the hold is given up here, and "
+                     "the lock is freed when its lease runs out");
+        }
+    }
     if (!h || h->count <= 0 || st != DL_OK) {
         if (h)
             dl_client_tidy(c, h, unref);
