@@ -165,6 +165,39 @@ describe("the scripts, one by one", function()
       assert.same({ 1, 0 }, release("a", "a", 2, 1))
     end)
 
+    it("announces a freed lock only while a busy acquire's wait may last", function()
+      local msgs, stop = listen(key .. ":ch")
+      finally(stop)
+      local t = acquire("a", "a", 1, 10000)[3]
+      assert.same({ 1, 0 }, release("a", "a", 2, t))        -- nobody waited: silent
+      t = acquire("a", "a", 3, 10000)[3]
+      local busy = acquire("b", "b", 1)                       -- b waits, told pttl
+      assert.equals(0, busy[1])
+      local until_ms = tonumber(srv.cli("hget", key, "b"))
+      local now = tonumber(srv.cli("time"):match("^(%d+)")) * 1000
+      assert.is_true(until_ms > now + 9000 and until_ms <= now + 11000, until_ms - now)
+      assert.same({ 1, 0 }, release("a", "a", 4, t))        -- announced
+      local t2 = t
+      t = acquire("a", "a", 5, 10000)[3]
+      assert.same({ 1, 0 }, release("a", "a", 6, t))        -- b may still wait
+      local t3 = t
+      srv.cli("hset", key, "b", now - 1)                     -- its wait is over
+      t = acquire("a", "a", 7, 10000)[3]
+      assert.same({ 1, 0 }, release("a", "a", 8, t))        -- silent
+      t = acquire("a", "a", 9, 3000)[3]
+      assert.equals(0, acquire("b", "b", 2)[1])             -- marks it again
+      assert.same({ 1, 0 }, release("a", "a", 10, t))
+      assert.truthy(helper.wait_for(function() return #msgs() >= 3 end, 10))
+      assert.same({ tostring(t2), tostring(t3), tostring(t) }, msgs())
+    end)
+
+    it("keeps a freed lock's record for the rest of the lease, not keep_ms", function()
+      local t = acquire("a", "a", 1, 10000)[3]
+      assert.same({ 1, 0 }, release("a", "a", 2, t, 100))
+      local left = tonumber(srv.cli("pttl", key))
+      assert.is_true(left > 9000, left)       -- the releaser resends up to then
+    end)
+
     it("reports lost a hold that expired, also after others took the lock", function()
       acquire("a", "a", 1, 30)
       expire_now()

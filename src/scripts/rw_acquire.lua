@@ -2,7 +2,7 @@
 -- The lock's hash as acquire's, plus w = the owner of the write hold
 -- (while o<w> > 0), x = until when a waiting writer keeps new readers out
 -- (ms, server time), and e<owner> = until when a reader's own lease runs
--- (ms). Readers share a tenancy and its token; a reader whose lease ran
+-- (ms). A busy acquire sets b, as acquire's (lib/waiter.lua). Readers share a tenancy and its token; a reader whose lease ran
 -- out is taken out by the next acquire (so a dead reader blocks writers
 -- for its own lease only), and a busy writer is told the time to the
 -- first reader's end. The key lives as long as its longest hold: a new
@@ -27,11 +27,12 @@
 --#include lib/reentry_lost.lua
 --#include lib/drop_unknown.lua
 --#include lib/leases.lua
+--#include lib/waiter.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local kind, my_writer = ARGV[7], ARGV[8]
 local k, of, qf = KEYS[1], 'o' .. owner, 'q' .. req
-local f, mine, t, answer = read_request(k, of, qf, seq, 'w', 'x')
+local f, mine, t, answer = read_request(k, of, qf, seq, 'w', 'x', 'b')
 if answer then return answer end
 local now = now_ms()
 local n, first
@@ -47,11 +48,14 @@ if mine == 0 and wr and n > 0 then
     redis.call('hset', k, 'x', now + math.max(p, 0) + 2000)
   end
   if not writer and first then p = math.max(first - now, 1) end
+  mark_waiter(k, f[7], now, p)
   return {0, p}
 end
-if mine == 0 and kind == 'r' and not (writer and f[5] == my_writer) then
-  if writer or (n > 0 and x > now) then return {0, redis.call('pttl', k)} end
-  if x > now then return {0, x - now} end
+if mine == 0 and kind == 'r' and not (writer and f[5] == my_writer) and
+   (writer or x > now) then
+  local p = (writer or n > 0) and redis.call('pttl', k) or x - now
+  mark_waiter(k, f[7], now, p)
+  return {0, p}
 end
 prune(k, now, qf)
 if n <= 0 then
