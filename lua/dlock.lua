@@ -5,8 +5,36 @@
 -- acquire that yields to it. One home per primitive beside it:
 -- dlock/sched.lua (waits that yield to an event loop), dlock/multi.lua
 -- (multi_lock) and dlock/semaphore.lua (semaphore).
-local core = require "dlock.core"
-local sched = require "dlock.sched"
+
+-- The require that loads dlock: the global one, except in a sandbox whose
+-- global require is a stub that raises. A Luanti (Minetest) mod is such a
+-- sandbox: a trusted mod loads dlock with the real require of its
+-- insecure environment, ie.require("dlock"), while this chunk still sees
+-- the sandbox's globals. That real require is the function running this
+-- chunk, so the rest of dlock is loaded with it. (Plain Lua never comes
+-- here: its require can always load "package", which is loaded.) The
+-- other files of dlock take their require the same way, in one line.
+local require = require
+if not pcall(require, "package") and debug and debug.getinfo then
+  local caller = debug.getinfo(2, "f")
+  if caller then require = caller.func end
+end
+
+-- Lua 5.1 and LuaJIT mark a module as being loaded in package.loaded while
+-- its chunk runs, and leave the mark if the chunk raises: a second
+-- require "dlock" then says "loop or previous error loading module"
+-- instead of what went wrong. So a part that fails to load removes it.
+local modname = ...
+local function need(name)
+  local ok, mod = pcall(require, name)
+  if ok then return mod end
+  local has, pkg = pcall(require, "package")
+  if has and type(modname) == "string" then pkg.loaded[modname] = nil end
+  error(mod, 0)
+end
+
+local core = need "dlock.core"
+local sched = need "dlock.sched"
 
 local Lock, Client = core.Lock, core.Client
 local error, type = error, type
@@ -97,8 +125,8 @@ function Lock:acquire(opts)
   end
 end
 
-require "dlock.multi"              -- client:multi_lock (uses Lock.with)
-require "dlock.semaphore"          -- client:semaphore
+need "dlock.multi"                 -- client:multi_lock (uses Lock.with)
+need "dlock.semaphore"             -- client:semaphore
 
 return {
   _VERSION = core._VERSION,

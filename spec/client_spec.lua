@@ -5,6 +5,52 @@ describe("dlock", function()
   it("has a _VERSION", function()
     assert.equals("dlock 1.0.0", dlock._VERSION)
   end)
+
+  -- Luanti (Minetest) mod security, as spec/luanti_spec.lua meets it in a
+  -- real server: the chunks that require loads see a sandbox whose require
+  -- raises and whose package is a copy without `loaded`; a trusted mod
+  -- has the real require, from its insecure environment.
+  it("loads in a sandbox whose require is a stub, through the real require", function()
+    local ok, out = helper.run_lua([[
+      local real_require, url = require, ...
+      local sandbox = { require = function() error("require() is disabled when mod security is on.") end,
+        package = { path = package.path, cpath = package.cpath },
+        debug = { getinfo = debug.getinfo, traceback = debug.traceback } }
+      for _, k in ipairs({ "assert", "error", "getmetatable", "ipairs", "next", "pairs", "pcall",
+                           "print", "rawequal", "rawget", "rawset", "select", "setmetatable",
+                           "tonumber", "tostring", "type", "unpack", "_VERSION", "xpcall",
+                           "coroutine", "string", "table", "math", "jit" }) do
+        sandbox[k] = _G[k]
+      end
+      sandbox._G = sandbox
+      -- from now on, the chunks that require loads get the sandbox as their globals
+      if setfenv then setfenv(0, sandbox) else debug.getregistry()[2] = sandbox end
+      print(pcall(sandbox.require, "dlock"))
+      local dlock = real_require("dlock")
+      print(package.loaded.dlock == dlock, package.loaded["dlock.core"] ~= nil)
+      local c = assert(dlock.connect(url))
+      print(c:lock("sandboxed"):with(function() return "held" end))
+      c:close()
+    ]], helper.url())
+    assert.is_true(ok, out)
+    assert.matches("^false\t[^\n]*require%(%) is disabled", out)
+    assert.matches("\ntrue\ttrue\ntrue\theld\n", out)
+  end)
+
+  it("leaves no mark in package.loaded when its core cannot be loaded", function()
+    -- (Lua 5.1 and LuaJIT would otherwise answer the next require
+    -- "dlock" with "loop or previous error loading module")
+    local ok, out = helper.run_lua([[
+      local cpath = package.cpath
+      package.cpath = "/nonexistent/?.so"
+      local ok, err = pcall(require, "dlock")
+      print(ok, (tostring(err):match("^[^\n]*")), package.loaded.dlock)
+      package.cpath = cpath
+      print(require("dlock")._VERSION)
+    ]])
+    assert.is_true(ok, out)
+    assert.matches("^false\tmodule 'dlock.core' not found:\tnil\ndlock 1%.0%.0\n", out)
+  end)
 end)
 
 describe("dlock.connect()", function()

@@ -34,10 +34,21 @@ pkg-config --exists lua5.3 2>/dev/null || missing="$missing liblua5.3-dev"
 command -v lighttpd >/dev/null 2>&1 || missing="$missing lighttpd"
 [ -f /usr/lib/lighttpd/mod_magnet.so ] || missing="$missing lighttpd-modules-lua"
 pkg-config --exists lua5.4 2>/dev/null || missing="$missing liblua5.4-dev"
+# spec/luanti_spec.lua: two game servers (Luanti/Minetest, LuaJIT inside)
+[ -x /usr/lib/minetest/minetestserver ] || missing="$missing minetest-server"
+[ -d /usr/share/games/minetest/games/devtest ] || missing="$missing minetest-data"
+pkg-config --exists luajit 2>/dev/null || missing="$missing libluajit-5.1-dev"
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "dlock: installing$missing" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null || exit 1
+    # Debian starts a game server open to the network (UDP 30000) when it
+    # installs minetest-server; the spec runs its own, on loopback.
+    case " $missing " in *" minetest-server "*)
+        if [ -d /run/systemd/system ]; then
+            systemctl disable --now minetest-server.service >/dev/null 2>&1 || true
+        fi ;;
+    esac
 else
     echo "dlock: missing packages; run: sudo apt-get install -y$missing" >&2
     exit 1

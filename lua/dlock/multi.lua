@@ -1,5 +1,8 @@
 -- dlock.multi: client:multi_lock, one lock over several names. Part of
 -- dlock's Lua half (dlock.lua), which loads it; not a public module.
+-- The require that loads this file: the global one, or, in a sandbox whose
+-- global require is a stub, the one running this chunk (see dlock.lua).
+local require = pcall(require, "package") and require or debug.getinfo(2, "f").func
 local core = require "dlock.core"
 local Client, Lock = core.Client, core.Lock
 local pcall, error, type = pcall, error, type

@@ -1,6 +1,9 @@
 -- dlock.sched: where a wait may yield, and the waits that yield to an
 -- event loop (connect's scheduler option). Part of dlock's Lua half
 -- (dlock.lua); not a public module.
+-- The require that loads this file: the global one, or, in a sandbox whose
+-- global require is a stub, the one running this chunk (see dlock.lua).
+local require = pcall(require, "package") and require or debug.getinfo(2, "f").func
 local pcall, type, error = pcall, type, error
 local pack = table.pack or function(...) return { n = select("#", ...), ... } end
 local running = coroutine.running

@@ -1,6 +1,9 @@
 -- dlock.semaphore: client:semaphore, at most N holders at once. Part of
 -- dlock's Lua half (dlock.lua), which loads it; not a public module. (Its
 -- permits are locks of the core: client:_permit.)
+-- The require that loads this file: the global one, or, in a sandbox whose
+-- global require is a stub, the one running this chunk (see dlock.lua).
+local require = pcall(require, "package") and require or debug.getinfo(2, "f").func
 local core = require "dlock.core"
 local Client = core.Client
 local error, type = error, type
