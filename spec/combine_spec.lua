@@ -49,12 +49,14 @@ describe("defect 1: a fresh acquire and a hold its client does not know of", fun
     local a, b = helper.client(), helper.client()
     local la, lb = a:lock(name, { owner = "job" }), b:lock(name, { owner = "job" })
     assert(la:acquire())
-    assert(la:acquire())
+    assert(la:acquire())                                     -- counted by a alone
     assert(lb:acquire())                                     -- shares job's hold
-    assert.equals("3", srv.cli("hget", key(name), "n"))
-    assert.same({ true, 2 }, { lb:release() })
+    assert.equals("2", srv.cli("hget", key(name), "n"))      -- one per client
+    assert.same({ true, 1 }, { lb:release() })               -- a's, as Redis has it
     assert.same({ true, 1 }, { la:release() })
+    assert.is_false(helper.is_free(srv, key(name)))
     assert.same({ true, 0 }, { la:release() })
+    assert.is_true(helper.is_free(srv, key(name)))
     a:close(); b:close()
   end)
 end)

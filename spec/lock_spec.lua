@@ -182,6 +182,90 @@ describe("lock:acquire()", function()
   end)
 end)
 
+-- A reentry by the client that holds the tenancy, while its confirmed
+-- deadline is ahead, is counted here alone, and so is its release: no
+-- round trip, and Redis counts one hold per client and requester.
+describe("a reentry", function()
+  local srv, c
+  lazy_setup(function()
+    srv = helper.start_redis()
+    c = assert(dlock.connect{ url = srv.url, lease = 5 })
+  end)
+  lazy_teardown(function() c:close(); srv.stop() end)
+  local function scripts_run()
+    return tonumber(srv.cli("info", "commandstats"):match("cmdstat_evalsha:calls=(%d+)") or 0)
+  end
+  local function counted(name)
+    local lines = {}
+    for x in srv.cli("hgetall", "dlock:{" .. name .. "}"):gmatch("[^\n]+") do
+      lines[#lines + 1] = x
+    end
+    local n = 0
+    for i = 1, #lines - 1, 2 do
+      if lines[i]:sub(1, 1) == "o" then n = n + tonumber(lines[i + 1]) end
+    end
+    return n
+  end
+
+  it("costs no round trip, and Redis counts the hold once", function()
+    local name = helper.unique_name("re")
+    local l = c:lock(name)
+    assert(l:acquire())
+    local before = scripts_run()
+    for _ = 1, 3 do assert(l:acquire()) end
+    assert.equals(4, l:count())
+    assert.equals(1, counted(name))
+    assert.same({ true, 3 }, { l:release() })
+    assert.same({ true, 1 }, { l:release(), l:release() and 1 })
+    assert.equals(before, scripts_run())            -- none of it was sent
+    assert.same({ true, 0 }, { l:release() })        -- the last one is
+    assert.equals(before + 1, scripts_run())
+    assert.is_true(helper.is_free(srv, "dlock:{" .. name .. "}"))
+  end)
+
+  it("is sent when a fixed lease's reentry would outlast the hold's", function()
+    local name = helper.unique_name("re")
+    local l = c:lock(name)
+    assert(l:acquire{ lease = 2 })
+    local before = scripts_run()
+    assert(l:acquire{ lease = 1 })                  -- within: counted here
+    assert.equals(before, scripts_run())
+    assert(l:acquire{ lease = 4 })                  -- raises the TTL
+    assert.equals(before + 1, scripts_run())
+    assert.is_true(tonumber(srv.cli("pttl", "dlock:{" .. name .. "}")) > 2500)
+    assert.equals(2, counted(name))
+    for _ = 1, 3 do assert(l:release()) end
+    assert.is_true(helper.is_free(srv, "dlock:{" .. name .. "}"))
+  end)
+
+  it("is sent once the hold's deadline passed: a fresh hold", function()
+    local name = helper.unique_name("re")
+    local l = c:lock(name)
+    assert(l:acquire{ lease = 0.1 })
+    dlock.sleep(0.25)
+    local before = scripts_run()
+    assert(l:acquire())
+    assert.equals(before + 1, scripts_run())
+    assert.equals(1, l:count())
+    assert.same({ true, 0 }, { l:release() })
+  end)
+
+  it("adds to a shared owner's holds as one per client", function()
+    local name = helper.unique_name("re")
+    local b = assert(dlock.connect(srv.url))
+    finally(function() b:close() end)
+    local la, lb = c:lock(name, { owner = "job" }), b:lock(name, { owner = "job" })
+    assert(la:acquire()); assert(la:acquire())
+    assert(lb:acquire())
+    assert.equals(2, counted(name))                 -- one each
+    assert(lb:release())
+    assert(la:release())
+    assert.is_false(helper.is_free(srv, "dlock:{" .. name .. "}"))
+    assert.same({ true, 0 }, { la:release() })
+    assert.is_true(helper.is_free(srv, "dlock:{" .. name .. "}"))
+  end)
+end)
+
 describe("lock:try_acquire()", function()
   lazy_setup(setup)
   lazy_teardown(teardown)
@@ -534,9 +618,10 @@ describe("a reentrant acquire whose reply timed out", function()
     local name = helper.unique_name("drift")
     local key = "dlock:{" .. name .. "}"
     local l = c:lock(name)
-    assert(l:acquire())
+    assert(l:acquire{ lease = 5 })
     local sleeper = helper.put_to_sleep(srv, 0.6)
-    local ok, err = l:acquire()                  -- runs after the sleep
+    local ok, err = l:acquire{ lease = 10 }      -- raises the TTL: sent, and
+                                                 -- run after the sleep
     assert.is_nil(ok)
     assert.matches("^connection", err)
     assert(helper.wait_for(function() return not sleeper.alive() end, 5))

@@ -38,7 +38,8 @@ static void record_acquire(dl_client *c, dl_hold *h, const dl_lockref *l,
                            int *ref_kept)
 {
     if (h->lost && h->count > 0 && expect > 0 && h->owner_num != 0 &&
-        tok == h->token && expect == h->count && mine == expect + 1) {
+        tok == h->token && expect == h->count &&
+        mine == dl_hold_counted(h) + 1) {
         h->lost = NULL;                     /* alive after all */
         if (h->ref != DL_NOREF)
             dl_registry_push_event(&c->reg, h->ref, NULL);
@@ -46,7 +47,7 @@ static void record_acquire(dl_client *c, dl_hold *h, const dl_lockref *l,
         *ref_kept = 1;
     } else if (h->count <= 0 || h->lost) {  /* a fresh hold */
         h->lost = NULL;
-        h->count = 0;
+        h->count = h->local = 0;
         h->watchdog = watchdog;
         h->acquired_us = t0;
         h->warned = 0;
@@ -136,6 +137,33 @@ static void plan_attempt(dl_client *c, dl_hold *h, const dl_acquire *op,
     }
     if (*watchdog && left_us > 0 && *ms * 1000 > left_us)
         *ms = left_us / 1000;               /* never past max_hold */
+}
+
+/* With c->mu held: a reentry that needs no round trip. The client holds
+ * the tenancy, and its confirmed deadline is ahead (the test held()
+ * makes), so the reentry takes one more count here only, and its release
+ * sends nothing either (release.c): Redis counts one hold per client and
+ * requester however deep the reentry goes. Not where Redis would do more
+ * than count: a fixed lease that the reentry's own would raise (the TTL
+ * would outlast the deadline), a read hold or a permit (a lease of its
+ * own each). */
+static int reenter_here(dl_client *c, dl_hold *h, const dl_lockref *l,
+                        const dl_acquire *op, int64_t now)
+{
+    const dl_acquire_args *a = &op->args;
+    if (h->lost || h->count <= 0 || now >= h->deadline_us ||
+        (l->kind != DL_KIND_LOCK && l->kind != DL_KIND_FAIR &&
+         l->kind != DL_KIND_WRITE))
+        return 0;
+    if (!h->watchdog) {
+        int64_t ms = a->lease_ms ? a->lease_ms : h->lease_ms;
+        if (now + ms * 1000 > h->deadline_us)
+            return 0;
+    }
+    h->count++;
+    h->local++;
+    c->stats.acquired++;
+    return 1;
 }
 
 /* A random secret for a fair lock's queued attempt (src/scripts/README.md,
@@ -303,6 +331,10 @@ static int plan_pass(dl_client *c, const dl_lockref *l, dl_acquire *op,
         s->next = SETTLE;
         dl_client_settle_begin(s->h, &s->pend);
         return 1;
+    }
+    if (reenter_here(c, s->h, l, op, dl_now_us())) {
+        s->st = DL_OK;                  /* nothing to send */
+        return 0;
     }
     if (s->grant >= 0 && take_grant(c, s->h, l, op, s->grant)) {
         s->st = DL_OK;                  /* the message is the hold */

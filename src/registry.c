@@ -222,7 +222,7 @@ int dl_registry_orphan_share(dl_registry *reg, const dl_hold *h)
     o->id = reg->next_id++;
     o->kind = h->kind;
     o->owner_num = h->owner_num;
-    o->count = h->count;
+    o->count = dl_hold_counted(h);
     o->token = h->token;
     o->lease_ms = h->lease_ms;
     o->onext = reg->orphans;

@@ -20,6 +20,9 @@ typedef struct dl_hold {
     int kind;                   /* DL_KIND_* (op.h) */
     int64_t count;              /* this client's holds for this owner
                                    (a release already called is not one) */
+    int64_t local;              /* of them, reentries taken here without
+                                   a round trip: Redis counts count - local
+                                   (dl_hold_counted) */
     int64_t token;              /* fencing token of this hold */
     int64_t lease_ms;           /* TTL set at acquire and each renewal */
     int watchdog;               /* renewed by the watchdog */
@@ -54,6 +57,12 @@ typedef struct dl_hold {
 } dl_hold;
 
 enum { DL_PEND_NONE, DL_PEND_VOID, DL_PEND_RELEASE };
+
+/* The holds of h that Redis counts (a DROP takes out no more). */
+static inline int64_t dl_hold_counted(const dl_hold *h)
+{
+    return h->count - h->local;
+}
 
 /* A lost-hold notice for the Lua thread: call on_lost(lock ref, reason),
  * then unref. reason NULL: only unref (the hold went away silently). */

@@ -22,6 +22,14 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
     *remaining = 0;
     pthread_mutex_lock(&c->mu);
     dl_hold *h = dl_registry_find(&c->reg, &l->ident);
+    if (h && h->local > 0 && h->count > h->local && !h->lost) {
+        h->local--;                     /* a count Redis never had */
+        h->count--;
+        c->stats.released++;
+        *remaining = h->count;
+        pthread_mutex_unlock(&c->mu);
+        return DL_OK;
+    }
     if (h && h->pend != DL_PEND_NONE) {     /* end the last request first */
         dl_client_settle_begin(h, &p);
         pthread_mutex_unlock(&c->mu);
@@ -37,6 +45,8 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
          * renewed for as long as its owner lives. The watchdog goes on
          * ending the last request; at 0, Redis frees the lock at its TTL. */
         h->count--;
+        if (h->local > h->count)
+            h->local = h->count;
         h->gen++;
         dl_client_hand_over(h);
         dl_watchdog_poke(c, 0);
@@ -56,6 +66,8 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
     if (h->lost) {                          /* each release reports it */
         const char *why = h->lost;
         h->count--;
+        if (h->local > h->count)
+            h->local = h->count;
         dl_client_tidy(c, h, unref);
         pthread_mutex_unlock(&c->mu);
         return dl_fail(err, errlen, DL_ELOST, "%s", why);

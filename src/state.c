@@ -67,7 +67,7 @@ void dl_hold_lockref(const dl_hold *h, dl_lockref *l)
 int dl_client_drop_op(const dl_client *c, const dl_hold *h, dl_lockref *l,
                       dl_op *op)
 {
-    int64_t d = h->count > 0 && !h->lost ? h->count : 0;
+    int64_t d = h->count > 0 && !h->lost ? dl_hold_counted(h) : 0;
     if (d <= 0)
         return 0;               /* a pending request is settled, not dropped */
     dl_hold_lockref(h, l);
