@@ -149,6 +149,10 @@ static int64_t scan(dl_client *c, int64_t now)
                 next = h->renew_at_us;
             continue;
         }
+        if (w->nbatch >= DL_RENEW_MAX) {
+            next = now;                     /* the rest in the next pass */
+            continue;
+        }
         if (reserve_batch(w, w->nbatch + 1) != 0) {
             next = now + 10000;             /* out of memory: later */
             break;
