@@ -5,8 +5,9 @@
  *   EVALSHA <compare-and-delete> 1 key token   (release, 1 round trip)
  * the same two round trips as one dlock acquire + release.
  *
- * Usage: floor HOST PORT SECONDS
- * Prints one line: "cycles elapsed_s p50_us p99_us".
+ * Usage: floor HOST PORT SECONDS [NKEYS TAG]
+ * Prints one line: "cycles elapsed_s p50_us p99_us". With NKEYS, the
+ * cycles go over NKEYS keys floor:<TAG>:{<i>} in turn (M7, capacity).
  * Built by `make bench` into build/bench/floor.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -58,10 +59,12 @@ static redisReply *call(redisContext *c, int want, const char *fmt, ...)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: floor HOST PORT SECONDS\n");
+    if (argc != 4 && argc != 6) {
+        fprintf(stderr, "usage: floor HOST PORT SECONDS [NKEYS TAG]\n");
         return 2;
     }
+    long nkeys = argc == 6 ? atol(argv[4]) : 0;
+    const char *tag = argc == 6 ? argv[5] : "";
     double secs = atof(argv[3]);
     struct timeval tv = { 1, 0 };
     redisContext *c = redisConnectWithTimeout(argv[1], atoi(argv[2]), tv);
@@ -81,7 +84,7 @@ int main(int argc, char **argv)
     double *lat = malloc(MAX_CYCLES * sizeof *lat);
     if (!lat)
         return 1;
-    const char *key = "floor:{lock}";
+    char key[96] = "floor:{lock}";
     char token[32];
     long n = 0, i = 0;
     double t = now_s(), warm = t + 0.1, start = 0, stop = 0;
@@ -92,6 +95,8 @@ int main(int argc, char **argv)
         if (start && t0 >= stop)
             break;
         snprintf(token, sizeof token, "%ld", i);
+        if (nkeys > 0)
+            snprintf(key, sizeof key, "floor:%s:{%ld}", tag, i % nkeys);
         freeReplyObject(call(c, REDIS_REPLY_STATUS,
                              "SET %s %s NX PX 30000", key, token));
         r = call(c, REDIS_REPLY_INTEGER, "EVALSHA %s 1 %s %s", sha, key,

@@ -46,8 +46,8 @@ local now, sleep = dlock.now, dlock.sleep
 
 local QUICK = arg[1] == "--quick"
 local CFG = QUICK
-  and { reps = 3, secs = 0.5, m2_secs = 0.3, rb_n = 10000, m3_locks = 2000, m3_hold = 5 }
-  or  { reps = 3, secs = 2,   m2_secs = 2,   rb_n = 50000, m3_locks = 10000, m3_hold = 15 }
+  and { reps = 3, secs = 0.5, m2_secs = 0.3, rb_n = 10000, m3_locks = 2000, m3_hold = 5, m7_secs = 1 }
+  or  { reps = 3, secs = 2,   m2_secs = 2,   rb_n = 50000, m3_locks = 10000, m3_hold = 15, m7_secs = 3 }
 local M3_LEASE, NS, STEPBACK = 3, { 2, 4, 8 }, 0.001
 local LUA = arg[-1] or "lua5.4"
 local TMP = assert(os.getenv("DLOCK_TMP"), "run me with tools/with-tmp.sh")
@@ -193,10 +193,10 @@ end
 -- Each M1 run interleaves floor, dlock and plain in SLICES short slices
 -- (order rotated), so that load from elsewhere on the host hits all alike.
 local SLICES = QUICK and 2 or 4
-local IMPLS = { "floor", "dlock", "labelled", plain and "plain" }
+local IMPLS = { "floor", "dlock", "labelled", "reentrant", plain and "plain" }
 pin_server(true)
 local R = { ping = {}, ping50 = {}, eval = {}, eval50 = {}, floor = {}, dlock = {}, labelled = {},
-            plain = {} }
+            reentrant = {}, plain = {} }
 for rep = 1, CFG.reps do
   log("ceiling and M1, run %d/%d", rep, CFG.reps)
   local rps, p50 = redis_benchmark("PING")
@@ -404,6 +404,60 @@ for rep = 1, CFG.reps do
               held = tonumber(held), lost = tonumber(lost), live = tonumber(live) }
 end
 
+-- ---- M7: capacity ----------------------------------------------------------
+-- M7_PROCS processes, each cycling over M7_LOCKS locks of its own as fast as
+-- it can, against the one redis-server (unpinned): lock cycles/s at
+-- saturation, and Redis CPU per cycle, both from INFO commandstats and from
+-- the server process's own CPU time (/proc: what a Redis core really
+-- spends, connections and replies included). The server's share of one
+-- core over the run says whether Redis was the limit (near 1.0) or the
+-- clients were (they share the machine's other core).
+local M7_PROCS, M7_LOCKS = 8, 1000
+local HZ = tonumber(sh("getconf CLK_TCK"):match("%d+")) or 100
+local function server_cpu()                   -- utime + stime, s
+  local rest = assert(readf(("/proc/%d/stat"):format(SERVER_PID))):match("%) (.*)$")
+  local f = {}
+  for x in rest:gmatch("%S+") do f[#f + 1] = x end
+  return (tonumber(f[12]) + tonumber(f[13])) / HZ
+end
+local function m7_run(impl, rep)
+  local before, c0, t0 = cmdstats(), server_cpu(), now()
+  local hs = {}
+  for i = 1, M7_PROCS do
+    local tag = ("m7r%d%s%d"):format(rep, impl, i)
+    hs[i] = assert(io.popen(impl == "floor"
+      and ("%s 127.0.0.1 %d %g %d %s"):format(q(FLOOR), PORT, CFG.m7_secs, M7_LOCKS, tag)
+      or ("%s %s m7 %s %d %s %g"):format(q(LUA), q(DIR .. "/worker.lua"), URL, M7_LOCKS,
+                                        q(tag .. ":"), CFG.m7_secs)))
+  end
+  local n, cps = 0, 0
+  for i = 1, M7_PROCS do
+    local out = hs[i]:read("*a")
+    hs[i]:close()
+    local c, e = out:match("^(%d+) (%S+)")
+    assert(c, "M7 " .. impl .. " process " .. i .. " printed no result")
+    n, cps = n + tonumber(c), cps + tonumber(c) / tonumber(e)
+  end
+  local cpu, wall, after = server_cpu() - c0, now() - t0, cmdstats()
+  local calls, usec = 0, 0
+  for _, c in ipairs({ "set", "evalsha", "eval" }) do
+    local x, y = before[c] or { calls = 0, usec = 0 }, after[c] or { calls = 0, usec = 0 }
+    calls, usec = calls + y.calls - x.calls, usec + y.usec - x.usec
+  end
+  admin("FLUSHALL")
+  return { cps = cps, srv = calls > 0 and 2 * usec / calls or 0 / 0,
+           cpu = cpu * 1e6 / n, busy = cpu / wall }
+end
+local M7 = { dlock = {}, floor = {} }
+for rep = 1, CFG.reps do
+  log("M7 capacity, run %d/%d: %d processes x %d locks", rep, CFG.reps, M7_PROCS, M7_LOCKS)
+  for _, impl in ipairs({ "floor", "dlock" }) do
+    M7[impl][rep] = m7_run(impl, rep)
+    log("  %s: %.0f cycles/s, Redis %.2f us (commandstats) / %.2f us (CPU) per cycle, busy %.2f",
+        impl, M7[impl][rep].cps, M7[impl][rep].srv, M7[impl][rep].cpu, M7[impl][rep].busy)
+  end
+end
+
 -- ---- M4 --------------------------------------------------------------------
 
 local M4 = {}                                 -- M4[kind] = { runs }
@@ -454,6 +508,21 @@ local l_ratio = med(R.labelled, "cps") / d_cps
 row("M1 with connect{ label = ... }: cycles/s (ratio to M1; the label is set once per connection)",
     ("%s (%s)"):format(f0(med(R.labelled, "cps")), f2(l_ratio)), "",
     ("≥ 0.95 (no cost on the lock path): %s"):format(verdict(l_ratio >= 0.95)))
+
+local r_ratio = med(R.reentrant, "cps") / d_cps
+row("M1-reentrant (acquire, 3 reentries, 4 releases): cycles/s (ratio to M1)",
+    ("%s (%s)"):format(f0(med(R.reentrant, "cps")), f2(r_ratio)), "",
+    ("reentries without a round trip, ≥ 0.8: %s"):format(verdict(r_ratio >= 0.8)))
+row("M1-reentrant Redis CPU per cycle (µs, INFO commandstats)", f2(med(R.reentrant, "srv")))
+
+row(("M7 capacity, %d processes × %d locks each: lock cycles/s (floor)"):format(M7_PROCS, M7_LOCKS),
+    ("%s (%s)"):format(f0(med(M7.dlock, "cps")), f0(med(M7.floor, "cps"))))
+row("M7 Redis CPU per cycle, µs: INFO commandstats / server process (floor)",
+    ("%s / %s (%s / %s)"):format(f2(med(M7.dlock, "srv")), f2(med(M7.dlock, "cpu")),
+                                 f2(med(M7.floor, "srv")), f2(med(M7.floor, "cpu"))))
+row("M7 redis-server busy, share of one core over the run (floor)",
+    ("%s (%s)"):format(f2(med(M7.dlock, "busy")), f2(med(M7.floor, "busy"))), "",
+    "near 1.00: Redis is the limit, not the clients")
 
 local lost_d, lost_p, over_d, over_p = 0, 0, 0, 0
 for _, s in ipairs(SERIES) do

@@ -10,13 +10,18 @@
 --       release, sleep STEPBACK s. Writes to LOG one line per hold
 --       "waited_since acquired release_started release_returned", then
 --       "count N".
+--   m7 URL NLOCKS PREFIX SECONDS
+--       M7 capacity: acquire+release cycles over NLOCKS distinct locks in
+--       turn, as fast as it can, for SECONDS. Prints "cycles elapsed_s".
 --   m3 URL NLOCKS LEASE PREFIX READY STOP RESULT
 --       M3 watchdog scale: acquires NLOCKS locks (watchdog mode, lease LEASE s),
 --       writes READY, holds them until the STOP file exists, then writes to
 --       RESULT "held lost cpu_s wall_s" (held = locks it still holds, lost =
 --       client:stats().lost, cpu = process CPU time incl. the watchdog thread).
 --
--- IMPL is "dlock", "labelled" (dlock with connect{ label = ... }), "fair"
+-- IMPL is "dlock", "labelled" (dlock with connect{ label = ... }),
+-- "reentrant" (m1: dlock, each cycle 4 deep: acquire, 3 reentries, 4
+-- releases), "fair"
 -- (dlock's fair lock) or "plain"
 -- (bench/plainlock.lua, same lock interface).
 -- All times come from dlock.now() (CLOCK_MONOTONIC, shared by all processes).
@@ -27,6 +32,7 @@ local dir = arg[0]:match("^(.*)/[^/]*$") or "."
 package.path = dir .. "/?.lua;" .. package.path
 
 local function impl(name)
+  if name == "reentrant" then return dlock end
   if name == "labelled" then              -- dlock, its connections named
     return { connect = function(url) return dlock.connect{ url = url, label = "bench m1" } end }
   end
@@ -64,18 +70,19 @@ if mode == "m1" then
   local url, secs = arg[3], tonumber(arg[4])
   local client = assert(impl(arg[2]).connect(url))
   local lock = client:lock("m1")
+  local depth = arg[2] == "reentrant" and 4 or 1  -- acquire, reenter 3 times
+  local function cycle()
+    for _ = 1, depth do assert(lock:acquire()) end
+    for _ = 1, depth do assert(lock:release()) end
+  end
   local lat, n = {}, 0
   local warm = now() + 0.1
-  while now() < warm do
-    assert(lock:acquire())
-    assert(lock:release())
-  end
+  while now() < warm do cycle() end
   local start = now()
   local stop = start + secs
   local t = start
   while t < stop do
-    assert(lock:acquire())
-    assert(lock:release())
+    cycle()
     local t1 = now()
     n = n + 1
     lat[n] = t1 - t
@@ -156,6 +163,25 @@ elseif mode == "m3" then
   write(result, ("%d %d %.6f %.6f"):format(held, client:stats().lost, cpu, wall))
   client:close()
 
+elseif mode == "m7" then
+  local url, nlocks, prefix, secs = arg[2], tonumber(arg[3]), arg[4], tonumber(arg[5])
+  local client = assert(dlock.connect{ url = url, prefix = prefix })
+  local locks = {}
+  for i = 1, nlocks do locks[i] = client:lock("l" .. i) end
+  local n, i = 0, 0
+  local start = now()
+  local stop = start + secs
+  while now() < stop do
+    for _ = 1, 100 do
+      i = i % nlocks + 1
+      assert(locks[i]:acquire())
+      assert(locks[i]:release())
+    end
+    n = n + 100
+  end
+  print(("%d %.6f"):format(n, now() - start))
+  client:close()
+
 else
-  error("usage: worker.lua m1|m2|m3 ...")
+  error("usage: worker.lua m1|m2|m3|m7 ...")
 end
