@@ -10,7 +10,7 @@ local d, key, data
 
 local function acquire(owner, req, seq, lease_ms)
   return d.call("acquire", { owner = owner, req = req, seq = seq, lease_ms = lease_ms or 10000,
-                             expect = 0, token = 1 })
+                             expect = 0, token = 1, waited = -1 })
 end
 local function release(owner, req, seq, token)
   return d.call("release", { owner = owner, req = req, seq = seq, token = token,

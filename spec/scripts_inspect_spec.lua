@@ -24,7 +24,7 @@ local function inspect()
 end
 local function acquire(owner, req, seq, lease_ms, expect, token)
   return d.call("acquire", { owner = owner, req = req, seq = seq, lease_ms = lease_ms or 10000,
-                             expect = expect or 0, token = token or 1 })
+                             expect = expect or 0, token = token or 1, waited = -1 })
 end
 local function release(owner, req, seq, token)
   return d.call("release", { owner = owner, req = req, seq = seq, token = token,

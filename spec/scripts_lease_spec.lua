@@ -22,7 +22,7 @@ local function freeing(t)                   -- keep_ms chan pub
 end
 local function acquire(owner, req, seq, lease_ms, expect, token)
   return d.call("acquire", { owner = owner, req = req, seq = seq, lease_ms = lease_ms or 10000,
-                             expect = expect or 0, token = token or 1 })
+                             expect = expect or 0, token = token or 1, waited = -1 })
 end
 local function acquire1(owner, req, seq, lease_ms, expect, token)
   return d.call("acquire1", { owner = owner, req = req, seq = seq, lease_ms = lease_ms or 10000,

@@ -31,9 +31,9 @@ describe("the scripts, one by one", function()
     return t
   end
   -- acquire(owner, requester, seq [, lease_ms [, expected]])
-  local function acquire(owner, req, seq, lease_ms, expect, token)
+  local function acquire(owner, req, seq, lease_ms, expect, token, waited)
     return call("acquire", { owner = owner, req = req, seq = seq, lease_ms = lease_ms or 10000,
-                             expect = expect or 0, token = token or 1 })
+                             expect = expect or 0, token = token or 1, waited = waited or -1 })
   end
   local function drop(owner, n, token)
     return call("drop", freeing({ owner = owner, count = n, token = token or 0 }))[1]
@@ -143,6 +143,61 @@ describe("the scripts, one by one", function()
       assert.equals(1, count("a"))
       assert.same({ 1, 0 }, release("a", "a", 3, 1))
       assert.is_true(helper.is_free(srv, key))     -- the one release frees it
+    end)
+  end)
+
+  -- acquire.lua and release.lua: a waiter that starves has the lock
+  -- reserved for it (lib/waiter.lua)
+  describe("acquire.lua, release.lua: the starvation bound", function()
+    local function server_ms() return tonumber(srv.cli("time"):match("^(%d+)")) * 1000 end
+
+    it("reserves a freed lock for the longest waiter past the bound, for it alone", function()
+      local t = acquire("a", "a", 1)[3]
+      assert.equals(0, acquire("b", "b", 1, nil, nil, nil, 20)[1])   -- waited 20 ms
+      assert.equals(0, acquire("c", "c", 1, nil, nil, nil, 5)[1])    -- less: b stays
+      assert.matches(":b$", srv.cli("hget", key, "v"))
+      assert.same({ 1, 0 }, release("a", "a", 2, t))
+      assert.matches("^%d+:b$", srv.cli("hget", key, "r"))          -- b's alone
+      assert.equals("", srv.cli("hget", key, "v"))                   -- spent
+      local busy = acquire("a", "a", 3, nil, nil, nil, 0)             -- the releaser
+      assert.equals(0, busy[1])
+      assert.is_true(busy[2] > 0 and busy[2] <= 250, tostring(busy[2]))
+      assert.equals(0, acquire("c", "c", 2, nil, nil, nil, 100)[1])  -- c names itself
+      t = acquire("b", "b", 2, nil, nil, nil, 30)[3]                   -- b takes it
+      assert.equals(t, 2)
+      assert.equals("", srv.cli("hget", key, "r"))
+      assert.matches(":c$", srv.cli("hget", key, "v"))               -- c is next
+      assert.same({ 1, 0 }, release("b", "b", 3, t))
+      assert.matches("^%d+:c$", srv.cli("hget", key, "r"))
+      assert.equals(0, acquire("a", "a", 4, nil, nil, nil, 0)[1])
+      assert.same({ 1, 1, 3 }, acquire("c", "c", 3, nil, nil, nil, 101))
+    end)
+
+    it("reserves nothing for a try, or for a waiter within the bound", function()
+      local t = acquire("a", "a", 1)[3]
+      assert.equals(0, acquire("b", "b", 1)[1])                 -- a try: waited -1
+      assert.equals("", srv.cli("hget", key, "v"))
+      assert.same({ 1, 0 }, release("a", "a", 2, t))
+      t = acquire("a", "a", 3)[3]                               -- barges: free for all
+      srv.cli("hset", key, "v", (server_ms() + 60000) .. ":b")   -- waited less than the bound
+      assert.same({ 1, 0 }, release("a", "a", 4, t))
+      assert.equals("", srv.cli("hget", key, "r"))
+      t = acquire("a", "a", 5)[3]
+      assert.equals(0, acquire("b", "b", 2, nil, nil, nil, 500)[1])  -- starves...
+      assert.equals(0, acquire("b", "b", 3)[1])                 -- ...times out
+      assert.equals("", srv.cli("hget", key, "v"))              -- withdrawn
+      assert.same({ 1, 0 }, release("a", "a", 6, t))
+      assert.equals("", srv.cli("hget", key, "r"))
+    end)
+
+    it("lets anyone take a reservation that ran out", function()
+      local t = acquire("a", "a", 1)[3]
+      assert.equals(0, acquire("b", "b", 1, nil, nil, nil, 50)[1])
+      assert.same({ 1, 0 }, release("a", "a", 2, t))
+      assert.equals(0, acquire("a", "a", 3)[1])
+      srv.cli("hset", key, "r", (server_ms() - 1) .. ":b")      -- b never came
+      assert.equals(1, acquire("a", "a", 4)[1])
+      assert.equals("", srv.cli("hget", key, "r"))
     end)
   end)
 

@@ -23,7 +23,7 @@ describe("suspect 1: request records pruned past 64 fields", function()
   end
   local function acquire(owner, req, seq, lease_ms, expect, token)
     return call("acquire", { owner = owner, req = req, seq = seq, lease_ms = lease_ms or 10000,
-                             expect = expect or 0, token = token or 1 })
+                             expect = expect or 0, token = token or 1, waited = -1 })
   end
   local function release(owner, req, seq, token, keep_ms)
     return call("release", { owner = owner, req = req, seq = seq, token = token,

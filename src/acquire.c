@@ -356,7 +356,7 @@ static int plan_pass(dl_client *c, const dl_lockref *l, dl_acquire *op,
     s->queues = args->wait_us != 0 && (fair || dl_now_us() < op->until_us);
     s->secret = fair && s->queues ? fair_secret() : 0;
     dl_op_acquire(&s->try, l, s->seq, s->ms, s->expect, s->token, s->queues,
-                  c->pubverb, s->secret);
+                  c->pubverb, s->secret, (dl_now_us() - op->since_us) / 1000);
     return 1;
 }
 
@@ -574,6 +574,7 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
     if (!op->started) {
         int64_t now = dl_now_us();
         op->started = 1;
+        op->since_us = now;
         op->until_us = args->wait_us < 0 ? INT64_MAX : now + args->wait_us;
         args->ref_kept = 0;
         args->busy_ms = -1;

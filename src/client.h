@@ -49,6 +49,7 @@ typedef struct dl_acquire {
     dl_acquire_args args;
     int started, waited;
     int64_t until_us;           /* the caller's wait ends; INT64_MAX never */
+    int64_t since_us;           /* when the acquire began */
     uint64_t seen;              /* release messages counted before the
                                    last attempt (wait.h) */
     int64_t wake_us;            /* DL_EWAIT: come back by this time */

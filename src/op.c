@@ -225,7 +225,7 @@ static void add_keys(dl_op *op, const dl_lockref *l)
 
 void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
                    int64_t expect, int64_t token, int waits, const char *pub,
-                   uint64_t secret)
+                   uint64_t secret, int64_t waited_ms)
 {
     static const int ids[] = {
         [DL_KIND_LOCK] = DL_S_ACQUIRE, [DL_KIND_READ] = DL_S_RW_ACQUIRE,
@@ -238,7 +238,9 @@ void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
     arg_i(op, DL_ARG_LEASE_MS, ms);
     arg_i(op, DL_ARG_EXPECT, expect);
     arg_i(op, DL_ARG_TOKEN, token);
-    if (l->kind == DL_KIND_SEM)
+    if (l->kind == DL_KIND_LOCK)        /* how long it waited; -1: won't */
+        arg_i(op, DL_ARG_WAITED, waits ? waited_ms : -1);
+    else if (l->kind == DL_KIND_SEM)
         arg_i(op, DL_ARG_PERMITS, l->permits);
     else if (l->kind == DL_KIND_FAIR) { /* queue if busy; how to grant;
                                            what a grant to it carries */

@@ -93,10 +93,11 @@ typedef struct dl_op {
  * if it is busy (a writer then keeps new readers out; a fair lock's
  * waiter queues, with secret: a grant to it carries that, src/scripts/). A
  * fair lock that is free passes to its first waiter, announced with
- * pub. */
+ * pub. A default lock's waiter says how long it has waited (waited_ms):
+ * one that starves has the lock reserved for it (lib/waiter.lua). */
 void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
                    int64_t expect, int64_t token, int waits, const char *pub,
-                   uint64_t secret);
+                   uint64_t secret, int64_t waited_ms);
 /* The form of op for a slot mid-migration (its keys split between two
  * nodes): 1 when op has one (a reentrant acquire, without the counter
  * key; a fresh one waits for the migration to end). */

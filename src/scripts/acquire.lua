@@ -10,10 +10,14 @@
 -- ARGV[4] lease_ms: the lease (ms)
 -- ARGV[5] expect: the count of the hold a reentry joins; 0: a fresh hold
 -- ARGV[6] token: the token of the hold a reentry joins
--- returns: {1, count, token} | {0, pttl_ms} busy | {-1} lost (the hold
+-- ARGV[7] waited: how long (ms) the caller has waited so far; -1: it
+--   will not wait (lib/waiter.lua)
+-- returns: {1, count, token} | {0, wait_ms} busy (the holder's TTL, or
+--   a reservation's for another waiter) | {-1} lost (the hold
 --   the client believes in is gone, or another tenancy's) | {-2}
 --   cancelled or stale
 --#include lib/exclusive.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
-return acquire_exclusive(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token)
+local waited = tonumber(ARGV[7])
+return acquire_exclusive(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, waited)

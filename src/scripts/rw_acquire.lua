@@ -48,13 +48,13 @@ if mine == 0 and wr and n > 0 then
     redis.call('hset', k, 'x', now + math.max(p, 0) + 2000)
   end
   if not writer and first then p = math.max(first - now, 1) end
-  mark_waiter(k, f[7], now, p)
+  note_busy(k, f[7], nil, req, now, p, -1)
   return {0, p}
 end
 if mine == 0 and kind == 'r' and not (writer and f[5] == my_writer) and
    (writer or x > now) then
   local p = (writer or n > 0) and redis.call('pttl', k) or x - now
-  mark_waiter(k, f[7], now, p)
+  note_busy(k, f[7], nil, req, now, p, -1)
   return {0, p}
 end
 prune(k, now, qf)

@@ -6,22 +6,33 @@
 --#include lib/drop_unknown.lua
 --#include lib/raise_ttl.lua
 --#include lib/waiter.lua
--- acquire_exclusive(k, counter, owner, req, seq, lease, expect, token):
--- take one hold of exclusive lock k (acquire.lua has the arguments and
--- the reply). A new tenancy's token comes from counter; with no counter
--- (acquire1: a slot mid-migration) a new tenancy is busy for 10 ms.
-local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, token)
+-- reserved(r, req, now): how long (ms) the freed lock stays reserved for
+-- another requester than req (field r, as read); 0 if it is not.
+local function reserved(r, req, now)
+  local u, who = (r or ''):match('^(%d+):(.*)$')
+  if not u or who == req or tonumber(u) <= now then return 0 end
+  return tonumber(u) - now
+end
+
+-- acquire_exclusive(k, counter, owner, req, seq, lease, expect, token,
+-- waited): take one hold of exclusive lock k (acquire.lua has the
+-- arguments and the reply). A new tenancy's token comes from counter;
+-- with no counter (acquire1: a slot mid-migration) a new tenancy is busy
+-- for 10 ms. A lock reserved for another waiter is busy (lib/waiter.lua).
+local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, token, waited)
   local of, qf = 'o' .. owner, 'q' .. req
-  local f, mine, t, answer = read_request(k, of, qf, seq, 'b')
+  local f, mine, t, answer = read_request(k, of, qf, seq, 'b', 'v', 'r')
   if answer then return answer end
   if reentry_lost(expect, token, mine, t) then return {-1} end
   local n = tonumber(f[1] or '0')
   n, mine = drop_unknown(k, owner, req, expect, mine, n)
   local now = now_ms()
-  if mine == 0 and n > 0 then
-    local p = redis.call('pttl', k)
-    mark_waiter(k, f[5], now, p)
-    return {0, p}
+  if mine == 0 then
+    local p = n > 0 and redis.call('pttl', k) or reserved(f[7], req, now)
+    if p ~= 0 then
+      note_busy(k, f[5], f[6], req, now, p, waited)
+      return {0, p}
+    end
   end
   if n <= 0 then
     if f[4] and not f[3] then           -- only a new requester adds fields
@@ -31,6 +42,12 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
     t, mine = mint(counter, t), 1
     redis.call('hset', k, 'n', 1, of, 1, qf, seq, 't',
                string.format('%d', t), 'k' .. req, now + 2 * lease)
+    local done = {}                     -- the reservation: taken, or over
+    if f[7] then done[1] = 'r' end
+    if f[6] and (f[6] == '' or f[6]:match('^%d+:(.*)$') == req) then
+      done[#done + 1] = 'v'             -- the longest waiter: served
+    end
+    if #done > 0 then redis.call('hdel', k, unpack(done)) end
     redis.call('pexpire', k, lease)
     return {1, mine, t}
   end

@@ -1,19 +1,26 @@
 --#include lib/now.lua
 --#include lib/take_out.lua
+--#include lib/reserve.lua
 -- release(k, owner, req, seq, token, keep_ms): take one hold of owner out
 -- of lock k, as request seq of requester req, if its tenancy is token's.
 -- Returns the reply ({1, holds of owner left} | {-1} lost), and, if a
 -- hold was taken out, the holds left in all (0: the lock is free) and
--- whether someone may wait for it (lib/waiter.lua).
+-- whether someone may wait for it. A release that frees the lock
+-- reserves it for a starving waiter (lib/waiter.lua).
 local function release(k, owner, req, seq, token, keep_ms)
   local of, qf = 'o' .. owner, 'q' .. req
-  local f = redis.call('hmget', k, of, qf, 'n', 't', 'b')
+  local f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v')
   local mine = tonumber(f[1] or '0')
   local last = tonumber((f[2] or '0'):match('^%d+'))
   if last >= tonumber(seq) then return {1, mine} end
   if mine == 0 or f[4] ~= token then return {-1} end
-  local now = now_ms()
-  local left = take_out(k, of, mine, 1, tonumber(f[3] or '1'), qf, seq,
-                        'k' .. req, now + 2 * keep_ms)
+  local now, n = now_ms(), tonumber(f[3] or '1')
+  local left
+  if n <= 1 and f[6] then
+    left = take_out(k, of, mine, 1, n, qf, seq, 'k' .. req, now + 2 * keep_ms,
+                    reservation(f[6], req, now))
+  else
+    left = take_out(k, of, mine, 1, n, qf, seq, 'k' .. req, now + 2 * keep_ms)
+  end
   return {1, mine - 1}, left, tonumber(f[5] or '0') > now
 end
