@@ -26,22 +26,23 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
   if reentry_lost(expect, token, mine, t) then return {-1} end
   local n = tonumber(f[1] or '0')
   n, mine = drop_unknown(k, owner, req, expect, mine, n)
-  local now = now_ms()
   if mine == 0 then
+    local now = (n > 0 or f[7]) and now_ms()
     local p = n > 0 and redis.call('pttl', k) or reserved(f[7], req, now)
     if p ~= 0 then
       note_busy(k, f[5], f[6], req, now, p, waited)
       return {0, p}
     end
   end
+  -- (no k<req> here: while its owner holds, a record is kept for it; a
+  -- release, a cancel or a drop that ends the hold writes or needs none)
   if n <= 0 then
     if f[4] and not f[3] then           -- only a new requester adds fields
-      prune(k, now, qf)
+      prune(k, now_ms(), qf)
     end
     if not counter then return {0, 10} end
     t, mine = mint(counter, t), 1
-    redis.call('hset', k, 'n', 1, of, 1, qf, seq, 't',
-               string.format('%d', t), 'k' .. req, now + 2 * lease)
+    redis.call('hset', k, 'n', 1, of, 1, qf, seq, 't', string.format('%d', t))
     local done = {}                     -- the reservation: taken, or over
     if f[7] then done[1] = 'r' end
     if f[6] and (f[6] == '' or f[6]:match('^%d+:(.*)$') == req) then
@@ -52,7 +53,7 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
     return {1, mine, t}
   end
   mine = redis.call('hincrby', k, of, 1)
-  redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)
+  redis.call('hset', k, 'n', n + 1, qf, seq)
   raise_ttl(k, lease)
   return {1, mine, t}
 end
