@@ -40,7 +40,7 @@ local Lock, Client = core.Lock, core.Client
 local error, type = error, type
 local unpack = table.unpack or unpack                     -- Lua 5.1, LuaJIT
 local plain51, isyieldable, guard = sched.plain51, sched.isyieldable, sched.guard
-local callable, scheduler = sched.callable, sched.scheduler
+local callable, scheduler, nudges = sched.callable, sched.scheduler, sched.nudges
 
 -- Release after fn returned normally: true, results... or nil, err, results...
 local function finish(lock, res)
@@ -117,9 +117,12 @@ local blocking_acquire = Lock.acquire
 function Lock:acquire(opts)
   local wait = isyieldable() and self:_scheduler()
   if not wait then return blocking_acquire(self, opts) end
+  local nudge = nudges[wait]
   local step = self:_acquire_step(opts)
   while true do
     local done, a, b, c = self:_step(step)
+    local fd = nudge and self:_drained(step)
+    if fd then nudge(fd) end            -- others may wait on what it read
     if done then return a, b, c end
     wait(a, b)
   end

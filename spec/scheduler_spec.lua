@@ -144,6 +144,39 @@ for _, kind in ipairs({ "table", "cqueues", "luv" }) do
       c:close()
     end)
 
+    -- The default lock's starvation bound (src/scripts/lib/waiter.lua):
+    -- holds of 50 ms let each waiter wait past 10 ms, so a releaser that
+    -- asks again at once is refused, and the lock goes round. Under luv
+    -- and cqueues the releaser's own step reads the release message off
+    -- the shared socket: the others are nudged (dlock/sched.lua), or they
+    -- would sleep through their reservation, and each coroutine would take
+    -- its three turns in a row. (Two in a row may happen: a waiter's
+    -- first try may come late on a loaded machine.)
+    it("passes the default lock round once a waiter waited past its bound", function()
+      local k = new(); if not k then return end
+      local c = client(k)
+      local name = helper.unique_name("round")
+      local log = {}
+      for _, id in ipairs({ "a", "b", "c" }) do
+        k.spawn(function()
+          local lock = c:lock(name)
+          for _ = 1, 3 do
+            assert(lock:acquire{ wait = 10 })
+            log[#log + 1] = id
+            k.sleep(0.05)
+            assert(lock:release())             -- and at once again
+          end
+        end)
+      end
+      k.run(20)
+      assert.equals(9, #log)
+      for i = 3, #log do
+        assert.is_false(log[i - 2] == log[i - 1] and log[i - 1] == log[i],
+                        table.concat(log, " "))
+      end
+      c:close()
+    end)
+
     it("wakes a waiter on release, long before the holder's lease", function()
       local k = new(); if not k then return end
       local c = client(k, { lease = 30 })

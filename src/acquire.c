@@ -561,8 +561,30 @@ static int judge_subscribe(dl_client *c, const dl_lockref *l,
     return 0;
 }
 
+static dl_status step_on(dl_client *c, const dl_lockref *l, dl_acquire *op,
+                         char *err, size_t errlen);
+
+/* A step, and whether it read messages off a socket that other waiters
+ * of this Lua state may be waiting on: read here, the socket no longer
+ * wakes them, so their scheduler nudges them (dlock/sched.lua). */
 dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
                                  dl_acquire *op, char *err, size_t errlen)
+{
+    dl_waiter *ws[DL_MAX_NODES];
+    const char *ch = l->ident.chan;
+    size_t len = l->ident.chanlen, n;
+    n = dl_exec_waiters(&c->topo, l->ident.key, l->ident.keylen, ws);
+    uint64_t before = dl_waiter_seen(ws, n, ch, len);
+    dl_status st = step_on(c, l, op, err, errlen);
+    int fds[DL_MAX_NODES];
+    n = dl_exec_waiters(&c->topo, l->ident.key, l->ident.keylen, ws);
+    op->drained = dl_waiter_seen(ws, n, ch, len) != before &&
+                  dl_waiter_fds(ws, n, ch, len, fds) > 0 ? fds[0] : -1;
+    return st;
+}
+
+static dl_status step_on(dl_client *c, const dl_lockref *l, dl_acquire *op,
+                         char *err, size_t errlen)
 {
     dl_acquire_args *args = &op->args;
     step s;

@@ -55,6 +55,9 @@ typedef struct dl_acquire {
     int64_t wake_us;            /* DL_EWAIT: come back by this time */
     int fds[DL_MAX_NODES];      /* ... or when one of these is readable */
     size_t nfds;
+    int drained;                /* a socket the last step read messages
+                                   from, that other waiters of this state
+                                   may be waiting on; -1: none */
     uint64_t reg_seq;           /* a fair lock's: the attempt that queued
                                    last (0: none), sent at reg_t0 for a
                                    lease of reg_ms, watchdog or not, with

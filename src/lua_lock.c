@@ -292,6 +292,19 @@ static dl_status run(lua_State *L, lock_call *k, dl_acquire_args *a,
     return st;
 }
 
+/* lock:_drained(op) -> the socket op's last step read messages from, that
+ * other coroutines may be waiting on (their scheduler wakes them), or nil. */
+static int lock_drained(lua_State *L)
+{
+    check_lock(L, 1, "acquire");
+    dl_acquire *op = luaL_checkudata(L, 2, STEP_MT);
+    if (op->drained >= 0)
+        lua_pushinteger(L, op->drained);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
 static int acquire(lua_State *L, const char *fname, dl_acquire_args *a)
 {
     lock_call k;
@@ -345,6 +358,7 @@ static int lock_step_new(lua_State *L)
     dl_acquire *op = lua_newuserdatauv(L, sizeof *op, 0);
     memset(op, 0, sizeof *op);
     op->args = a;
+    op->drained = -1;
     luaL_setmetatable(L, STEP_MT);
     return 1;
 }
@@ -601,6 +615,7 @@ void dlua_lock_open(lua_State *L, int client_methods)
         { "_available", lock_available },
         { "_acquire_step", lock_step_new },
         { "_step", lock_step },
+        { "_drained", lock_drained },
         { NULL, NULL }
     };
     static const luaL_Reg none[] = { { NULL, NULL } };

@@ -231,6 +231,18 @@ uint64_t dl_waiter_count(dl_waiter **ws, size_t n, const char *chan,
     return total;
 }
 
+uint64_t dl_waiter_seen(dl_waiter **ws, size_t n, const char *chan,
+                        size_t len)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        dl_sub *s = ws[i]->conn.ctx ? find(ws[i], chan, len) : NULL;
+        if (s)
+            total += s->count;
+    }
+    return total;
+}
+
 const char *dl_waiter_note(dl_waiter **ws, size_t n, const char *chan,
                            size_t len, const char *prefix)
 {

@@ -55,6 +55,11 @@ dl_status dl_waiter_subscribe(dl_waiter *w, const char *chan, size_t len,
 uint64_t dl_waiter_count(dl_waiter **ws, size_t n, const char *chan,
                          size_t len, size_t *live);
 
+/* The same count as last read, without reading: what a step read from
+ * the sockets is what this grew by meanwhile. */
+uint64_t dl_waiter_seen(dl_waiter **ws, size_t n, const char *chan,
+                        size_t len);
+
 /* A message that arrived on chan (among the last DL_WAIT_NOTES there,
  * shorter than DL_WAIT_NOTE_LEN) and starts with prefix, as dl_waiter_count
  * last read it; NULL if none. Valid until the next read. */

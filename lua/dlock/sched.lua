@@ -42,6 +42,15 @@ end
 -- may be readable or the time has passed (early is fine; fd is nil when
 -- there is no socket to watch). Elsewhere (the main coroutine, across a C
 -- call) the acquire blocks in C as without a scheduler.
+--
+-- The coroutines of one client share its subscriber sockets, and whoever
+-- steps reads what has arrived: a step that read release messages while
+-- others wait on that socket leaves it quiet for them. So the built-in
+-- waits come with a nudge(fd), kept in nudges[wait], which wakes every
+-- coroutine waiting on fd to look again (from the loop, not from inside
+-- the caller); the acquire calls it after such a step. A scheduler of the
+-- caller's own has none: its waits come back with their time.
+local nudges = setmetatable({}, { __mode = "k" })
 
 local resume, yield = coroutine.resume, coroutine.yield
 
@@ -54,7 +63,7 @@ local function cqueues_wait()
   if not ok then return nil, "cqueues is not installed" end
   local condition = require "cqueues.condition"
   local watch = {}                      -- fd -> { cond, polling }
-  return function(fd, timeout)
+  local function wait(fd, timeout)
     if not fd then return cqueues.sleep(timeout) end
     local w = watch[fd]
     if not w then
@@ -65,11 +74,16 @@ local function cqueues_wait()
       cqueues.poll(w.cond, timeout)
     else
       w.polling = true
-      cqueues.poll({ pollfd = fd, events = "r" }, timeout)
+      cqueues.poll({ pollfd = fd, events = "r" }, w.cond, timeout)
       w.polling = false
       w.cond:signal()                   -- every other waiter looks again
     end
   end
+  nudges[wait] = function(fd)
+    local w = watch[fd]
+    if w then w.cond:signal() end       -- the poller too: it polls cond
+  end
+  return wait
 end
 
 -- luv: yield the coroutine; a poll handle on the socket, or a timer,
@@ -102,7 +116,12 @@ local function luv_wait()
     local ok, err = resume(w.co)
     if not ok then error(err, 0) end    -- the coroutine's own error
   end
-  return function(fd, timeout)
+  local function wake_all(p)
+    local all = {}                      -- wake() changes p.waiting
+    for x in pairs(p.waiting) do all[#all + 1] = x end
+    for _, x in ipairs(all) do wake(x) end
+  end
+  local function wait(fd, timeout)
     local w = { co = running(), fd = fd, timer = uv.new_timer() }
     w.timer:start(math.ceil(timeout * 1000), 0, function() wake(w) end)
     if fd then
@@ -110,17 +129,24 @@ local function luv_wait()
       if not p then
         p = { handle = uv.new_socket_poll(fd), waiting = {} }
         polls[fd] = p
-        p.handle:start("r", function()
-          local all = {}                -- wake() changes p.waiting
-          for x in pairs(p.waiting) do all[#all + 1] = x end
-          for _, x in ipairs(all) do wake(x) end
-        end)
+        p.handle:start("r", function() wake_all(p) end)
       end
       p.waiting[w] = true
     end
     yield()
     finish(w)
   end
+  nudges[wait] = function(fd)
+    local p = polls[fd]
+    if not p or p.nudged then return end
+    p.nudged = uv.new_timer()           -- from the loop, once per turn
+    p.nudged:start(0, 0, function()
+      p.nudged:close()
+      p.nudged = nil
+      wake_all(p)
+    end)
+  end
+  return wait
 end
 
 local builtin = { cqueues = cqueues_wait, luv = luv_wait }
@@ -154,4 +180,5 @@ return {
   guard = guard,              -- pcall(fn, ...) as a table of results
   callable = callable,
   scheduler = scheduler,      -- connect's scheduler option -> wait(fd, s)
+  nudges = nudges,            -- wait -> its nudge(fd), for the built-in ones
 }
