@@ -149,10 +149,6 @@ static int64_t scan(dl_client *c, int64_t now)
                 next = h->renew_at_us;
             continue;
         }
-        if (w->nbatch >= DL_RENEW_MAX) {
-            next = now;                     /* the rest in the next pass */
-            continue;
-        }
         if (reserve_batch(w, w->nbatch + 1) != 0) {
             next = now + 10000;             /* out of memory: later */
             break;
@@ -178,25 +174,26 @@ static int64_t scan(dl_client *c, int64_t now)
     return next;
 }
 
-/* With c->mu held: the operations of the pass, in w->run: the renewal
- * of each hold taken by scan, then the DROP of each orphan. On running
- * out of memory, nothing: the holds are retried and the orphans kept. */
-static int build_ops(dl_client *c, dl_hold *orphans)
+/* With c->mu held: the operations of one chunk of the pass, in w->run:
+ * the renewal of each hold scan took in w->batch[off, off + cnt), then
+ * the DROP of each orphan. On running out of memory, nothing: the holds
+ * are retried and the orphans kept. */
+static int build_ops(dl_client *c, dl_hold *orphans, size_t off, size_t cnt)
 {
     dl_watchdog *w = c->wd;
-    size_t n = 0, k = w->nbatch, c1 = w->capops, c2 = w->capops;
+    size_t n = 0, k = cnt, c1 = w->capops, c2 = w->capops;
     for (dl_hold *h = orphans; h; h = h->onext)
         n++;
-    n += w->nbatch;
+    n += cnt;
     w->run.n = 0;
     if (dl_grow(&w->ops, &c1, n, sizeof *w->ops) ||
         dl_grow(&w->tallies, &c2, n, sizeof *w->tallies))
         return -1;
     w->capops = c1;
-    for (size_t e = 0; e < w->nbatch; e++) {
+    for (size_t e = 0; e < cnt; e++) {
         dl_lockref l;
-        dl_hold_lockref(w->batch[e], &l);
-        dl_op_renew(&w->ops[e], &l, w->ms[e], w->toks[e]);
+        dl_hold_lockref(w->batch[off + e], &l);
+        dl_op_renew(&w->ops[e], &l, w->ms[off + e], w->toks[off + e]);
         w->ops[e].wd = 1;
     }
     for (dl_hold *h = orphans; h; h = h->onext) {
@@ -221,14 +218,16 @@ static size_t renew(dl_client *c, dl_hold *orphans)
     return dl_exec_batch(&c->topo, &c->scripts, 1, &c->wd->run);
 }
 
-/* Steps 5: record the results of a pass sent at `sent`, with c->mu held.
- * probe: what the sentinels said of the server renewed on (topology.h);
- * a renewal counts as confirmed only where they name it the master. */
-static void record(dl_client *c, int64_t sent, size_t calls, int probe)
+/* Steps 5: record the results of a chunk of a pass (w->batch[off, off +
+ * cnt)) sent at `sent`, with c->mu held. probe: what the sentinels said
+ * of the server renewed on (topology.h); a renewal counts as confirmed
+ * only where they name it the master. */
+static void record(dl_client *c, int64_t sent, size_t calls, int probe,
+                   size_t off, size_t cnt)
 {
     dl_watchdog *w = c->wd;
     int failed = 0;
-    for (size_t i = 0; i < w->nbatch; i++) {
+    for (size_t i = off; i < off + cnt; i++) {
         dl_hold *h = w->batch[i];
         h->inflight = 0;
         if (h->dead) {
@@ -239,9 +238,10 @@ static void record(dl_client *c, int64_t sent, size_t calls, int probe)
             continue;
         char err[DL_ERRLEN];
         dl_result res;
-        dl_status st = i < w->run.n
+        dl_status st = i - off < w->run.n
             ? dl_exec_verdict(&c->topo, DL_RULE_VOTE, "renew",
-                              &w->tallies[i], 1, NULL, &res, err, sizeof err)
+                              &w->tallies[i - off], 1, NULL, &res, err,
+                              sizeof err)
             : DL_ECONN;                     /* not sent */
         int64_t lease = h->lease_ms * 1000;
         int64_t retry = lease / 10 < 1000000 ? lease / 10 : 1000000;
@@ -283,7 +283,6 @@ static void record(dl_client *c, int64_t sent, size_t calls, int probe)
     c->stats.renew_batches += calls;
     if (failed)
         c->stats.renew_errors++;
-    w->nbatch = 0;
 }
 
 /* Step 4b, without the mutex: end the pending requests taken by scan
@@ -448,30 +447,40 @@ static void *run(void *arg)
             wait_until(c, next);
             continue;
         }
-        if (build_ops(c, orphans) != 0) {   /* out of memory: later */
-            c->reg.orphans = orphans;
-            orphans = NULL;
-        }
         w->next_wake_us = 0;                /* busy: no pokes needed */
-        pthread_mutex_unlock(&c->mu);
-        dl_topology_wd_follow(&c->topo);    /* Sentinel news */
-        int64_t sent = dl_now_us();
-        /* Sentinel: which server is the master, asked beside the renewals
-         * (nbatch is this thread's own). */
-        int asked = w->nbatch > 0 && dl_topology_probe_send(&c->topo);
-        size_t calls = renew(c, orphans);
-        int probe = w->nbatch > 0
-            ? dl_topology_probe_check(&c->topo, asked,
-                                      sent + c->topo.wd_timeout_us)
-            : DL_PROBE_SAME;
-        while (orphans) {
-            dl_hold *next_o = orphans->onext;
-            free(orphans);
-            orphans = next_o;
+        /* In chunks of DL_RENEW_MAX holds, one round trip each; the
+         * orphans and the pending requests with the first. */
+        for (size_t off = 0; off == 0 || off < w->nbatch;
+             off += DL_RENEW_MAX) {
+            size_t cnt = w->nbatch - off < DL_RENEW_MAX ? w->nbatch - off
+                                                        : DL_RENEW_MAX;
+            if (build_ops(c, orphans, off, cnt) != 0) { /* no memory */
+                if (orphans)
+                    c->reg.orphans = orphans;   /* (first chunk only) */
+                orphans = NULL;
+            }
+            pthread_mutex_unlock(&c->mu);
+            dl_topology_wd_follow(&c->topo);    /* Sentinel news */
+            int64_t sent = dl_now_us();
+            /* Sentinel: which server is the master, asked beside the
+             * renewals (w->batch is this thread's own). */
+            int asked = cnt > 0 && dl_topology_probe_send(&c->topo);
+            size_t calls = renew(c, orphans);
+            int probe = cnt > 0
+                ? dl_topology_probe_check(&c->topo, asked,
+                                          sent + c->topo.wd_timeout_us)
+                : DL_PROBE_SAME;
+            while (orphans) {
+                dl_hold *next_o = orphans->onext;
+                free(orphans);
+                orphans = next_o;
+            }
+            if (off == 0)
+                settle_io(c);
+            pthread_mutex_lock(&c->mu);
+            record(c, sent, calls, probe, off, cnt);
         }
-        settle_io(c);
-        pthread_mutex_lock(&c->mu);
-        record(c, sent, calls, probe);
+        w->nbatch = 0;
         settle_record(c);
     }
     pthread_mutex_unlock(&c->mu);

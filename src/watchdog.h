@@ -14,9 +14,10 @@
 #pragma GCC visibility push(hidden)
 
 #define DL_SETTLE_MAX 64        /* pending requests ended per pass */
-#define DL_RENEW_MAX 4096       /* holds renewed per pass: the pass's ops
-                                   (~0.5 KB each) and its buffers stay
-                                   this small, however many holds */
+#define DL_RENEW_MAX 4096       /* holds renewed per round trip: a pass
+                                   sends its renewals in chunks this big,
+                                   so that their ops (~0.5 KB each) and
+                                   buffers stay small however many holds */
 
 struct dl_client;
 struct dl_pending;
