@@ -44,10 +44,15 @@
 local dlock = require "dlock"
 local now, sleep = dlock.now, dlock.sleep
 
-local QUICK = arg[1] == "--quick"
+local QUICK, M3_LOCKS = false, nil
+for i, a in ipairs(arg) do                -- --quick, --m3-locks N
+  if a == "--quick" then QUICK = true end
+  if a == "--m3-locks" then M3_LOCKS = assert(math.tointeger(tonumber(arg[i + 1])), "--m3-locks N") end
+end
 local CFG = QUICK
   and { reps = 3, secs = 0.5, m2_secs = 0.3, rb_n = 10000, m3_locks = 2000, m3_hold = 5, m7_secs = 1 }
   or  { reps = 3, secs = 2,   m2_secs = 2,   rb_n = 50000, m3_locks = 10000, m3_hold = 15, m7_secs = 3 }
+CFG.m3_locks = M3_LOCKS or CFG.m3_locks
 local M3_LEASE, NS, STEPBACK = 3, { 2, 4, 8 }, 0.001
 local LUA = arg[-1] or "lua5.4"
 local TMP = assert(os.getenv("DLOCK_TMP"), "run me with tools/with-tmp.sh")
@@ -387,21 +392,25 @@ for rep = 1, CFG.reps do
     q(base .. ".ready"), q(base .. ".stop"), q(base .. ".result"))))
   assert(wait_file(base .. ".ready", 120), "M3 worker did not get its locks")
   local function calls() return (cmdstats().evalsha or { calls = 0 }).calls end
+  local usec0 = (cmdstats().evalsha or { usec = 0 }).usec
   local samples, t0 = { { t = now(), c = calls() } }, now()
   while now() < t0 + CFG.m3_hold do
     sleep(0.02)
     samples[#samples + 1] = { t = now(), c = calls() }
   end
+  local usec = (cmdstats().evalsha or { usec = 0 }).usec - usec0
+  local renewed = CFG.m3_locks * (now() - t0) / (M3_LEASE / 3)   -- holds renewed
   local live = admin("EVAL", "return #redis.call('keys', ARGV[1])", 0, prefix .. "{*}")
   writef(base .. ".stop", "1")
   h:read("*a")
   h:close()
-  local held, lost, cpu, wall = assert(readf(base .. ".result")):match("(%d+) (%d+) (%S+) (%S+)")
+  local held, lost, cpu, wall, rss = assert(readf(base .. ".result")):match("(%d+) (%d+) (%S+) (%S+) (%d+)")
   local rate, window, passes = renew_rate(samples)
   log("  renewals/s %.1f steady, %.1f over the window, %d passes; held %s, lost %s, CPU %.2f s",
       rate, window, passes, held, lost, tonumber(cpu))
   M3[rep] = { rate = rate, window = window, passes = passes, cpu = tonumber(cpu) / tonumber(wall),
-              held = tonumber(held), lost = tonumber(lost), live = tonumber(live) }
+              held = tonumber(held), lost = tonumber(lost), live = tonumber(live),
+              rss = tonumber(rss) / 1024, srv = usec / renewed }
 end
 
 -- ---- M7: capacity ----------------------------------------------------------
@@ -543,6 +552,9 @@ for _, s in ipairs(SERIES) do
     row(label .. ": releaser re-takes its lock", rt(d), pm(rt))
     row(label .. ": Jain fairness", f2(med(d, "jain")), pm(function(r) return f2(med(r, "jain")) end),
         ("≥ 0.9: %s"):format(verdict(med(d, "jain") >= 0.9)))
+    row(label .. ": longest wait of an acquire that found it held (ms)", ("%.1f"):format(med(d, "wmax")),
+        pm(function(r) return ("%.1f"):format(med(r, "wmax")) end),
+        ("≤ 50 ms (the default lock's starvation bound): %s"):format(verdict(med(d, "wmax") <= 50)))
   end
 end
 row("M2 lost updates (overlapping holds), all runs", ("%d (%d)"):format(lost_d, over_d),
@@ -623,6 +635,9 @@ row("M3 renewal commands/s seen by the server (EVALSHA): steady (whole window; p
     ("≤ %g/s (2%% sampling tolerance): %s"):format(want, verdict(rate <= want * 1.02)))
 row("M3 CPU of the holding process (share of one core)", ("%.1f %%"):format(100 * cpu), nil,
     ("≤ 10 %%: %s"):format(verdict(cpu <= 0.10)))
+row("M3 RSS of the holding process at the end (MB; per hold, bytes)",
+    ("%.1f (%.0f)"):format(med(M3, "rss"), med(M3, "rss") * 1048576 / n3))
+row("M3 Redis CPU per renewed hold (µs, INFO commandstats)", f2(med(M3, "srv")))
 
 local ver = sh("redis-server --version"):match("v=(%S+)") or "?"
 local cores = sh("nproc 2>/dev/null"):match("%d+") or "?"

@@ -16,7 +16,7 @@
 --   m3 URL NLOCKS LEASE PREFIX READY STOP RESULT
 --       M3 watchdog scale: acquires NLOCKS locks (watchdog mode, lease LEASE s),
 --       writes READY, holds them until the STOP file exists, then writes to
---       RESULT "held lost cpu_s wall_s" (held = locks it still holds, lost =
+--       RESULT "held lost cpu_s wall_s rss_kB" (held = locks it still holds, lost =
 --       client:stats().lost, cpu = process CPU time incl. the watchdog thread).
 --
 -- IMPL is "dlock", "labelled" (dlock with connect{ label = ... }),
@@ -160,7 +160,9 @@ elseif mode == "m3" then
   for i = 1, n do
     if locks[i]:held() then held = held + 1 end
   end
-  write(result, ("%d %d %.6f %.6f"):format(held, client:stats().lost, cpu, wall))
+  local rss = 0                                  -- kB
+  for l in io.lines("/proc/self/status") do rss = tonumber(l:match("^VmRSS:%s*(%d+)")) or rss end
+  write(result, ("%d %d %.6f %.6f %d"):format(held, client:stats().lost, cpu, wall, rss))
   client:close()
 
 elseif mode == "m7" then
