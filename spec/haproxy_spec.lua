@@ -7,20 +7,7 @@
 local dlock = require "dlock"
 local helper = require "helper"
 
-local here = debug.getinfo(1, "S").source:match("^@(.*)$") or ""
-local root = here:match("^(.*)/spec/[^/]*$") or "."
-do                                      -- absolute: haproxy may change directory
-  local p = assert(io.popen("cd '" .. root .. "' && pwd"))
-  root = p:read("*l")
-  p:close()
-end
-
-local function sh(cmd)
-  local f = assert(io.popen("unset LD_PRELOAD; " .. cmd .. " 2>&1; echo \"exit=$?\""))
-  local out = f:read("*a")
-  f:close()
-  return tonumber(out:match("exit=(%d+)%s*$")) == 0, (out:gsub("exit=%d+%s*$", ""))
-end
+local root, sh = helper.root, helper.host_sh
 
 describe("HAProxy with the recipe's scheduler", function()
   it("serves other requests while one waits for a lock #haproxy", function()

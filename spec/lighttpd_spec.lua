@@ -6,20 +6,7 @@
 local dlock = require "dlock"
 local helper = require "helper"
 
-local here = debug.getinfo(1, "S").source:match("^@(.*)$") or ""
-local root = here:match("^(.*)/spec/[^/]*$") or "."
-do                                      -- absolute: lighttpd may change directory
-  local p = assert(io.popen("cd '" .. root .. "' && pwd"))
-  root = p:read("*l")
-  p:close()
-end
-
-local function sh(cmd)
-  local f = assert(io.popen("unset LD_PRELOAD; " .. cmd .. " 2>&1; echo \"exit=$?\""))
-  local out = f:read("*a")
-  f:close()
-  return tonumber(out:match("exit=(%d+)%s*$")) == 0, (out:gsub("exit=%d+%s*$", ""))
-end
+local root, sh = helper.root, helper.host_sh
 
 describe("lighttpd mod_magnet with the recipe", function()
   it("answers a busy lock at once with 503 and Retry-After, and takes a free one #lighttpd", function()

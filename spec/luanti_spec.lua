@@ -11,38 +11,13 @@
 local dlock = require "dlock"
 local helper = require "helper"
 
-local here = debug.getinfo(1, "S").source:match("^@(.*)$") or ""
-local root = here:match("^(.*)/spec/[^/]*$") or "."
-do                                      -- absolute: the servers run elsewhere
-  local p = assert(io.popen("cd '" .. root .. "' && pwd"))
-  root = p:read("*l")
-  p:close()
-end
-
-local function sh(cmd)
-  local f = assert(io.popen("unset LD_PRELOAD; " .. cmd .. " 2>&1; echo \"exit=$?\""))
-  local out = f:read("*a")
-  f:close()
-  return tonumber(out:match("exit=(%d+)%s*$")) == 0, (out:gsub("exit=%d+%s*$", ""))
-end
+local root, sh = helper.root, helper.host_sh
 
 -- The server itself: /usr/games/minetestserver is Debian's wrapper, which
 -- adds the system's --config and --logfile.
 local SERVER = "/usr/lib/minetest/minetestserver"
 local GAMES = "/usr/share/games/minetest/games"
 local LEASE, DURATION = 3, 2           -- seconds; every server tries again 0.2 s after its event
-
---- True if some UDP socket (IPv4 or IPv6) has `port`.
-local function udp_in_use(port)
-  local pat = (":%04X "):format(port)
-  for _, f in ipairs({ "/proc/net/udp", "/proc/net/udp6" }) do
-    for line in (helper.read_file(f) or ""):gmatch("[^\n]+") do
-      local localaddr = line:match("^%s*%d+:%s+(%S+)")
-      if localaddr and (localaddr .. " "):find(pat, 1, true) then return true end
-    end
-  end
-  return false
-end
 
 --- The events a server's log shows, in its order: { n, token, begin,
 --- waited, ticks, longest, ["end"] } (times are the mod's dlock.now()),
@@ -92,7 +67,7 @@ describe("two Luanti servers with the example mod", function()
     for _, name in ipairs({ "A", "B" }) do
       local port
       repeat port = math.random(20000, 60000)
-      until not ports[port] and not udp_in_use(port) and not helper.port_in_use(port)
+      until not ports[port] and not helper.port_in_use(port) and not helper.port_in_use(port, "udp")
       ports[port] = true
       local dir = ("%s/luanti-%s"):format(helper.tmp, name)
       assert(sh(("mkdir -p %s/home %s/world/worldmods && cp -r '%s/examples/luanti/dlock_event' %s/world/worldmods/")

@@ -26,6 +26,21 @@ local function read(cmd)
   return out
 end
 
+-- The checkout's absolute path (a host started by a spec may change
+-- directory).
+do
+  local here = debug.getinfo(1, "S").source:match("^@(.*)$") or ""
+  local root = here:match("^(.*)/spec/support/[^/]*$") or "."
+  helper.root = read("cd '" .. root .. "' && pwd"):match("[^\n]*")
+end
+
+--- Run cmd in sh for a host process (haproxy, lighttpd, a game server):
+--- never with the sanitizer preloaded. Returns ok, its output.
+function helper.host_sh(cmd)
+  local out = read("unset LD_PRELOAD; " .. cmd .. " 2>&1; echo \"exit=$?\"")
+  return tonumber(out:match("exit=(%d+)%s*$")) == 0, (out:gsub("exit=%d+%s*$", ""))
+end
+
 function helper.read_file(path)
   local f = io.open(path, "rb")
   if not f then return nil end
@@ -46,10 +61,11 @@ function helper.wait_for(cond, timeout, step)
 end
 
 --- True if a local TCP socket (listening or connected, IPv4 or IPv6)
---- already uses `port`, per /proc/net/tcp*.
-function helper.port_in_use(port)
+--- already uses `port`, per /proc/net/tcp* (proto "udp": a UDP socket).
+function helper.port_in_use(port, proto)
   local pat = (":%04X "):format(port)
-  for _, f in ipairs({ "/proc/net/tcp", "/proc/net/tcp6" }) do
+  proto = proto or "tcp"
+  for _, f in ipairs({ "/proc/net/" .. proto, "/proc/net/" .. proto .. "6" }) do
     for line in (helper.read_file(f) or ""):gmatch("[^\n]+") do
       local localaddr = line:match("^%s*%d+:%s+(%S+)")
       if localaddr and (localaddr .. " "):find(pat, 1, true) then return true end
