@@ -157,6 +157,16 @@ local function cmdstats()
   return t
 end
 
+-- The lock commands (SET, EVALSHA, EVAL) between two cmdstats(): calls, usec.
+local function lock_cmds(before, after)
+  local calls, usec = 0, 0
+  for _, c in ipairs({ "set", "evalsha", "eval" }) do
+    local x, y = before[c] or { calls = 0, usec = 0 }, after[c] or { calls = 0, usec = 0 }
+    calls, usec = calls + y.calls - x.calls, usec + y.usec - x.usec
+  end
+  return calls, usec
+end
+
 -- ---- the acquire script, as dlock.core loads it ---------------------------
 
 local ACQUIRE = require("dlock.core").scripts().acquire
@@ -189,10 +199,8 @@ local function cycles(cmd, acc)
   local after = cmdstats()
   acc.n, acc.el = acc.n + tonumber(n), acc.el + tonumber(el)
   acc.p50[#acc.p50 + 1], acc.p99[#acc.p99 + 1] = tonumber(p50), tonumber(p99)
-  for _, c in ipairs({ "set", "evalsha", "eval" }) do   -- the lock commands
-    local x, y = before[c] or { calls = 0, usec = 0 }, after[c] or { calls = 0, usec = 0 }
-    acc.calls, acc.usec = acc.calls + y.calls - x.calls, acc.usec + y.usec - x.usec
-  end
+  local calls, usec = lock_cmds(before, after)
+  acc.calls, acc.usec = acc.calls + calls, acc.usec + usec
 end
 
 -- Each M1 run interleaves floor, dlock and plain in SLICES short slices
@@ -265,10 +273,7 @@ local function m2_run(impl, n, stepback, id, name)
   writef(go, ("%.6f %.6f"):format(start, stop))
   h:read("*a")
   h:close()
-  local after, cmds_used = cmdstats(), 0
-  for _, c in ipairs({ "set", "evalsha", "eval" }) do
-    cmds_used = cmds_used + (after[c] or { calls = 0 }).calls - (before[c] or { calls = 0 }).calls
-  end
+  local cmds_used = lock_cmds(before, cmdstats())
 
   local holds, counts = {}, {}
   for i = 1, n do
@@ -447,12 +452,8 @@ local function m7_run(impl, rep)
     assert(c, "M7 " .. impl .. " process " .. i .. " printed no result")
     n, cps = n + tonumber(c), cps + tonumber(c) / tonumber(e)
   end
-  local cpu, wall, after = server_cpu() - c0, now() - t0, cmdstats()
-  local calls, usec = 0, 0
-  for _, c in ipairs({ "set", "evalsha", "eval" }) do
-    local x, y = before[c] or { calls = 0, usec = 0 }, after[c] or { calls = 0, usec = 0 }
-    calls, usec = calls + y.calls - x.calls, usec + y.usec - x.usec
-  end
+  local cpu, wall = server_cpu() - c0, now() - t0
+  local calls, usec = lock_cmds(before, cmdstats())
   admin("FLUSHALL")
   return { cps = cps, srv = calls > 0 and 2 * usec / calls or 0 / 0,
            cpu = cpu * 1e6 / n, busy = cpu / wall }

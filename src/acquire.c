@@ -576,8 +576,7 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
     n = dl_exec_waiters(&c->topo, l->ident.key, l->ident.keylen, ws);
     uint64_t before = dl_waiter_seen(ws, n, ch, len);
     dl_status st = step_on(c, l, op, err, errlen);
-    int fds[DL_MAX_NODES];
-    n = dl_exec_waiters(&c->topo, l->ident.key, l->ident.keylen, ws);
+    int fds[DL_MAX_NODES];              /* (ws: the nodes' own subscribers) */
     op->drained = dl_waiter_seen(ws, n, ch, len) != before &&
                   dl_waiter_fds(ws, n, ch, len, fds) > 0 ? fds[0] : -1;
     return st;

@@ -11,6 +11,15 @@
 #include <stdio.h>
 #include <string.h>
 
+/* With c->mu held: one count of h is over; the counts kept here alone
+ * (h->local) never outnumber those left. */
+static void count_out(dl_hold *h)
+{
+    h->count--;
+    if (h->local > h->count)
+        h->local = h->count;
+}
+
 dl_status dl_client_release(dl_client *c, const dl_lockref *l,
                             int64_t *remaining, int *unref,
                             char *err, size_t errlen)
@@ -44,9 +53,7 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
          * as a release whose reply is lost is: a count kept here would be
          * renewed for as long as its owner lives. The watchdog goes on
          * ending the last request; at 0, Redis frees the lock at its TTL. */
-        h->count--;
-        if (h->local > h->count)
-            h->local = h->count;
+        count_out(h);
         h->gen++;
         dl_client_hand_over(h);
         dl_watchdog_poke(c, 0);
@@ -65,9 +72,7 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
     }
     if (h->lost) {                          /* each release reports it */
         const char *why = h->lost;
-        h->count--;
-        if (h->local > h->count)
-            h->local = h->count;
+        count_out(h);
         dl_client_tidy(c, h, unref);
         pthread_mutex_unlock(&c->mu);
         return dl_fail(err, errlen, DL_ELOST, "%s", why);
