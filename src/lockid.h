@@ -35,7 +35,7 @@ enum { DL_KIND_LOCK, DL_KIND_READ, DL_KIND_WRITE, DL_KIND_SEM, DL_KIND_FAIR };
 
 typedef struct dl_lockid {
     const char *key, *fence, *chan, *queue, *owner, *req;
-    size_t keylen, fencelen, chanlen, queuelen, ownerlen, reqlen;
+    uint32_t keylen, fencelen, chanlen, queuelen, ownerlen, reqlen;
 } dl_lockid;
 
 /* Bytes dl_lockid_build needs for the lock name of kind under prefix (of

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT
  * lua_lock.c: the Lock class of the binding.
  *
- * A lock userdata is one block: the struct, then the name and the
- * strings of its identity (lockid.h: its keys, and an explicit owner's
- * owner and requester), each NUL-terminated. Its user value pins the
- * client. The owner of a call is the explicit owner, or the running
- * coroutine's (dlua_owner numbers it; lockid.c builds the string).
+ * A lock userdata is one block: the struct, then its name and an explicit
+ * owner, each NUL-terminated. Its user value pins the client. Each call
+ * builds the lock's identity (lockid.h: its keys, the owner and the
+ * requester) on its own stack: a lock object costs little more than its
+ * name, whatever it holds (100,000 held locks: doc/performance.md). The
+ * owner of a call is the explicit owner, or the running coroutine's
+ * (dlua_owner numbers it; lockid.c builds the string).
  */
 #include "lua_dlock.h"
 
@@ -16,13 +18,22 @@ typedef struct lua_lock {
     int64_t wait_us;            /* default wait; <0 forever */
     int64_t lease_ms;           /* default fixed lease; 0 watchdog */
     int64_t renew_ms;           /* default watchdog lease; 0 the client's */
-    const char *name;
-    size_t namelen;
-    dl_lockid ident;            /* ident.ownerlen 0: coroutine owners */
+    int64_t permits;            /* a permit's: the semaphore's size */
+    uint32_t namelen, ownerlen; /* ownerlen 0: coroutine owners */
     int kind;                   /* DL_KIND_*: a lock, a read-write half,
                                    a semaphore's permit, a fair lock */
-    int64_t permits;            /* a permit's: the semaphore's size */
 } lua_lock;
+
+/* The name and the explicit owner (NULL: none), after the struct. */
+static const char *lock_name(const lua_lock *k)
+{
+    return (const char *)(k + 1);
+}
+
+static const char *lock_owner(const lua_lock *k)
+{
+    return k->ownerlen ? lock_name(k) + k->namelen + 1 : NULL;
+}
 
 static lua_lock *check_lock(lua_State *L, int idx, const char *fname)
 {
@@ -37,32 +48,46 @@ static lua_client *lock_client(lua_State *L, int li, const char *fname)
     return dlua_client(L, lua_gettop(L), fname);
 }
 
+/* The strings of a call's lock identity: on the C stack, or (a long
+ * name) in a userdata lockref pushes. */
+typedef struct lock_strs {
+    char id[384];                       /* the keys, an explicit owner */
+    char owner[DL_OWNER_MAX], writer[DL_OWNER_MAX];
+} lock_strs;
+
 /* Fill l for the lock k, called by the running owner of the client at
- * ci; buf and wbuf (DL_OWNER_MAX bytes) hold a coroutine owner's strings.
- * A read half's l->writer names its write half's owner. */
+ * ci, with its strings in b (or, if they do not fit, in a userdata pushed
+ * onto the stack: the call's until it returns). A read half's l->writer
+ * names its write half's owner. */
 static void lockref(lua_State *L, lua_lock *k, int ci, dl_lockref *l,
-                    char *buf, char *wbuf)
+                    lock_strs *b)
 {
     lua_client *lc = lua_touserdata(L, ci);
-    l->ident = k->ident;
+    const char *pfx = lc->c->opts.prefix;
+    size_t pl = lc->c->opts.prefixlen;
+    size_t n = dl_lockid_size(pl, k->namelen, k->kind, lc->c->id,
+                              k->ownerlen);
+    char *buf = n <= sizeof b->id ? b->id : lua_newuserdatauv(L, n, 0);
+    dl_lockid_build(&l->ident, buf, pfx, pl, lock_name(k), k->namelen,
+                    k->kind, lc->c->id, lock_owner(k), k->ownerlen);
     l->kind = k->kind;
     l->permits = k->permits;
     l->writer = NULL;
     l->writerlen = 0;
-    if (k->ident.ownerlen) {            /* explicit: "owner\0r" on a read */
+    if (k->ownerlen) {                  /* explicit: "owner\0r" on a read */
         l->owner_num = 0;
         if (k->kind == DL_KIND_READ) {
-            l->writer = k->ident.owner;
-            l->writerlen = k->ident.ownerlen - 2;
+            l->writer = l->ident.owner;
+            l->writerlen = l->ident.ownerlen - 2;
         }
         return;
     }
     l->owner_num = dlua_owner(L, ci);
-    size_t n = dl_lockid_caller(buf, lc->c->id, l->owner_num, k->kind, wbuf,
-                                &l->writerlen);
+    n = dl_lockid_caller(b->owner, lc->c->id, l->owner_num, k->kind,
+                         b->writer, &l->writerlen);
     if (k->kind == DL_KIND_READ)
-        l->writer = wbuf;
-    l->ident.owner = l->ident.req = buf;
+        l->writer = b->writer;
+    l->ident.owner = l->ident.req = b->owner;
     l->ident.ownerlen = l->ident.reqlen = n;
 }
 
@@ -120,7 +145,7 @@ static void read_timing(lua_State *L, int t, const char *fname,
  * name at 2, opts at 3). */
 static void new_lock(lua_State *L, const char *fname, int kind)
 {
-    lua_client *lc = dlua_client(L, 1, fname);
+    dlua_client(L, 1, fname);           /* (checks it) */
     size_t namelen, ownerlen = 0;
     if (lua_type(L, 2) != LUA_TSTRING)      /* no number coercion */
         dlua_arg_error(L, 1, fname, lua_pushfstring(L, "lock name (a "
@@ -139,23 +164,24 @@ static void new_lock(lua_State *L, const char *fname, int kind)
             dlua_opt_error(L, fname, "owner", "string expected");
         if (owner && ownerlen == 0)
             dlua_opt_error(L, fname, "owner", "must not be empty");
-        lua_pop(L, 1);                  /* the string stays in opts */
+        lua_pop(L, 1);                  /* (opts keeps it: copied below) */
     }
-    const char *pfx = lc->c->opts.prefix;
-    size_t pl = lc->c->opts.prefixlen;
+    if (namelen >= UINT32_MAX || ownerlen >= UINT32_MAX)
+        dlua_arg_error(L, 1, fname, "lock name or owner too long");
     lua_lock *k = lua_newuserdatauv(L, sizeof(lua_lock) + namelen + 1 +
-                                    dl_lockid_size(pl, namelen, kind,
-                                                   lc->c->id, ownerlen), 1);
+                                    (owner ? ownerlen + 1 : 0), 1);
     char *p = (char *)(k + 1);
     k->wait_us = a.wait_us;
     k->lease_ms = a.lease_ms;
     k->renew_ms = a.renew_ms;
-    k->name = p;
     memcpy(p, name, namelen);
     p[namelen] = '\0';
-    k->namelen = namelen;
-    dl_lockid_build(&k->ident, p + namelen + 1, pfx, pl, name, namelen, kind,
-                    lc->c->id, owner, ownerlen);
+    k->namelen = (uint32_t)namelen;
+    k->ownerlen = owner ? (uint32_t)ownerlen : 0;
+    if (owner) {
+        memcpy(p + namelen + 1, owner, ownerlen);
+        p[namelen + 1 + ownerlen] = '\0';
+    }
     k->kind = kind;
     k->permits = 0;
     luaL_setmetatable(L, LOCK_MT);
@@ -219,7 +245,7 @@ typedef struct lock_call {
     lua_client *lc;
     int ci;                     /* stack index of the client */
     dl_lockref l;
-    char owner[DL_OWNER_MAX], writer[DL_OWNER_MAX];
+    lock_strs strs;
 } lock_call;
 
 /* Every method starts here, once its own arguments are read: check the
@@ -231,7 +257,7 @@ static void begin(lua_State *L, const char *fname, lock_call *k)
     lua_settop(L, 1);
     k->lc = lock_client(L, 1, fname);
     k->ci = lua_gettop(L);
-    lockref(L, lk, k->ci, &k->l, k->owner, k->writer);
+    lockref(L, lk, k->ci, &k->l, &k->strs);
 }
 
 /* Push what acquire returns for st: the lock (at 1), or nil, err and,
@@ -263,7 +289,9 @@ static void check_upgrade(lua_State *L, lock_call *k)
     lua_pushlstring(L, k->l.ident.owner, k->l.ident.ownerlen);
     lua_pushlstring(L, "\0r", 2);
     lua_concat(L, 2);
-    rl.ident.owner = lua_tolstring(L, -1, &rl.ident.ownerlen);
+    size_t rn;
+    rl.ident.owner = lua_tolstring(L, -1, &rn);
+    rl.ident.ownerlen = (uint32_t)rn;
     dl_client_hold_info(k->lc->c, &rl, &r);
     dl_client_hold_info(k->lc->c, &k->l, &w);
     lua_pop(L, 1);
@@ -522,13 +550,13 @@ static int lock_guard(lua_State *L)
     lock_call k;
     k.lc = lock_client(L, 1, "guard");
     k.ci = lua_gettop(L);
-    lockref(L, lk, k.ci, &k.l, k.owner, k.writer);
+    lockref(L, lk, k.ci, &k.l, &k.strs);
     if (cmd.argc > 1 && !dl_client_same_slot(k.lc->c, &k.l, cmd.argv[1],
                                               cmd.lens[1]))
         dlua_arg_error(L, 2, "guard", lua_pushfstring(L, "key '%s' is in "
                        "another Cluster slot than the lock: give it the "
                        "lock's hash tag, as in '%s{%s}'", cmd.argv[1],
-                       cmd.argv[1], lk->name));
+                       cmd.argv[1], lock_name(lk)));
     char err[DL_ERRLEN];
     redisReply *r;
     dl_status st = dl_client_guard(k.lc->c, &k.l, cmd.argc, cmd.argv,
@@ -558,7 +586,7 @@ static int lock__index(lua_State *L)
         return 1;
     if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2),
                                                 "name") == 0)
-        lua_pushlstring(L, k->name, k->namelen);
+        lua_pushlstring(L, lock_name(k), k->namelen);
     return 1;
 }
 
@@ -570,18 +598,18 @@ static int lock__tostring(lua_State *L)
     dl_holdinfo hi;
     memset(&hi, 0, sizeof hi);
     if (lc && lc->c && dl_client_same_process(lc->c)) {
-        char ownbuf[DL_OWNER_MAX], wbuf[DL_OWNER_MAX];
+        lock_strs b;
         dl_lockref l;
-        lockref(L, k, lua_gettop(L), &l, ownbuf, wbuf);
+        lockref(L, k, lua_gettop(L), &l, &b);
         dl_client_hold_info(lc->c, &l, &hi);
     }
     const char *half = k->kind == DL_KIND_READ ? " read"
                        : k->kind == DL_KIND_WRITE ? " write" : "";
     if (hi.held)
-        lua_pushfstring(L, "dlock.Lock: \"%s\"%s (held x%d)", k->name, half,
+        lua_pushfstring(L, "dlock.Lock: \"%s\"%s (held x%d)", lock_name(k), half,
                         (int)hi.count);
     else
-        lua_pushfstring(L, "dlock.Lock: \"%s\"%s (%s)", k->name, half,
+        lua_pushfstring(L, "dlock.Lock: \"%s\"%s (%s)", lock_name(k), half,
                         hi.lost ? "lost" : "not held");
     return 1;
 }

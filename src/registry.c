@@ -100,22 +100,29 @@ static const char *put(char **p, const char *s, size_t n)
     return at;
 }
 
-/* A new unlinked hold with count 0 and copies of the strings. */
+/* A new unlinked hold with count 0 and copies of the strings, shared
+ * where they repeat (100,000 holds: doc/performance.md): the key is the
+ * start of the channel's name (P{name}:ch...: there it is not
+ * NUL-terminated, and nothing here needs it to be), and a coroutine owner
+ * is its own requester. */
 static dl_hold *alloc_hold(const dl_lockid *d)
 {
-    dl_hold *h = calloc(1, sizeof *h + d->keylen + d->fencelen +
-                               d->chanlen + d->ownerlen + d->reqlen +
-                               d->queuelen + 6);
+    int one = d->req == d->owner;
+    int inchan = d->chanlen > d->keylen &&
+                 memcmp(d->chan, d->key, d->keylen) == 0;
+    dl_hold *h = calloc(1, sizeof *h + (inchan ? 0 : d->keylen + 1) +
+                               d->fencelen + d->chanlen + d->ownerlen +
+                               (one ? 0 : d->reqlen + 1) + d->queuelen + 4);
     if (!h)
         return NULL;
     char *p = (char *)(h + 1);
     dl_lockid *c = &h->ident;
     *c = *d;                            /* the lengths; the strings: */
-    c->key = put(&p, d->key, d->keylen);
     c->fence = put(&p, d->fence, d->fencelen);
     c->chan = put(&p, d->chan, d->chanlen);
+    c->key = inchan ? c->chan : put(&p, d->key, d->keylen);
     c->owner = put(&p, d->owner, d->ownerlen);
-    c->req = put(&p, d->req, d->reqlen);
+    c->req = one ? c->owner : put(&p, d->req, d->reqlen);
     c->queue = put(&p, d->queue ? d->queue : "", d->queuelen);
     h->ref = DL_NOREF;
     return h;

@@ -17,7 +17,6 @@ typedef struct dl_hold {
     struct dl_hold *onext;      /* orphan list */
     dl_lockid ident;            /* its strings inline after the struct */
     uint64_t owner_num;         /* coroutine owner number; 0: explicit */
-    int kind;                   /* DL_KIND_* (op.h) */
     int64_t count;              /* this client's holds for this owner
                                    (a release already called is not one) */
     int64_t local;              /* of them, reentries taken here without
@@ -25,35 +24,37 @@ typedef struct dl_hold {
                                    (dl_hold_counted) */
     int64_t token;              /* fencing token of this hold */
     int64_t lease_ms;           /* TTL set at acquire and each renewal */
-    int watchdog;               /* renewed by the watchdog */
     int64_t acquired_us;        /* monotonic time of the fresh acquire */
-    int warned;                 /* held past warn_hold, and logged */
-    int check;                  /* a forced release was heard: ask Redis
-                                   whether this (fixed-lease) hold is still
-                                   the lock's, at the next pass */
     int64_t deadline_us;        /* lease may have run out after this */
     int64_t renew_at_us;        /* watchdog renews at or after this */
     int64_t retry_at_us;        /* a failed renewal: not again before */
-    int final;                  /* its lease ends at max_hold: no renewal */
-    int pend;                   /* a request whose outcome is unknown:
-                                   DL_PEND_VOID or DL_PEND_RELEASE */
-    int pend_lua;               /* ... and the Lua thread has it on the
-                                   wire: the watchdog leaves it alone */
-    uint64_t pend_seq;          /* its request id */
+    uint64_t pend_seq;          /* a pending request's id (pend, below) */
     int64_t pend_token;         /* a release's token */
     int64_t pend_ms;            /* how long Redis keeps its record */
-    int pend_fresh;             /* an acquire's: it expected no hold (a
-                                   cancel may take back a fair grant its
-                                   client never saw, lib/cancel.lua) */
     int64_t pend_retry_us;      /* the watchdog resends it after this */
     int64_t pend_until_us;      /* and gives up after this */
-    int finished;               /* count 0, nothing pending: the Lua
-                                   thread unlinks and frees it */
     const char *lost;           /* NULL, or why the hold was lost */
-    int ref;                    /* Lua ref of the lock object, DL_NOREF */
     uint64_t gen;               /* bumped on every confirmed count change and extend */
-    int inflight;               /* a renewal of it is on the wire */
-    int dead;                   /* unlinked while inflight: watchdog frees */
+    int ref;                    /* Lua ref of the lock object, DL_NOREF */
+    /* Small states, a byte each (100,000 holds: doc/performance.md). */
+    unsigned char kind;         /* DL_KIND_* (op.h) */
+    unsigned char watchdog;     /* renewed by the watchdog */
+    unsigned char warned;       /* held past warn_hold, and logged */
+    unsigned char check;        /* a forced release was heard: ask Redis
+                                   whether this (fixed-lease) hold is still
+                                   the lock's, at the next pass */
+    unsigned char final;        /* its lease ends at max_hold: no renewal */
+    unsigned char pend;         /* a request whose outcome is unknown:
+                                   DL_PEND_VOID or DL_PEND_RELEASE */
+    unsigned char pend_lua;     /* ... and the Lua thread has it on the
+                                   wire: the watchdog leaves it alone */
+    unsigned char pend_fresh;   /* an acquire's: it expected no hold (a
+                                   cancel may take back a fair grant its
+                                   client never saw, lib/cancel.lua) */
+    unsigned char finished;     /* count 0, nothing pending: the Lua
+                                   thread unlinks and frees it */
+    unsigned char inflight;     /* a renewal of it is on the wire */
+    unsigned char dead;         /* unlinked while inflight: watchdog frees */
 } dl_hold;
 
 enum { DL_PEND_NONE, DL_PEND_VOID, DL_PEND_RELEASE };

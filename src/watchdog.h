@@ -14,8 +14,9 @@
 #pragma GCC visibility push(hidden)
 
 #define DL_SETTLE_MAX 64        /* pending requests ended per pass */
-#define DL_RENEW_MAX 4096       /* holds renewed per round trip: a pass
-                                   sends its renewals in chunks this big,
+#define DL_RENEW_MAX (10 * DL_OP_BATCH) /* holds renewed per round
+                                   trip: a pass sends its renewals in
+                                   chunks this big (whole script calls),
                                    so that their ops (~0.5 KB each) and
                                    buffers stay small however many holds */
 
