@@ -23,15 +23,26 @@
 /* ---- hash slots ------------------------------------------------------ */
 
 /* CRC16-CCITT (XModem), as Redis Cluster specifies it. */
-static unsigned crc16(const char *buf, size_t len)
+static uint16_t crc_table[256];
+static pthread_once_t crc_table_once = PTHREAD_ONCE_INIT;
+
+static void make_crc_table(void)
 {
-    unsigned crc = 0;
-    for (size_t i = 0; i < len; i++) {
-        crc ^= (unsigned)(unsigned char)buf[i] << 8;
+    for (unsigned i = 0; i < 256; i++) {
+        unsigned crc = i << 8;
         for (int b = 0; b < 8; b++)
             crc = crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1;
-        crc &= 0xffff;
+        crc_table[i] = (uint16_t)crc;
     }
+}
+
+/* A byte at a time (each call into a lock hashes its name: lua_lock.c) */
+static unsigned crc16(const char *buf, size_t len)
+{
+    pthread_once(&crc_table_once, make_crc_table);
+    unsigned crc = 0;
+    for (size_t i = 0; i < len; i++)
+        crc = ((crc << 8) ^ crc_table[((crc >> 8) ^ (unsigned char)buf[i]) & 0xff]) & 0xffff;
     return crc;
 }
 
