@@ -14,7 +14,7 @@ describe("live slot migration", function()
     local A, B = "x{" .. tag .. "}a", "x{" .. tag .. "}b"      -- one slot
     local keyA, keyB = "dlock:{" .. A .. "}", "dlock:{" .. B .. "}"
     local la, lb = c:lock(A), other:lock(B)
-    assert(la:acquire())
+    assert(la:acquire{ watchdog_lease = 20 })       -- (the waiter below)
     assert(lb:acquire())
     local slot = cl.keyslot(keyA)
     assert.equals(slot, cl.keyslot(keyB))
@@ -58,6 +58,11 @@ describe("live slot migration", function()
                                  A, 1.5)
     dlock.sleep(0.5)                                -- it waits for A
     assert.is_falsy(waiting.output():find("held"))
+    -- The release runs on the target (ASK) and announces itself there; the
+    -- waiter subscribed on the source, which still owns the slot, so it
+    -- does not hear it. It was told to wait for A's TTL (20 s), but a
+    -- waiter whose slot is mid-migration looks again every 0.1 s (A's
+    -- freed key lives on meanwhile: no TRYAGAIN).
     assert.same({ true, 0 }, { la:release() })      -- ASK to the target
     assert(helper.wait_for(function() return waiting.output():find("held") end, 8),
            "the waiter never got A: " .. waiting.output())

@@ -555,7 +555,12 @@ static int judge_subscribe(dl_client *c, const dl_lockref *l,
     size_t nfds = dl_waiter_fds(s->ws, s->nws, l->ident.chan,
                                 l->ident.chanlen, fds);
     int64_t bound = busy_bound_us(s->a.busy_ms);
-    if (nfds == 0 && bound > 100000)    /* no subscriber: nap */
+    /* No subscriber, or a slot mid-migration (the release may run on the
+     * other node, ASK, and announce itself there, unheard): nap, and look
+     * again. */
+    if (bound > 100000 && (nfds == 0 ||
+                           dl_topology_migrating(&c->topo, l->ident.key,
+                                                 l->ident.keylen, s->now)))
         bound = 100000;
     s->st = wait_for(op, fds, nfds, s->now + bound);
     return 0;

@@ -795,6 +795,38 @@ static dl_status run_once(dl_topology *t, const dl_scripts *s, int wd,
     return st;
 }
 
+/* An ASK was followed for slot: remember it (over the oldest). */
+static void note_asked(dl_topology *t, unsigned slot)
+{
+    int64_t now = dl_now_us();
+    size_t n = sizeof t->asked / sizeof t->asked[0], at = 0;
+    pthread_mutex_lock(t->mu);
+    for (size_t i = 0; i < n; i++) {
+        if (t->asked[i].at_us && t->asked[i].slot == slot) {
+            at = i;
+            break;
+        }
+        if (t->asked[i].at_us < t->asked[at].at_us)
+            at = i;
+    }
+    t->asked[at].slot = slot;
+    t->asked[at].at_us = now;
+    pthread_mutex_unlock(t->mu);
+}
+
+int dl_topology_migrating(const dl_topology *t, const char *key,
+                          size_t keylen, int64_t now_us)
+{
+    if (t->kind != DL_TOPO_CLUSTER)
+        return 0;
+    unsigned slot = dl_key_slot(key, keylen);
+    for (size_t i = 0; i < sizeof t->asked / sizeof t->asked[0]; i++)
+        if (t->asked[i].at_us && t->asked[i].slot == slot &&
+            now_us - t->asked[i].at_us < DL_ASKED_US)
+            return 1;
+    return 0;
+}
+
 dl_status dl_topology_run(dl_topology *t, const dl_scripts *s, int wd,
                           const char *key, size_t keylen, int id, int nkeys,
                           int argc, const char **argv, size_t *lens,
@@ -843,6 +875,8 @@ dl_status dl_topology_run(dl_topology *t, const dl_scripts *s, int wd,
                                "the cluster does not name %s:%d among its "
                                "nodes", msg, host, port);
         }
+        if (asking)
+            note_asked(t, slot);
         if (!asking) {
             pthread_mutex_lock(t->mu);
             t->nodes[to]->named = 1;    /* it has a slot: not to be reused */

@@ -40,7 +40,8 @@ typedef struct dl_node {
 
 typedef struct dl_topology {
     dl_topo_kind kind;
-    pthread_mutex_t *mu;        /* the client's: guards nodes, nnodes, slots */
+    pthread_mutex_t *mu;        /* the client's: guards nodes, nnodes, slots,
+                                   asked */
     dl_node *nodes[DL_MAX_NODES]; /* appended under mu, never removed
                                      before close: an index read under mu
                                      (or below a node count read under
@@ -49,6 +50,11 @@ typedef struct dl_topology {
     size_t nseeds;              /* Cluster: nodes[0..nseeds) were given */
     int quorum;                 /* Redlock: N/2+1; otherwise 1 */
     uint16_t *slots;            /* Cluster: slot -> node index */
+    struct {                    /* Cluster: slots an ASK was followed for
+                                   lately (under mu): mid-migration */
+        unsigned slot;
+        int64_t at_us;
+    } asked[4];
     dl_endpoint tmpl;           /* credentials and db for discovered nodes */
     dl_endpoint *sentinels;     /* Sentinel: where to ask */
     size_t nsentinels;
@@ -125,6 +131,13 @@ int dl_slot_tag(unsigned slot, char *buf, size_t n);
 /* The node a single-node topology sends key to (Cluster: by slot). Takes
  * t->mu. Returns its index. */
 size_t dl_topology_route(dl_topology *t, const char *key, size_t len);
+
+/* With t->mu held: whether key's slot is mid-migration, as far as this
+ * client knows: an ASK was followed for it in the last DL_ASKED_US. A
+ * release there may run on the other node and announce itself there. */
+#define DL_ASKED_US 10000000
+int dl_topology_migrating(const dl_topology *t, const char *key,
+                          size_t keylen, int64_t now_us);
 
 /* Internal: a Cluster slot is mid-migration (TRYAGAIN) past the command
  * timeout; the command did not run. Users see "connection". */
