@@ -36,6 +36,15 @@ describe("sem_acquire.lua", function()
   setup(setup_scripts)
   before_each(fresh_sem)
 
+  it("gives a permit's owner that comes back its new, shorter lease", function()
+    assert.same({ 1, 1, 0 }, acquire("A:p1", 1, 2, 30000))
+    assert.same({ 1, 0 }, release("A:p1", 2))          -- e<owner> stays behind
+    assert.is_true(tonumber(d.field("eA:p1")) > d.now_ms() + 20000)
+    assert.same({ 1, 1, 0 }, acquire("A:p1", 3, 2, 1000))
+    local e = tonumber(d.field("eA:p1"))
+    assert.is_true(e <= d.now_ms() + 1000, "e " .. e - d.now_ms() .. " ms ahead")
+  end)
+
   it("gives permits up to the size, then queues the requester", function()
     local now = d.now_ms()
     assert.same({ 1, 1, 0 }, acquire("A:p1", 1, 2, 10000))

@@ -69,8 +69,7 @@ if wr then
   redis.call('hset', k, 'w', owner)
   redis.call('hdel', k, 'x')
 else
-  local e = tonumber(redis.call('hget', k, 'e' .. owner) or '0')
-  redis.call('hset', k, 'e' .. owner, math.max(e, now + lease))
+  redis.call('hset', k, 'e' .. owner, own_lease(k, owner, mine, now + lease))
 end
 if n <= 0 or redis.call('pttl', k) < lease then
   redis.call('pexpire', k, lease)   -- a new tenancy: its own

@@ -44,8 +44,7 @@ if n >= tonumber(permits) then
 end
 prune(k, now, qf)
 mine = redis.call('hincrby', k, of, 1)
-local e = math.max(tonumber(redis.call('hget', k, 'e' .. owner) or '0'),
-                   now + lease)
+local e = own_lease(k, owner, mine, now + lease)
 redis.call('hset', k, 'n', n + 1, qf, seq, 't', '0', 'l', permits,
            'e' .. owner, e, 'k' .. req, now + 2 * lease)
 redis.call('zrem', q, req)

@@ -25,3 +25,13 @@ local function prune_leases(k, of, n, mine, now)
   end
   return n, mine, first
 end
+
+-- own_lease(k, owner, mine, until_ms): the end of owner's own lease in
+-- lock k once it holds mine holds, one of them just taken until until_ms.
+-- Another hold of owner (a reentry, a shared owner's) never has its lease
+-- lowered; an owner's first hold has its own, whatever an old e<owner>
+-- (left by a release, which takes out o<owner> only) says.
+local function own_lease(k, owner, mine, until_ms)
+  if mine <= 1 then return until_ms end
+  return math.max(tonumber(redis.call('hget', k, 'e' .. owner) or '0'), until_ms)
+end
