@@ -104,6 +104,41 @@ describe("the scripts, one by one", function()
       assert.same({ 1, 1, 2 }, acquire("x", "x", 3))
     end)
 
+    it("tells another owner busy in the hold's last millisecond (PTTL 0), never joins it", function()
+      -- (torture seed 51852850: a fresh acquire that met PTTL 0 joined the
+      -- expiring tenancy and got its token.) Each round spins, over one
+      -- connection, until the 2 ms hold has gone: some tries meet its last
+      -- millisecond.
+      local c = assert(helper.client())
+      local y = helper.script_layouts().acquire
+      local function try(owner, seq)
+        local v = { key = key, counter = fence, owner = owner, req = owner, seq = seq,
+                    lease_ms = 10000, expect = 0, token = 1, waited = -1 }
+        local argv = { "EVALSHA", sha.acquire, #y.keys }
+        for _, k in ipairs(y.keys) do argv[#argv + 1] = v[k == "lock" and "key" or k] end
+        for _, a in ipairs(y.args) do argv[#argv + 1] = v[a] end
+        return assert(c:call((table.unpack or unpack)(argv)))
+      end
+      local last = 0
+      for round = 1, 20 do
+        local a, b = "a" .. round, "b" .. round
+        local t = acquire(a, a, 1, 2)[3]
+        local r
+        for seq = 1, 1000000 do
+          r = try(b, seq)
+          if r[1] == 1 then break end
+          assert.equals(0, r[1])
+          if r[2] <= 1 then last = last + 1 end
+        end
+        assert.is_true(r[3] > t, ("round %d: token %s after %d: joined"):format(round, tostring(r[3]), t))
+        assert.equals(1, count(b))
+        assert.equals(0, count(a))
+        assert.same({ 1, 0 }, release(b, b, 1000001, r[3]))
+      end
+      c:close()
+      assert.is_true(last > 0, "no try met the last millisecond")
+    end)
+
     it("refuses a reentry into another tenancy of a shared owner", function()
       acquire("X", "A|X", 1)                         -- A holds X's lock, token 1
       assert.equals(1, force("F", 1))

@@ -27,8 +27,11 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
   local n = tonumber(f[1] or '0')
   n, mine = drop_unknown(k, owner, req, expect, mine, n)
   if mine == 0 then
+    -- held by another owner: busy, even in its last ms (PTTL 0: joining
+    -- would hand this owner that tenancy and its token) or with no TTL
     local now = (n > 0 or f[7]) and now_ms()
-    local p = n > 0 and redis.call('pttl', k) or reserved(f[7], req, now)
+    local p = n > 0 and math.max(redis.call('pttl', k), 1)
+              or reserved(f[7], req, now)
     if p ~= 0 then
       note_busy(k, f[5], f[6], req, now, p, waited)
       return {0, p}
