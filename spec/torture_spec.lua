@@ -101,6 +101,13 @@ describe("torture checker", function()
     local later = { { ev = "fault", kind = "evict", name = "L", servers = { 1 }, t0 = 11, t1 = 11 },
                     { ev = "fault", kind = "pause", server = 2, dur = 0.5, t0 = 10.8, t1 = 10.8 } }
     assert.equal("exclusion", kinds(check.run(history(a, b, later), { quorum = 2 })))
+    -- ... or one that no renewal reached for 2/3 of the lease after it
+    -- was acquired (torture seed 51852850, round 8): its copy ran out
+    local lapsed = { { ev = "fault", kind = "evict", name = "L", servers = { 1 }, t0 = 11, t1 = 11 },
+                     { ev = "fault", kind = "pause", server = 2, dur = 1.5, t0 = 10.2, t1 = 10.2 } }
+    assert.same({}, check.run(history(a, b, lapsed), { quorum = 2, lease = 2 }))
+    assert.equal("exclusion", kinds(check.run(history(a, b, lapsed), { quorum = 2, lease = 3 })))
+    assert.equal("exclusion", kinds(check.run(history(a, b, later), { quorum = 2, lease = 2 })))
     -- force_release: the holder learns at its next renewal or, cut off
     -- from Redis, when its lease runs out (lease_max 4 s): not later
     local fr = { { ev = "force", name = "L", ok = true, t0 = 11.9, t1 = 11.95 } }

@@ -20,7 +20,9 @@
 --     it at once; the holder learns it at its next renewal (on Redlock only
 --     when a quorum of masters lost it: those evicted, and those that could
 --     not have granted the hold, being paused, asleep or restarting while
---     it was acquired);
+--     it was acquired, or that no renewal reached for long enough for
+--     their copy to run out: out of reach for 2/3 of the lease, the least
+--     a renewal leaves);
 --   force: force_release frees a held lock; its holder learns it at its
 --     next renewal, or, cut off from Redis, when its lease runs out: its
 --     belief may last a lease (or an extend, lease_max) past the force.
@@ -114,9 +116,11 @@ end
 -- Evictions of `name` at or after a.s and before b's start: enough to let
 -- b in (on Redlock, a quorum of masters must have lost the key: evicted,
 -- or never granted it, being out of reach while the hold was acquired,
--- from acq0 to acq1, when those are known).
+-- from acq0 to acq1, when those are known, or out of reach after that,
+-- before b, for 2/3 of the lease: renewals come every lease/3, so its
+-- copy may have run out).
 local OUT_OF_REACH = { pause = true, sleep = true, restart = true }
-local function evicted(g, meta, name, from, to, acq0, acq1)
+local function evicted(g, meta, name, from, to, acq0, acq1, lease)
   local servers, n = {}, 0
   for _, f in ipairs(g.faults) do
     if f.kind == "evict" and f.name == name and f.t0 >= from - 0.2 and f.t0 <= to then
@@ -129,7 +133,10 @@ local function evicted(g, meta, name, from, to, acq0, acq1)
     for _, f in ipairs(g.faults) do
       local s = f.server
       local ends = f.dur and f.t0 + f.dur or f.t1
-      if OUT_OF_REACH[f.kind] and s and not servers[s] and f.t0 <= acq1 and ends >= acq0 then
+      local lapsed = lease and f.t0 >= acq0 and f.t0 <= to and
+                     math.min(ends, to) - f.t0 >= lease * 2 / 3
+      if OUT_OF_REACH[f.kind] and s and not servers[s] and
+         ((f.t0 <= acq1 and ends >= acq0) or lapsed) then
         servers[s] = true
         n = n + 1
       end
@@ -166,7 +173,8 @@ end
 
 local function excused(g, meta, name, a, b)
   if in_failover(g, a.s) or raised_in_failover(g, a.h) then return "failover" end
-  if evicted(g, meta, name, a.s, b.s, num(a.h.t0), num(a.h.t1)) then return "evict" end
+  local lease = num(a.h.expire) or num(a.h.wlease) or meta.lease   -- (a's own, or the client's)
+  if evicted(g, meta, name, a.s, b.s, num(a.h.t0), num(a.h.t1), lease) then return "evict" end
   if forced(g, meta, name, a, b) then return "force" end
 end
 

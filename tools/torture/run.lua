@@ -305,7 +305,7 @@ local function run_round(p)
   ls:close()
   local nops = 0
   for _, r in ipairs(records) do if r.op_id then nops = nops + 1 end end
-  local v = check.run(records, { t_start = t_start, lease_max = cfg.lease_max,
+  local v = check.run(records, { t_start = t_start, lease = cfg.lease, lease_max = cfg.lease_max,
                                  quorum = topo.quorum, dead_slack = 8 + cfg.slack })
   for _, name in ipairs(hung) do
     v[#v + 1] = { kind = "hang", t = deadline, msg = name .. " did not finish its last call " ..
