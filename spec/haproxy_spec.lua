@@ -23,8 +23,7 @@ describe("HAProxy with the recipe's scheduler", function()
     assert(ok, out)
 
     local srv = helper.start_redis()
-    local port
-    repeat port = math.random(20000, 60000) until not helper.port_in_use(port)
+    local port = helper.free_port()
     local cfg = helper.tmp .. "/haproxy.cfg"
     local f = assert(io.open(cfg, "w"))
     f:write(([[

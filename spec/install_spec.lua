@@ -122,8 +122,7 @@ local function sandbox()
   must(("cd %s && tar -cf - -T %s | tar -xf - -C %s"):format(q(root), q(list), q(b.copy)))
   b.probe = b.dir .. "/probe.lua"
   write(b.probe, PROBE)
-  b.proxy = math.random(20000, 60000)
-  while helper.port_in_use(b.proxy) do b.proxy = math.random(20000, 60000) end
+  b.proxy = helper.free_port()
   box = b
   must(("cd %s && git init -q ."):format(q(b.copy)))
   b.baseline = must(("cd %s && git ls-files -co --exclude-standard | sort"):format(q(b.copy)))
@@ -256,8 +255,7 @@ describe("install", function()
     end
     assert.equals(5, commands, "the Install's Redis and luarocks blocks hold " .. commands .. " commands")
     assert.truthy(install_section():find("five commands", 1, true))
-    local port
-    repeat port = math.random(20000, 60000) until not helper.port_in_use(port)
+    local port = helper.free_port()
     local pidfile = ("%s/install-redis-%d.pid"):format(helper.tmp, port)
     assert.truthy(redis:find("--port 6379", 1, true) and redis:find("127.0.0.1:6379", 1, true), redis)
     local started = redis:gsub("%-%-port 6379", "--port " .. port)

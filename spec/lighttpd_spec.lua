@@ -22,8 +22,7 @@ describe("lighttpd mod_magnet with the recipe", function()
     assert(ok, out)
     local srv = helper.start_redis()
     local name = helper.unique_name("lighttpd")
-    local port
-    repeat port = math.random(20000, 60000) until not helper.port_in_use(port)
+    local port = helper.free_port()
     local dir = helper.tmp .. "/lighttpd"
     assert(sh("mkdir -p " .. dir))
     local cfg = dir .. "/lighttpd.conf"

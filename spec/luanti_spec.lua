@@ -65,10 +65,7 @@ describe("two Luanti servers with the example mod", function()
                   ["dlock_event.every"] = 0.2, ["dlock_event.duration"] = DURATION }
     local servers, ports = {}, {}
     for _, name in ipairs({ "A", "B" }) do
-      local port
-      repeat port = math.random(20000, 60000)
-      until not ports[port] and not helper.port_in_use(port) and not helper.port_in_use(port, "udp")
-      ports[port] = true
+      local port = helper.free_port(ports, "udp")
       local dir = ("%s/luanti-%s"):format(helper.tmp, name)
       assert(sh(("mkdir -p %s/home %s/world/worldmods && cp -r '%s/examples/luanti/dlock_event' %s/world/worldmods/")
         :format(dir, dir, root, dir)))

@@ -18,11 +18,7 @@ end
 -- A loopback port nothing listens on (nothing is ever sent there: no slot
 -- that the spec's names hash to goes to it).
 local function dead_port(taken)
-  for _ = 1, 1000 do
-    local p = math.random(20000, 60000)
-    if not taken[p] and not helper.port_in_use(p) then taken[p] = true; return p end
-  end
-  error("no free port")
+  return helper.free_port(taken)
 end
 
 local slow = os.getenv("DLOCK_VALGRIND") or (os.getenv("DLOCK_BUILD") or ""):find("tsan", 1, true)

@@ -74,6 +74,32 @@ function helper.port_in_use(port, proto)
   return false
 end
 
+-- Ports for the servers, proxies and peers the specs start: below the
+-- kernel's ephemeral range (Linux: 32768-60999). A port in that range can be
+-- a client socket's own port, and one in TIME_WAIT keeps a server from
+-- binding it again for a minute: a restart on the same port then fails.
+local PORT_LO, PORT_HI = 10000, 32767
+do
+  local lo = tonumber(((helper.read_file("/proc/sys/net/ipv4/ip_local_port_range") or "")
+    :match("^%s*(%d+)")))
+  if lo and lo - 1 < PORT_HI then PORT_HI = math.max(lo - 1, PORT_LO + 1000) end
+end
+
+--- A loopback port free for TCP (and for `proto` too, if given: "udp"),
+--- not in the set `taken` (which it then adds it to), and outside the
+--- ephemeral range.
+function helper.free_port(taken, proto)
+  for _ = 1, 1000 do
+    local p = math.random(PORT_LO, PORT_HI)
+    if not (taken and taken[p]) and not helper.port_in_use(p)
+        and not (proto and helper.port_in_use(p, proto)) then
+      if taken then taken[p] = true end
+      return p
+    end
+  end
+  error("no free loopback port")
+end
+
 --- True if some process listens on loopback TCP `port` (IPv4 or IPv6).
 function helper.listening(port)
   local pat = (":%04X "):format(port)
@@ -145,11 +171,7 @@ function helper.start_redis(extra, opts)
     "--tls-auth-clients %s --tls-replication yes --tls-cluster yes"):format(c.server_crt,
     c.server_key, c.ca, opts.tls_auth_clients and "yes" or "no")) or ""
   for _ = 1, 20 do
-    local port = math.random(20000, 60000)
-    for _ = 1, 20 do                      -- skip ports some socket already has
-      if not helper.port_in_use(port) then break end
-      port = math.random(20000, 60000)
-    end
+    local port = helper.free_port()
     local base = string.format("%s/redis-%d", tmp, port)
     sh("mkdir -p " .. base .. ".d")        -- its own data: no dump.rdb shared
     local cmd = string.format(
@@ -302,8 +324,7 @@ end
 --- it within 50 ms) and stop(); nil when cqueues is missing.
 function helper.proxy(srv)
   if not sh("lua5.4 -e 'require \"cqueues\"' 2>/dev/null") then return nil end
-  local port
-  repeat port = math.random(20000, 60000) until not helper.port_in_use(port)
+  local port = helper.free_port()
   local ctl = ("%s/proxy-%d.ctl"):format(tmp, port)
   local function set(mode)
     local f = assert(io.open(ctl, "w"))

@@ -277,7 +277,7 @@ end
 -- Cluster
 ---------------------------------------------------------------------------
 
--- A free port for a cluster bus, outside helper's data ports (20000-60000)
+-- A free port for a cluster bus, outside helper's data ports (10000-32767)
 -- and Linux's default ephemeral range (32768-60999). Redis' default bus port
 -- (port + 10000) would not fit above 55535, so it is set explicitly.
 local function bus_port(taken)

@@ -70,13 +70,6 @@ local function spawn(script, out, ...)
            alive = function() return alive(pid) end }
 end
 
-local function free_port()
-  for _ = 1, 100 do
-    local p = math.random(20000, 60000)
-    if not helper.port_in_use(p) then return p end
-  end
-  error("torture: no free port")
-end
 
 -- ---- topologies (started once, reused) ----------------------------------------
 
@@ -199,7 +192,7 @@ local function run_round(p)
   local env = { topo = topo, log = log }
   local proxy
   if p.proxied then
-    local port = free_port()
+    local port = helper.free_port()
     env.proxy_ctl = dir .. "/proxy.ctl"
     local f = assert(io.open(env.proxy_ctl, "w")); f:write("pass\n"); f:close()
     proxy = spawn("proxy.lua", dir .. "/proxy.out", port, topo.srv.port, env.proxy_ctl)
