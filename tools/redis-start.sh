@@ -4,7 +4,7 @@
 # its URL. Usage: tools/redis-start.sh DIR [extra redis-server args...]
 dir=$1; shift
 for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
-    port=$(( 20000 + $(od -An -N2 -tu2 /dev/urandom) % 40000 ))
+    port=$(( 10000 + $(od -An -N2 -tu2 /dev/urandom) % 22768 ))   # below the ephemeral range
     base="$dir/redis-$port"
     redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
         --daemonize yes --pidfile "$base.pid" --logfile "$base.log" \
