@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -481,14 +482,51 @@ void dl_conn_read_timeout(dl_conn *c, int64_t us)
         (void)set_timeout(c, us);
 }
 
+/* "<c><n>\r\n" at p; returns the end. */
+static char *put_len(char *p, char c, size_t n)
+{
+    *p++ = c;
+    p += dl_fmt_i64(p, (int64_t)n);
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+/* The command argv (lens NULL: C strings) in RESP at the end of ctx's
+ * output buffer: what redisAppendCommandArgv does, without its sdscatfmt
+ * per argument (a renewal call carries 4 per hold: doc/performance.md).
+ * Returns 0, or -1 out of memory (the buffer as it was). */
+static int append_argv(redisContext *ctx, int argc, const char **argv,
+                       const size_t *lens)
+{
+    size_t room = 24;                   /* "*<argc>\r\n" */
+    for (int i = 0; i < argc; i++)      /* "$<len>\r\n<arg>\r\n" */
+        room += (lens ? lens[i] : strlen(argv[i])) + 26;
+    sds o = room < INT_MAX ? sdsMakeRoomFor(ctx->obuf, room) : NULL;
+    if (!o)
+        return -1;
+    ctx->obuf = o;
+    char *start = o + sdslen(o), *p = put_len(start, '*', (size_t)argc);
+    for (int i = 0; i < argc; i++) {
+        size_t n = lens ? lens[i] : strlen(argv[i]);
+        p = put_len(p, '$', n);
+        memcpy(p, argv[i], n);
+        p += n;
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    sdsIncrLen(o, (int)(p - start));
+    return 0;
+}
+
 dl_status dl_conn_append(dl_conn *c, int argc, const char **argv,
                          const size_t *lens, char *err, size_t errlen)
 {
     dl_status st = dl_conn_ensure(c, err, errlen);
     if (st != DL_OK)
         return st;
-    if (redisAppendCommandArgv(c->ctx, argc, argv, lens) != REDIS_OK)
-        return dl_conn_error(c, err, errlen);
+    if (append_argv(c->ctx, argc, argv, lens) != 0)
+        return dl_oom(err, errlen);
     return DL_OK;
 }
 

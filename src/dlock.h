@@ -63,6 +63,10 @@ uint32_t dl_random_u32(void);
  * Returns 0, or -1 out of memory (*p and *cap unchanged). */
 int dl_grow(void *p, size_t *cap, size_t n, size_t sz);
 
+/* v in decimal at out (room for 21 bytes), NUL-terminated; returns its
+ * length. (printf's machinery, for the numbers of every command.) */
+size_t dl_fmt_i64(char *out, int64_t v);
+
 /* snprintf into err (may be NULL), never overflowing; returns st. */
 dl_status dl_fail(char *err, size_t errlen, dl_status st, const char *fmt, ...)
 #if defined(__GNUC__)

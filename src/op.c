@@ -43,18 +43,21 @@ static void add_s(dl_op *op, const char *s)
     add(op, s, strlen(s));
 }
 
-/* A number as text, kept in op (at most DL_OP_NUMS per op). */
-static const char *num(dl_op *op, int64_t v)
+/* A number as text, kept in op (at most DL_OP_NUMS per op); *n: its
+ * length. */
+static const char *num(dl_op *op, int64_t v, size_t *n)
 {
     assert(op->nnum < DL_OP_NUMS);
     char *b = op->num[op->nnum++];
-    snprintf(b, sizeof op->num[0], "%lld", (long long)v);
+    *n = dl_fmt_i64(b, v);
     return b;
 }
 
 static void add_i(dl_op *op, int64_t v)
 {
-    add_s(op, num(op, v));
+    size_t n;
+    const char *s = num(op, v, &n);
+    add(op, s, n);
 }
 
 /* The argv slot of KEYS[i] or ARGV[i] (i from 1: 0 is a name the script
@@ -98,7 +101,9 @@ static void arg_s(dl_op *op, int a, const char *s)
 
 static void arg_i(dl_op *op, int a, int64_t v)
 {
-    arg_s(op, a, num(op, v));
+    size_t n;
+    const char *s = num(op, v, &n);
+    arg(op, a, s, n);
 }
 
 /* Every key and argument of op's script is there (one group of them,

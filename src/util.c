@@ -139,6 +139,23 @@ int dl_grow(void *p, size_t *cap, size_t n, size_t sz)
     return 0;
 }
 
+size_t dl_fmt_i64(char *out, int64_t v)
+{
+    char tmp[24];
+    size_t n = 0, len = 0;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        out[len++] = '-';
+    while (n)
+        out[len++] = tmp[--n];
+    out[len] = '\0';
+    return len;
+}
+
 dl_status dl_oom(char *err, size_t errlen)
 {
     return dl_fail(err, errlen, DL_ECONN, "out of memory");
