@@ -240,22 +240,27 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
  * trip (out of memory: none; their leases run out). */
 static void release_all(dl_client *c)
 {
-    dl_hold *lists[2] = { c->reg.head, c->reg.orphans };
+    dl_hold *h;
     size_t n = 0;
-    for (int i = 0; i < 2; i++)
-        for (dl_hold *h = lists[i]; h; h = i ? h->onext : h->next) {
-            dl_client_pending_end(c, 0, h);  /* end it first */
-            n++;
-        }
+    for (DL_REGISTRY_EACH(&c->reg, i, h)) {
+        dl_client_pending_end(c, 0, h);     /* end it first */
+        n++;
+    }
+    for (h = c->reg.orphans; h; h = h->onext) {
+        dl_client_pending_end(c, 0, h);
+        n++;
+    }
     dl_batch b;
     memset(&b, 0, sizeof b);
     b.ops = malloc((n ? n : 1) * sizeof *b.ops);
     b.tallies = malloc((n ? n : 1) * sizeof *b.tallies);
-    for (int i = 0; i < 2 && b.ops && b.tallies; i++)
-        for (dl_hold *h = lists[i]; h; h = i ? h->onext : h->next) {
-            dl_lockref l;
+    dl_lockref l;
+    if (b.ops && b.tallies) {
+        for (DL_REGISTRY_EACH(&c->reg, i, h))
             b.n += (size_t)dl_client_drop_op(c, h, &l, &b.ops[b.n]);
-        }
+        for (h = c->reg.orphans; h; h = h->onext)
+            b.n += (size_t)dl_client_drop_op(c, h, &l, &b.ops[b.n]);
+    }
     if (b.n)
         (void)dl_exec_batch(&c->topo, &c->scripts, 0, &b);
     dl_batch_free(&b);
@@ -358,10 +363,9 @@ void dl_client_hold_info(dl_client *c, const dl_lockref *l, dl_holdinfo *hi)
 /* With c->mu held: free the holds the watchdog finished. */
 static void sweep(dl_client *c)
 {
-    dl_hold *h = c->reg.head, *next;
+    dl_hold *h;
     c->sweep = 0;
-    for (; h; h = next) {
-        next = h->next;
+    for (DL_REGISTRY_EACH(&c->reg, i, h)) {
         if (!h->finished || h->count > 0 || h->pend != DL_PEND_NONE ||
             h->pend_lua)
             continue;
@@ -414,7 +418,8 @@ char **dl_client_held_long(dl_client *c, size_t *n)
     for (int pass = 0; pass < 2; pass++) {
         char *p = out ? (char *)(out + k) : NULL;
         k = 0;
-        for (dl_hold *h = c->reg.head; h; h = h->next) {
+        dl_hold *h;
+        for (DL_REGISTRY_EACH(&c->reg, i, h)) {
             if (h->lost || h->count <= 0 || now - h->acquired_us < warn_us)
                 continue;
             const char *name = dl_lockid_name(&h->ident, c->opts.prefixlen,
@@ -441,7 +446,8 @@ void dl_client_stats(dl_client *c, dl_stats *out, size_t *held)
     size_t n = 0;
     pthread_mutex_lock(&c->mu);
     *out = c->stats;
-    for (dl_hold *h = c->reg.head; h; h = h->next)
+    dl_hold *h;
+    for (DL_REGISTRY_EACH(&c->reg, i, h))
         if (h->watchdog && !h->lost && h->count > 0)
             n++;
     pthread_mutex_unlock(&c->mu);

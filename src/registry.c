@@ -42,15 +42,14 @@ int dl_registry_init(dl_registry *reg)
 void dl_registry_free(dl_registry *reg)
 {
     dl_hold *h, *next;
-    for (h = reg->head; h; h = next) {
-        next = h->next;
-        free(h);
-    }
+    for (size_t i = 0; i < reg->count; i++)
+        free(reg->all[i]);
     for (h = reg->orphans; h; h = next) {
         next = h->onext;
         free(h);
     }
     free(reg->buckets);
+    free(reg->all);
     free(reg->events);
     memset(reg, 0, sizeof *reg);
 }
@@ -79,7 +78,8 @@ static void grow(dl_registry *reg)
     dl_hold **b = calloc(n, sizeof *b);
     if (!b)
         return;                 /* keep the longer chains; still correct */
-    for (dl_hold *h = reg->head; h; h = h->next) {
+    for (size_t i = 0; i < reg->count; i++) {
+        dl_hold *h = reg->all[i];
         dl_hold **slot = &b[hash(h->ident.key, h->ident.keylen,
                                  h->ident.owner, h->ident.ownerlen) &
                             (n - 1)];
@@ -132,6 +132,14 @@ dl_hold *dl_registry_add(dl_registry *reg, const dl_lockid *ident)
 {
     if (reg->count >= reg->nbuckets)
         grow(reg);
+    if (reg->count == reg->capall) {
+        size_t cap = reg->capall ? 2 * reg->capall : 64;
+        dl_hold **all = realloc(reg->all, cap * sizeof *all);
+        if (!all)
+            return NULL;
+        reg->all = all;
+        reg->capall = cap;
+    }
     dl_hold *h = alloc_hold(ident);
     if (!h)
         return NULL;
@@ -140,11 +148,8 @@ dl_hold *dl_registry_add(dl_registry *reg, const dl_lockid *ident)
                             ident->ownerlen);
     h->hnext = *slot;
     *slot = h;
-    h->next = reg->head;
-    if (reg->head)
-        reg->head->prev = h;
-    reg->head = h;
-    reg->count++;
+    h->at = reg->count;
+    reg->all[reg->count++] = h;
     return h;
 }
 
@@ -155,14 +160,10 @@ void dl_registry_unlink(dl_registry *reg, dl_hold *h)
     while (*slot != h)
         slot = &(*slot)->hnext;
     *slot = h->hnext;
-    if (h->prev)
-        h->prev->next = h->next;
-    else
-        reg->head = h->next;
-    if (h->next)
-        h->next->prev = h->prev;
-    h->prev = h->next = h->hnext = NULL;
-    reg->count--;
+    h->hnext = NULL;
+    dl_hold *last = reg->all[--reg->count];  /* the last takes its place */
+    reg->all[h->at] = last;
+    last->at = h->at;
 }
 
 void dl_registry_remove(dl_registry *reg, dl_hold *h)
@@ -202,9 +203,8 @@ void dl_registry_mark_lost(dl_registry *reg, dl_hold *h, const char *reason)
 size_t dl_registry_orphan(dl_registry *reg, uint64_t owner_num)
 {
     size_t moved = 0;
-    dl_hold *h = reg->head, *next;
-    for (; h; h = next) {
-        next = h->next;
+    dl_hold *h;
+    for (DL_REGISTRY_EACH(reg, i, h)) {
         if (h->owner_num != owner_num)
             continue;
         if (h->ref != DL_NOREF && dl_registry_push_event(reg, h->ref, NULL) == 0)

@@ -13,7 +13,7 @@
 typedef struct dl_hold {
     uint64_t id;                /* unique within the client, never reused */
     struct dl_hold *hnext;      /* hash bucket chain */
-    struct dl_hold *prev, *next;/* list of all linked holds */
+    size_t at;                  /* its index in the registry's all[] */
     struct dl_hold *onext;      /* orphan list */
     dl_lockid ident;            /* its strings inline after the struct */
     uint64_t owner_num;         /* coroutine owner number; 0: explicit */
@@ -74,13 +74,21 @@ typedef struct dl_event {
 
 typedef struct dl_registry {
     dl_hold **buckets;
-    size_t nbuckets, count;
-    dl_hold *head;
+    size_t nbuckets;
+    dl_hold **all;              /* every linked hold, in no order: one
+                                   array, for the watchdog's walk over
+                                   100,000 holds (DL_REGISTRY_EACH) */
+    size_t count, capall;
     uint64_t next_id;
     dl_event *events;
     size_t nevents, capevents;
     dl_hold *orphans;           /* unlinked; the watchdog DROPs then frees */
 } dl_registry;
+
+/* for (DL_REGISTRY_EACH(reg, i, h)) { ... }: every linked hold h, from
+ * the last; the body may unlink h (and no other hold). */
+#define DL_REGISTRY_EACH(reg, i, h) \
+    size_t i = (reg)->count; i-- > 0 && ((h) = (reg)->all[i], 1);
 
 int dl_registry_init(dl_registry *reg);
 /* Free every hold, orphan and event. */

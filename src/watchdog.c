@@ -74,6 +74,37 @@ static void finish(dl_client *c, dl_hold *h)
     __atomic_store_n(&c->pending, 1, __ATOMIC_RELEASE);
 }
 
+/* The scan walks every hold, each somewhere else in memory: it asks for
+ * the lines it reads (from count to the flags) DL_AHEAD holds early, so
+ * that their cache misses overlap (100,000 holds: doc/performance.md). */
+#define DL_AHEAD 8
+#if defined(__GNUC__)
+#define dl_prefetch(p) __builtin_prefetch(p)
+#else
+#define dl_prefetch(p) ((void)(p))
+#endif
+static void ahead(const dl_hold *h)
+{
+    dl_prefetch(&h->count);
+    dl_prefetch(&h->retry_at_us);
+    dl_prefetch(&h->lost);
+    dl_prefetch(&h->dead);
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* When scan has something to do for h, or earlier, never later: its
+ * renewal (or the retry of a failed one) or the end of its lease. */
+static int64_t due(const dl_hold *h)
+{
+    int64_t r = h->retry_at_us > h->renew_at_us ? h->retry_at_us
+                                                 : h->renew_at_us;
+    return min64(r, h->deadline_us);
+}
+
 /* When h's max_hold runs out (INT64_MAX: never). */
 static int64_t cap_end(const dl_client *c, const dl_hold *h)
 {
@@ -101,7 +132,10 @@ static int64_t scan(dl_client *c, int64_t now)
     int64_t retry = lease / 10 < 1000000 ? lease / 10 : 1000000;
     int64_t warn_us = c->opts.warn_hold_ms * 1000;
     w->nbatch = w->nsettle = 0;
-    for (dl_hold *h = c->reg.head; h; h = h->next) {
+    dl_hold *h;
+    for (DL_REGISTRY_EACH(&c->reg, i, h)) {
+        if (i >= DL_AHEAD)
+            ahead(c->reg.all[i - DL_AHEAD]);
         if (h->pend != DL_PEND_NONE && !h->pend_lua && !h->inflight) {
             if (now > h->pend_until_us) {   /* its lease has run out */
                 dl_client_request_lapse(c, h);
@@ -234,8 +268,12 @@ static void record(dl_client *c, int64_t sent, size_t calls, int probe,
             free(h);
             continue;
         }
-        if (h->lost || h->gen != w->gens[i])
+        if (h->lost)
             continue;
+        if (h->gen != w->gens[i]) {     /* changed meanwhile: not renewed */
+            w->pass_next = min64(w->pass_next, due(h));
+            continue;
+        }
         char err[DL_ERRLEN];
         dl_result res;
         dl_status st = i - off < w->run.n
@@ -275,11 +313,16 @@ static void record(dl_client *c, int64_t sent, size_t calls, int probe,
             failed = 1;
             h->retry_at_us = dl_now_us() + retry;
         }
+        if (!h->lost)
+            w->pass_next = min64(w->pass_next, due(h));
     }
-    if (probe == DL_PROBE_MOVED)        /* every hold, to the new master */
-        for (dl_hold *h = c->reg.head; h; h = h->next)
+    dl_hold *h;
+    if (probe == DL_PROBE_MOVED) {      /* every hold, to the new master */
+        for (DL_REGISTRY_EACH(&c->reg, i, h))
             if (h->watchdog && !h->lost && !h->final && h->renew_at_us > sent)
                 h->renew_at_us = sent;
+        w->pass_next = sent;
+    }
     c->stats.renew_batches += calls;
     if (failed)
         c->stats.renew_errors++;
@@ -382,7 +425,7 @@ static int notice_fd(dl_client *c, const dl_endpoint *ep)
 static void wait_until(dl_client *c, int64_t when_us)
 {
     dl_watchdog *w = c->wd;
-    int listen = c->reg.head != NULL;
+    int listen = c->reg.count > 0;
     if (listen && !(w->notice_init && dl_waiter_subscribed(&w->notice,
                                                             c->notice,
                                                             c->noticelen))
@@ -421,7 +464,8 @@ static void wait_until(dl_client *c, int64_t when_us)
         now = dl_now_us();
         int64_t at = now > w->forced_us + 50000 ? now : w->forced_us + 50000;
         w->forced_us = at;
-        for (dl_hold *h = c->reg.head; h; h = h->next) {
+        dl_hold *h;
+        for (DL_REGISTRY_EACH(&c->reg, i, h)) {
             if (h->lost || h->count <= 0)
                 continue;
             if (!h->watchdog || h->final)
@@ -447,7 +491,15 @@ static void *run(void *arg)
             wait_until(c, next);
             continue;
         }
-        w->next_wake_us = 0;                /* busy: no pokes needed */
+        /* A pass ends with a sleep until the first of: what scan found
+         * due next, what the Lua thread poked for meanwhile, and what the
+         * pass's holds are due for next (record). Not with a scan: on
+         * 100,000 holds, a walk over all of them is most of this thread's
+         * time (doc/performance.md). A pass that settled requests or
+         * dropped orphans looks again at once. */
+        w->next_wake_us = next;
+        w->pass_next = INT64_MAX;
+        int again = orphans != NULL || w->nsettle > 0;
         /* In chunks of DL_RENEW_MAX holds, one round trip each; the
          * orphans and the pending requests with the first. */
         for (size_t off = 0; off == 0 || off < w->nbatch;
@@ -482,6 +534,9 @@ static void *run(void *arg)
         }
         w->nbatch = 0;
         settle_record(c);
+        int64_t when = min64(w->next_wake_us, w->pass_next);
+        if (!again && !w->stopping && when > dl_now_us())
+            wait_until(c, when);
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;

@@ -30,7 +30,11 @@ typedef struct dl_watchdog {
     int running;                /* the thread was started (and not joined) */
     int stopping;
     int sleeping;               /* in poll(), the mutex dropped */
-    int64_t next_wake_us;       /* when the thread looks next; INT64_MAX */
+    int64_t next_wake_us;       /* when the thread looks next; INT64_MAX
+                                   (during a pass: what scan found, lowered
+                                   by pokes) */
+    int64_t pass_next;          /* when the holds a pass renewed are next
+                                   due, or earlier (record) */
     dl_waiter notice;           /* subscribed to the client's notice
                                    channel: forced releases (client.c) */
     int notice_init;            /* notice was initialised */
