@@ -135,6 +135,22 @@ describe("sem_acquire.lua", function()
     assert.same({}, d.zrange())
   end)
 
+  it("tells a reentry whose permit ran out or went that it is lost, and takes no permit", function()
+    acquire("B:p1", 1, 2, 10000)                        -- keeps the key alive
+    acquire("A:p1", 1, 2, 200)
+    local e = tonumber(d.field("eA:p1"))
+    assert.is_true(d.wait_until(e + 5), "the server's clock never passed the lease")
+    assert.same({ -1 }, acquire("A:p1", 2, 2, 10000, 1))   -- not a new permit
+    assert.same({ -1 }, acquire("A:p1", 2, 2, 10000, 1))   -- its resend alike
+    local h = d.hash()
+    assert.is_nil(h["oA:p1"])
+    assert.equals("1", h.n)
+    d.expire_now()                                      -- evicted, or expired
+    assert.same({ -1 }, acquire("B:p1", 2, 2, 10000, 1))
+    assert.same({}, d.hash())                           -- nothing written
+    assert.same({ 1, 1, 0 }, acquire("A:p1", 3, 2, 10000))  -- a fresh one is taken
+  end)
+
   it("starts over once the key expired or was evicted, and queues again if its queue was", function()
     acquire("A:p1", 1, 1, 50)
     d.expire_now()

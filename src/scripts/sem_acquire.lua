@@ -13,17 +13,18 @@
 -- ARGV[3] seq: as acquire's
 -- ARGV[4] lease_ms: as acquire's
 -- ARGV[5] expect: as acquire's
--- ARGV[6] token: as acquire's (unused: permits have none)
+-- ARGV[6] token: as acquire's (0: permits have none)
 -- ARGV[7] permits: the semaphore's size, as this client names it
 -- returns: {1, count, 0} | {0, ms} busy | {-1} lost | {-2} cancelled or
 --   stale | an error when Redis keeps another size
 --#include lib/now.lua
 --#include lib/prune.lua
 --#include lib/request.lua
+--#include lib/reentry_lost.lua
 --#include lib/drop_unknown.lua
 --#include lib/leases.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
-local lease, expect, _ = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local permits = ARGV[7]
 local k, q = KEYS[1], KEYS[2]
 local of, qf = 'o' .. owner, 'q' .. req
@@ -32,6 +33,8 @@ if answer then return answer end
 local now = now_ms()
 local n, first
 n, mine, first = prune_leases(k, of, tonumber(f[1] or '0'), mine, now)
+-- (a reentry whose permit ran out or went: never a new permit in its place)
+if reentry_lost(expect, token, mine, 0) then return {-1} end
 n = drop_unknown(k, owner, req, expect, mine, n)
 if n > 0 and f[5] and f[5] ~= permits then
   return redis.error_reply(string.format('semaphore: Redis keeps %s ' ..
