@@ -135,7 +135,7 @@ describe("inspect.lua", function()
     fresh_lock()
     local function sem(owner)
       return d.call("sem_acquire", { owner = owner, req = owner, seq = 1, lease_ms = 10000,
-                                     expect = 0, token = 0, permits = 1 })
+                                     expect = 0, token = 0, permits = 1, waits = "1" })
     end
     sem("A:p1")
     sem("B:p1")

@@ -16,10 +16,10 @@ local function fresh_sem()
   d = drive.new(srv, sha, key)
 end
 
-local function acquire(owner, seq, permits, lease_ms, expect)
+local function acquire(owner, seq, permits, lease_ms, expect, waits)
   return d.call("sem_acquire", { owner = owner, req = owner, seq = seq,
                                  lease_ms = lease_ms or 10000, expect = expect or 0,
-                                 token = 0, permits = permits or 2 })
+                                 token = 0, permits = permits or 2, waits = waits or "1" })
 end
 local function release(owner, seq, keep_ms)
   return d.call("sem_release", { owner = owner, req = owner, seq = seq, token = 0,
@@ -67,6 +67,21 @@ describe("sem_acquire.lua", function()
     assert.equals("", d.field("oB:p1"))
   end)
 
+  it("queues a busy requester only if it waits, and takes out one that gives up", function()
+    acquire("A:p1", 1, 1)
+    assert.equals(0, acquire("B:p1", 1, 1, nil, nil, "0")[1])   -- a try
+    assert.same({}, d.zrange())
+    assert.equals(0, acquire("B:p1", 2, 1)[1])                 -- a wait
+    assert.equals(0, acquire("C:p1", 1, 1)[1])
+    assert.same({ "B:p1", "C:p1" }, d.zrange())
+    assert.equals(0, acquire("B:p1", 3, 1, nil, nil, "0")[1])  -- its last try
+    assert.same({ "C:p1" }, d.zrange())
+    local msgs = d.listen(d.key .. ":ch:C")                    -- a release wakes C,
+    assert.same({ 1, 0 }, release("A:p1", 2))                  -- not the one gone
+    assert.truthy(helper.wait_for(function() return #msgs() >= 1 end, 10))
+    assert.same({}, d.zrange())
+  end)
+
   it("tells a queued waiter the time to the first permit's end", function()
     acquire("A:p1", 1, 2, 800)
     acquire("A:p2", 1, 2, 10000)
@@ -111,7 +126,7 @@ describe("sem_acquire.lua", function()
   it("refuses a size other than the one Redis keeps while held, not once free", function()
     acquire("A:p1", 1, 2)
     local out = d.raw("sem_acquire", { owner = "B:p1", req = "B:p1", seq = 1, lease_ms = 10000,
-                                       expect = 0, token = 0, permits = 3 })
+                                       expect = 0, token = 0, permits = 3, waits = "1" })
     assert.matches("Redis keeps 2 permits", out, 1, true)
     assert.equals("", d.field("oB:p1"))
     assert.equals("1", d.field("n"))

@@ -90,6 +90,18 @@ describe("semaphore", function()
     assert.is_true(s:release(id))
   end)
 
+  it("takes a waiter that gives up out of the queue (a release wakes the next)", function()
+    local name = helper.unique_name("sem")
+    local s, s2 = c:semaphore(name, 1), o:semaphore(name, 1)
+    local a = assert(s:acquire())
+    assert.is_nil((s2:acquire{ wait = 0.2 }))   -- queued while it waited
+    assert.is_nil((s2:acquire{ wait = 0 }))
+    local keys = srv.cli("keys", "*" .. name .. "*")
+    assert.truthy(keys:find(name, 1, true))
+    assert.is_nil(keys:match(":q%f[%s%z]"), keys)   -- (an empty queue is no key)
+    assert.is_true(s:release(a))
+  end)
+
   it("wakes one waiting client per released permit", function()
     local name = helper.unique_name("sem")
     local s = c:semaphore(name, 1)

@@ -245,9 +245,10 @@ void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
     arg_i(op, DL_ARG_TOKEN, token);
     if (l->kind == DL_KIND_LOCK)        /* how long it waited; -1: won't */
         arg_i(op, DL_ARG_WAITED, waits ? waited_ms : -1);
-    else if (l->kind == DL_KIND_SEM)
+    else if (l->kind == DL_KIND_SEM) {  /* queue if busy */
         arg_i(op, DL_ARG_PERMITS, l->permits);
-    else if (l->kind == DL_KIND_FAIR) { /* queue if busy; how to grant;
+        arg_s(op, DL_ARG_WAITS, waits ? "1" : "0");
+    } else if (l->kind == DL_KIND_FAIR) { /* queue if busy; how to grant;
                                            what a grant to it carries */
         arg_s(op, DL_ARG_WAITS, waits ? "1" : "0");
         arg_s(op, DL_ARG_PUB, pub);

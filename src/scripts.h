@@ -150,11 +150,11 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
     [DL_S_RW_RENEW] = { "rw_renew", 1, 3, 1,
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_LEASE_MS] = 2, [DL_ARG_TOKEN] = 3 } },
-    [DL_S_SEM_ACQUIRE] = { "sem_acquire", 2, 7, 0,
+    [DL_S_SEM_ACQUIRE] = { "sem_acquire", 2, 8, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_QUEUE] = 2 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
           [DL_ARG_LEASE_MS] = 4, [DL_ARG_EXPECT] = 5, [DL_ARG_TOKEN] = 6,
-          [DL_ARG_PERMITS] = 7 } },
+          [DL_ARG_PERMITS] = 7, [DL_ARG_WAITS] = 8 } },
     [DL_S_SEM_FREE] = { "sem_free", 1, 1, 0,
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_PERMITS] = 1 } },
@@ -1385,7 +1385,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "end\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
-        "local permits = ARGV[7]\n"
+        "local permits, waits = ARGV[7], ARGV[8]\n"
         "local k, q = KEYS[1], KEYS[2]\n"
         "local of, qf = 'o' .. owner, 'q' .. req\n"
         "local f, mine, _, answer = read_request(k, of, qf, seq, 'l')\n"
@@ -1400,8 +1400,12 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "    'permits for this name while it is held, this client names %s', f[5], permits))\n"
         "end\n"
         "if n >= tonumber(permits) then\n"
-        "  redis.call('zadd', q, now + 3000, req)\n"
-        "  redis.call('pexpire', q, 6000)\n"
+        "  if waits == '1' then\n"
+        "    redis.call('zadd', q, now + 3000, req)\n"
+        "    redis.call('pexpire', q, 6000)\n"
+        "  else                                  -- a release wakes the next instead\n"
+        "    redis.call('zrem', q, req)\n"
+        "  end\n"
         "  return {0, math.min(first and math.max(first - now, 1) or 1000, 1000)}\n"
         "end\n"
         "prune(k, now, qf)\n"

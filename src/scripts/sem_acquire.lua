@@ -5,7 +5,8 @@
 -- the requesters waiting for a permit, scored by the end of their
 -- registration. A busy answer's TTL is the time to the first permit's
 -- end, at most 1 s: the waiter comes back by then, which renews its
--- registration (3 s), so a dead waiter leaves the queue by itself.
+-- registration (3 s), so a dead waiter leaves the queue by itself; one
+-- that gives up leaves it with its last try.
 -- KEYS[1] lock: the semaphore's hash, P{name}
 -- KEYS[2] queue: its waiters, P{name}:q
 -- ARGV[1] owner: as acquire's
@@ -15,6 +16,8 @@
 -- ARGV[5] expect: as acquire's
 -- ARGV[6] token: as acquire's (0: permits have none)
 -- ARGV[7] permits: the semaphore's size, as this client names it
+-- ARGV[8] waits: "1": the caller waits if busy (it is queued), "0": it
+--   does not (a try, or a wait's last try: it leaves the queue)
 -- returns: {1, count, 0} | {0, ms} busy | {-1} lost | {-2} cancelled or
 --   stale | an error when Redis keeps another size
 --#include lib/now.lua
@@ -25,7 +28,7 @@
 --#include lib/leases.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
-local permits = ARGV[7]
+local permits, waits = ARGV[7], ARGV[8]
 local k, q = KEYS[1], KEYS[2]
 local of, qf = 'o' .. owner, 'q' .. req
 local f, mine, _, answer = read_request(k, of, qf, seq, 'l')
@@ -41,8 +44,12 @@ if n > 0 and f[5] and f[5] ~= permits then
     'permits for this name while it is held, this client names %s', f[5], permits))
 end
 if n >= tonumber(permits) then
-  redis.call('zadd', q, now + 3000, req)
-  redis.call('pexpire', q, 6000)
+  if waits == '1' then
+    redis.call('zadd', q, now + 3000, req)
+    redis.call('pexpire', q, 6000)
+  else                                  -- a release wakes the next instead
+    redis.call('zrem', q, req)
+  end
   return {0, math.min(first and math.max(first - now, 1) or 1000, 1000)}
 end
 prune(k, now, qf)
