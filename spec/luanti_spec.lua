@@ -198,8 +198,8 @@ server_announce = false
         assert.is_true(e.n == prev.n + 1, "the event count skips or repeats")
         local prev_end = prev.n == last.n and t_killed or prev["end"]
         assert.truthy(prev_end, ("event %d ended in no log"):format(prev.n))
-        assert.is_true(e.begin > prev_end, ("event %d on %s began before event %d on %s ended")
-          :format(e.n, e.server.name, prev.n, prev.server.name))
+        assert.is_true(e.begin > prev_end, ("event %d on %s began (t=%.6f) before event %d on %s ended (t=%.6f)")
+          :format(e.n, e.server.name, e.begin, prev.n, prev.server.name, prev_end))
       end
       -- A job that waited kept the server ticking: a tick per 0.09 s of
       -- waiting (asked here: one per 0.5 s), none of them long. (Without

@@ -86,7 +86,8 @@ local every, duration = number("every", 300), number("duration", 30)
 
 -- The event, run under the lock. Each line it logs has its fencing token
 -- and t, dlock.now(): the host's monotonic clock, which lines up the logs
--- of servers on one host.
+-- of servers on one host (to the microsecond: one server's event may begin
+-- within a millisecond of another's end).
 local function world_event(asked, at_tick)
   -- Number the event in Redis. lock:guard runs INCR only while this hold
   -- is still the lock's current tenancy: a server that lost the lock
@@ -96,14 +97,14 @@ local function world_event(asked, at_tick)
     minetest.log("warning", "[dlock_event] not counted: " .. err)
     return
   end
-  minetest.log("action", ("[dlock_event] event %d begins on %s, token %d, t=%.3f: "
+  minetest.log("action", ("[dlock_event] event %d begins on %s, token %d, t=%.6f: "
     .. "waited %.2f s over %d ticks, longest tick %.3f s")
     :format(n, server, lock:token(), dlock.now(), dlock.now() - asked,
             tick - at_tick, longest_tick))
   minetest.chat_send_all(("World event #%d begins on %s!"):format(n, server))
   sleep(duration)                 -- the event runs, tick by tick, holding the lock
   minetest.chat_send_all(("World event #%d is over."):format(n))
-  minetest.log("action", ("[dlock_event] event %d ends on %s, token %d, t=%.3f")
+  minetest.log("action", ("[dlock_event] event %d ends on %s, token %d, t=%.6f")
     :format(n, server, lock:token(), dlock.now()))
 end
 
