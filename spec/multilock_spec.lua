@@ -376,8 +376,11 @@ describe("a lock's acquire ended by an error or a cancel", function()
       assert(busy:release())
       dlock.sleep(0.2)
       assert.is_nil(other:inspect(name), "the ended acquire took the lock")
+      -- (a wait that ended in an error may leave the lock idle for up to
+      -- 0.25 s once, if it had waited 10 ms: the reference says so; a
+      -- hold it kept would last the 30 s lease)
       local third = other:lock(name, { owner = "third" })
-      assert.truthy(third:try_acquire())
+      assert.truthy(third:acquire{ wait = 2 })
       assert(third:release())
       assert.equals(0, c:stats().held)
       local _ = co
