@@ -325,14 +325,31 @@ describe("the scripts, one by one", function()
     end)
 
     it("prunes old request records instead of growing without bound", function()
-      -- leases of 20 ms: a record outlives a resend's last chance (twice
-      -- that) by the next pause
-      for i = 1, 200 do
-        local t = acquire("o" .. i, "o" .. i, 1, 20)[3]
-        release("o" .. i, "o" .. i, 2, t, 20)
-        if i % 10 == 0 then require("dlock").sleep(0.05) end
-        assert.is_true(tonumber(srv.cli("hlen", key)) <= 70, srv.cli("hlen", key))
+      -- Leases of 10 s keep the hash; each release keeps its record 2 x 20 ms.
+      local tokens = {}
+      local function cycle(i)
+        tokens[i] = acquire("o" .. i, "o" .. i, 1, 10000)[3]
+        assert.same({ 1, 0 }, release("o" .. i, "o" .. i, 2, tokens[i], 20))
       end
+      for i = 1, 40 do cycle(i) end
+      -- n, t, and q<req>, k<req> per requester: o33's acquire found 66
+      -- fields and pruned. A release writes its k without the clock
+      -- ("+20"); that prune stamped them (now + 40 ms) and dropped none.
+      assert.matches("^%d+$", srv.cli("hget", key, "ko1"))
+      assert.equals("+20", srv.cli("hget", key, "ko40"))
+      for i = 1, 40 do                               -- each resend: as it ran
+        assert.same({ 1, 0 }, release("o" .. i, "o" .. i, 2, tokens[i], 20))
+      end
+      -- Still over the limit: no prune for a second (m). After it, the
+      -- next new tenancy drops the stamped records that have passed and
+      -- stamps the others.
+      require("dlock").sleep(1.1)
+      cycle(41)
+      assert.equals("", srv.cli("hget", key, "qo1"))
+      assert.equals("", srv.cli("hget", key, "ko1"))
+      assert.matches("^%d+$", srv.cli("hget", key, "ko40"))
+      assert.equals("+20", srv.cli("hget", key, "ko41"))
+      assert.is_true(tonumber(srv.cli("hlen", key)) <= 64, srv.cli("hlen", key))
     end)
 
     it("keeps the records a resend may still come for, past the limit if need be", function()

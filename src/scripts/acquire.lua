@@ -18,6 +18,6 @@
 --   cancelled or stale
 --#include lib/exclusive.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
-local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local waited = tonumber(ARGV[7])
 return acquire_exclusive(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, waited)

@@ -14,7 +14,7 @@
 -- returns: {1, count left} | {-1} lost
 --#include lib/release.lua
 local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local keep_ms, chan, pub = tonumber(ARGV[5]), ARGV[6], ARGV[7]
+local keep_ms, chan, pub = ARGV[5], ARGV[6], ARGV[7]
 local k = KEYS[1]
 local reply, left, waiters = release(k, owner, req, seq, token, keep_ms)
 if left == 0 and waiters then redis.call(pub, chan, token) end

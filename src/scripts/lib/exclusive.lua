@@ -19,6 +19,9 @@ end
 -- arguments and the reply). A new tenancy's token comes from counter;
 -- with no counter (acquire1: a slot mid-migration) a new tenancy is busy
 -- for 10 ms. A lock reserved for another waiter is busy (lib/waiter.lua).
+-- lease stays the string it came as, and counts go as '1': Redis gets a
+-- Lua number formatted as a float, which costs about as much as a short
+-- command.
 local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, token, waited)
   local of, qf = 'o' .. owner, 'q' .. req
   local f, mine, t, answer = read_request(k, of, qf, seq, 'b', 'v', 'r')
@@ -45,7 +48,7 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
     end
     if not counter then return {0, 10} end
     t, mine = mint(counter, t), 1
-    redis.call('hset', k, 'n', 1, of, 1, qf, seq, 't', string.format('%d', t))
+    redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t))
     local done = {}                     -- the reservation: taken, or over
     if f[7] then done[1] = 'r' end
     if f[6] and (f[6] == '' or f[6]:match('^%d+:(.*)$') == req) then

@@ -5,10 +5,13 @@
 -- nothing (a requester is "<client id>|<owner>" or the owner); never
 -- field keep (the caller's record), and no k-field whose record is gone
 -- stays. A record that a resend or a late copy may still meet stays,
--- over the limit if need be: the hash holds at most one per requester
--- active within the last two leases. Each prune reads the whole hash:
--- while it stays over the limit, m = the time (ms) before which no prune
--- runs again, a second later. A new tenancy prunes.
+-- over the limit if need be. Each prune reads the whole hash: while it
+-- stays over the limit, m = the time (ms) before which no prune runs
+-- again, a second later. A new tenancy prunes. A k of "+<ms>" (a
+-- release's, written without the clock) is stamped now + 2 ms: the
+-- record lives at least as long as if the release had read the clock,
+-- and goes at a later prune. So the hash holds at most one record per
+-- requester active within the last two leases and two prunes.
 local RECORDS_MAX = 64
 local function prune(k, now, keep)
   if redis.call('hlen', k) <= RECORDS_MAX then return end
@@ -16,7 +19,10 @@ local function prune(k, now, keep)
   local h = read_hash(k)
   for y in pairs(h) do
     local c, r = y:sub(1, 1), y:sub(2)
-    if c == 'q' and y ~= keep and tonumber(h['k' .. r] or '0') <= now and
+    local kr = h['k' .. r] or '0'
+    if c == 'q' and kr:sub(1, 1) == '+' then
+      redis.call('hset', k, 'k' .. r, now + 2 * tonumber(kr:sub(2)))
+    elseif c == 'q' and y ~= keep and tonumber(kr) <= now and
        not h['o' .. (r:match('^[^|]*|(.*)$') or r)] then
       redis.call('hdel', k, y, 'k' .. r)
     elseif c == 'k' and not h['q' .. r] then

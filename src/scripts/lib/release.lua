@@ -6,7 +6,9 @@
 -- Returns the reply ({1, holds of owner left} | {-1} lost), and, if a
 -- hold was taken out, the holds left in all (0: the lock is free) and
 -- whether someone may wait for it. A release that frees the lock
--- reserves it for a starving waiter (lib/waiter.lua).
+-- reserves it for a starving waiter (lib/waiter.lua). Its record's k is
+-- "+<keep_ms>", stamped by the first prune that meets it (lib/prune.lua):
+-- the server's clock (TIME) is read only when b or v needs it.
 local function release(k, owner, req, seq, token, keep_ms)
   local of, qf = 'o' .. owner, 'q' .. req
   local f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v')
@@ -14,13 +16,13 @@ local function release(k, owner, req, seq, token, keep_ms)
   local last = tonumber((f[2] or '0'):match('^%d+'))
   if last >= tonumber(seq) then return {1, mine} end
   if mine == 0 or f[4] ~= token then return {-1} end
-  local now, n = now_ms(), tonumber(f[3] or '1')
+  local now, n = (f[5] or f[6]) and now_ms(), tonumber(f[3] or '1')
   local left
   if n <= 1 and f[6] then
-    left = take_out(k, of, mine, 1, n, qf, seq, 'k' .. req, now + 2 * keep_ms,
+    left = take_out(k, of, mine, 1, n, qf, seq, 'k' .. req, '+' .. keep_ms,
                     reservation(f[6], req, now))
   else
-    left = take_out(k, of, mine, 1, n, qf, seq, 'k' .. req, now + 2 * keep_ms)
+    left = take_out(k, of, mine, 1, n, qf, seq, 'k' .. req, '+' .. keep_ms)
   end
-  return {1, mine - 1}, left, tonumber(f[5] or '0') > now
+  return {1, mine - 1}, left, f[5] and tonumber(f[5]) > now
 end

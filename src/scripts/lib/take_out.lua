@@ -7,6 +7,6 @@ local function take_out(k, of, mine, d, n, ...)
   if d >= mine then d = mine; redis.call('hdel', k, of)
   else redis.call('hincrby', k, of, -d) end
   n = math.max(n - d, 0)
-  redis.call('hset', k, 'n', n, ...)
+  redis.call('hset', k, 'n', n > 0 and n or '0', ...)  -- ('0': unformatted)
   return n
 end
