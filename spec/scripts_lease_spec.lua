@@ -287,6 +287,26 @@ describe("renew.lua", function()
     assert.same({ 1 }, renew("a", 500, t))           -- a shorter lease: kept
     assert.is_true(d.pttl() > 20000, d.pttl())
     assert.equals(1, count("a"))
+    srv.cli("persist", key)                          -- no TTL (by hand): none
+    assert.same({ 1 }, renew("a", 500, t))           -- is lower than forever
+    assert.equals(-1, d.pttl())
+  end)
+
+  it("renews as well where PEXPIRE has no GT (before Redis 7)", function()
+    -- The same script, with an option this server refuses as 6.2 refuses GT.
+    local src = require("dlock.core").scripts().renew:gsub("'gt'", "'gt-unknown'")
+    sha.renew_old = helper.load_script(srv, "renew_old", src)
+    local function renew_old(lease_ms, token)
+      return d.groups("renew_old", { { key, "a", lease_ms, token } })
+    end
+    local t = acquire("a", "a", 1, 3000)[3]
+    assert.same({ 1 }, renew_old(30000, t))
+    assert.is_true(d.pttl() > 20000, d.pttl())
+    assert.same({ 1 }, renew_old(500, t))            -- a shorter lease: kept
+    assert.is_true(d.pttl() > 20000, d.pttl())
+    srv.cli("persist", key)                          -- there, a key without a
+    assert.same({ 1 }, renew_old(500, t))            -- TTL gets the lease
+    assert.is_true(d.pttl() > 0 and d.pttl() <= 500, d.pttl())
   end)
 
   it("answers per hold: renewed, gone, another owner's tenancy", function()

@@ -477,15 +477,21 @@ end
 function helper.load_scripts(srv)
   local sha = {}
   for name, src in pairs(require("dlock.core").scripts()) do
-    local path = ("%s/script-%d-%s.lua"):format(helper.tmp, srv.port, name)
-    local f = assert(io.open(path, "wb"))
-    f:write(src)
-    f:close()
-    local p = assert(io.popen(("redis-cli -p %d -x SCRIPT LOAD < '%s'"):format(srv.port, path)))
-    sha[name] = p:read("*a"):match("%x+")
-    p:close()
-    assert(sha[name] and #sha[name] == 40, "SCRIPT LOAD " .. name)
+    sha[name] = helper.load_script(srv, name, src)
   end
+  return sha
+end
+
+--- SCRIPT LOAD Lua source `src` (called `name`) on server srv: its SHA1.
+function helper.load_script(srv, name, src)
+  local path = ("%s/script-%d-%s.lua"):format(helper.tmp, srv.port, name)
+  local f = assert(io.open(path, "wb"))
+  f:write(src)
+  f:close()
+  local p = assert(io.popen(("redis-cli -p %d -x SCRIPT LOAD < '%s'"):format(srv.port, path)))
+  local sha = p:read("*a"):match("%x+")
+  p:close()
+  assert(sha and #sha == 40, "SCRIPT LOAD " .. name)
   return sha
 end
 
