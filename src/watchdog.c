@@ -252,6 +252,57 @@ static size_t renew(dl_client *c, dl_hold *orphans)
     return dl_exec_batch(&c->topo, &c->scripts, 1, &c->wd->run);
 }
 
+/* One hold's renewal result (w->batch[i], of the chunk from off, sent at
+ * `sent`), with c->mu held: its deadline and next renewal, or lost.
+ * Returns 1 if the renewal failed (not sent, no answer, unconfirmed). */
+static int settle(dl_client *c, dl_hold *h, int64_t sent, int probe,
+                  size_t off, size_t i)
+{
+    dl_watchdog *w = c->wd;
+    char err[DL_ERRLEN];
+    dl_result res;
+    dl_status st = i - off < w->run.n
+        ? dl_exec_verdict(&c->topo, DL_RULE_VOTE, "renew",
+                          &w->tallies[i - off], 1, NULL, &res, err,
+                          sizeof err)
+        : DL_ECONN;                         /* not sent */
+    int64_t lease = h->lease_ms * 1000;
+    int64_t retry = lease / 10 < 1000000 ? lease / 10 : 1000000;
+    if (st == DL_OK && res.kind == DL_V_YES && probe != DL_PROBE_SAME) {
+        /* Renewed on a server the sentinels no longer name (an old
+         * master that still takes writes), or not known to be the
+         * master: not confirmed. After a failover, again at once on
+         * the new master: there it is renewed, or found lost. */
+        h->retry_at_us = dl_now_us() + (probe == DL_PROBE_MOVED ? 10000
+                                                                : retry);
+        return 1;
+    }
+    if (st == DL_OK && res.kind == DL_V_YES && w->checks[i])
+        return 0;                           /* still ours: as it was */
+    if (st == DL_OK && res.kind == DL_V_YES) {
+        int64_t drift = dl_exec_drift_us(&c->topo, w->ms[i]);
+        int64_t end = cap_end(c, h);
+        int64_t until = sent + w->ms[i] * 1000 - drift;
+        if (w->ms[i] < h->lease_ms) {       /* the last, at max_hold */
+            h->final = 1;
+            until = end - drift;
+        }
+        if (until > h->deadline_us)
+            h->deadline_us = until;
+        h->renew_at_us = sent + lease / 3;
+        h->retry_at_us = 0;
+        c->stats.renewed++;
+        return 0;
+    }
+    if (st == DL_OK) {                      /* a quorum has it not */
+        dl_client_lose(c, h, res.kind == DL_V_TAKEN ? LOST_TAKEN
+                                                    : LOST_GONE);
+        return 0;
+    }
+    h->retry_at_us = dl_now_us() + retry;
+    return 1;
+}
+
 /* Steps 5: record the results of a chunk of a pass (w->batch[off, off +
  * cnt)) sent at `sent`, with c->mu held. probe: what the sentinels said
  * of the server renewed on (topology.h); a renewal counts as confirmed
@@ -270,49 +321,8 @@ static void record(dl_client *c, int64_t sent, size_t calls, int probe,
         }
         if (h->lost)
             continue;
-        if (h->gen != w->gens[i]) {     /* changed meanwhile: not renewed */
-            w->pass_next = min64(w->pass_next, due(h));
-            continue;
-        }
-        char err[DL_ERRLEN];
-        dl_result res;
-        dl_status st = i - off < w->run.n
-            ? dl_exec_verdict(&c->topo, DL_RULE_VOTE, "renew",
-                              &w->tallies[i - off], 1, NULL, &res, err,
-                              sizeof err)
-            : DL_ECONN;                     /* not sent */
-        int64_t lease = h->lease_ms * 1000;
-        int64_t retry = lease / 10 < 1000000 ? lease / 10 : 1000000;
-        if (st == DL_OK && res.kind == DL_V_YES && probe != DL_PROBE_SAME) {
-            /* Renewed on a server the sentinels no longer name (an old
-             * master that still takes writes), or not known to be the
-             * master: not confirmed. After a failover, again at once on
-             * the new master: there it is renewed, or found lost. */
-            failed = 1;
-            h->retry_at_us = dl_now_us() + (probe == DL_PROBE_MOVED ? 10000
-                                                                    : retry);
-        } else if (st == DL_OK && res.kind == DL_V_YES && w->checks[i]) {
-            ;                                   /* still ours: as it was */
-        } else if (st == DL_OK && res.kind == DL_V_YES) {
-            int64_t drift = dl_exec_drift_us(&c->topo, w->ms[i]);
-            int64_t end = cap_end(c, h);
-            int64_t until = sent + w->ms[i] * 1000 - drift;
-            if (w->ms[i] < h->lease_ms) {       /* the last, at max_hold */
-                h->final = 1;
-                until = end - drift;
-            }
-            if (until > h->deadline_us)
-                h->deadline_us = until;
-            h->renew_at_us = sent + lease / 3;
-            h->retry_at_us = 0;
-            c->stats.renewed++;
-        } else if (st == DL_OK) {               /* a quorum has it not */
-            dl_client_lose(c, h, res.kind == DL_V_TAKEN ? LOST_TAKEN
-                                                        : LOST_GONE);
-        } else {
-            failed = 1;
-            h->retry_at_us = dl_now_us() + retry;
-        }
+        if (h->gen == w->gens[i])       /* else changed meanwhile: not renewed */
+            failed |= settle(c, h, sent, probe, off, i);
         if (!h->lost)
             w->pass_next = min64(w->pass_next, due(h));
     }

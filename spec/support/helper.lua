@@ -87,10 +87,10 @@ end
 
 --- A loopback port free for TCP (and for `proto` too, if given: "udp"),
 --- not in the set `taken` (which it then adds it to), and outside the
---- ephemeral range.
-function helper.free_port(taken, proto)
+--- ephemeral range (or in lo..hi, if given).
+function helper.free_port(taken, proto, lo, hi)
   for _ = 1, 1000 do
-    local p = math.random(PORT_LO, PORT_HI)
+    local p = math.random(lo or PORT_LO, hi or PORT_HI)
     if not (taken and taken[p]) and not helper.port_in_use(p)
         and not (proto and helper.port_in_use(p, proto)) then
       if taken then taken[p] = true end

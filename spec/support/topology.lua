@@ -277,15 +277,12 @@ end
 -- Cluster
 ---------------------------------------------------------------------------
 
--- A free port for a cluster bus, outside helper's data ports (10000-32767)
--- and Linux's default ephemeral range (32768-60999). Redis' default bus port
--- (port + 10000) would not fit above 55535, so it is set explicitly.
+-- A free port for a cluster bus, above helper's data ports (from 10000 up
+-- to the ephemeral range) and Linux's default ephemeral range
+-- (32768-60999). Redis' default bus port (port + 10000) would not fit
+-- above 55535, so it is set explicitly.
 local function bus_port(taken)
-  for _ = 1, 200 do
-    local p = math.random(61000, 65535)
-    if not taken[p] and not helper.port_in_use(p) then taken[p] = true; return p end
-  end
-  error("topology: no free port for a cluster bus")
+  return helper.free_port(taken, nil, 61000, 65535)
 end
 
 -- CLUSTER NODES as { [id] = { id, port, flags, slots = { {lo, hi}... } } }
