@@ -9,6 +9,7 @@
 -- ARGV[3i] token: the hold's tenancy
 -- returns: one per hold, as renew's
 --#include lib/now.lua
+--#include lib/raise_ttl.lua
 local now = now_ms()
 local r = {}
 for i = 1, #KEYS do
@@ -23,7 +24,7 @@ for i = 1, #KEYS do
     if f[4] then   -- never lowered: a shared owner's other holds
       redis.call('hset', k, 'e' .. o, math.max(tonumber(f[4]), now + lease))
     end
-    if redis.call('pttl', k) < lease then redis.call('pexpire', k, lease) end
+    raise_ttl(k, ARGV[3 * i - 1])
     r[i] = 1
   elseif tonumber(f[3] or '0') > 0 then r[i] = -1
   else r[i] = 0 end

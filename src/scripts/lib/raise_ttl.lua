@@ -1,8 +1,16 @@
--- raise_ttl(k, ms): a hold joining a tenancy (a reentry, a shared owner)
--- raises the TTL to its lease, never lowers it: other holds of the
--- tenancy rely on it. ms: a number, or the string of one as it came
--- (ARGV), which Redis gets as it is (a Lua number is formatted first).
+-- raise_ttl(k, ms): lengthen the TTL of k to ms, never shorten it: a hold
+-- joining a tenancy (a reentry, a shared owner) or renewed; the tenancy's
+-- other holds may rely on a longer one. PEXPIRE GT (Redis 7, which leaves
+-- a key without a TTL as it is); before Redis 7 the server refuses GT,
+-- and from that refusal on the script uses PTTL and PEXPIRE. ms: a
+-- number, or the string of one as it came (ARGV), which Redis gets as it
+-- is (a Lua number is formatted first).
+local gt = true                         -- until the server refuses GT
 local function raise_ttl(k, ms)
+  if gt then
+    if type(redis.pcall('pexpire', k, ms, 'gt')) ~= 'table' then return end
+    gt = false
+  end
   if redis.call('pttl', k) < tonumber(ms) then
     redis.call('pexpire', k, ms)
   end
