@@ -17,6 +17,30 @@ while not c and dlock.now() < cfg.monitor_until do
   c = dlock.connect(o)
   if not c then dlock.sleep(0.2) end
 end
+
+-- Redlock: each master on its own too, so that a history shows what each
+-- one held (ev "master": every owner, shared ones included), not only
+-- what a quorum says.
+local masters = {}
+for i, url in ipairs(c and (cfg.direct or cfg.conn).servers or {}) do
+  masters[i] = dlock.connect{ url = url, command_timeout = cfg.cto,
+                              connect_timeout = cfg.cto, label = "monitor" }
+end
+
+local function each_master(name)
+  for i, m in pairs(masters) do
+    local t0 = dlock.now()
+    local info, err = m:inspect(name)
+    local owners = {}
+    for _, x in ipairs(info and info.owners or {}) do
+      owners[#owners + 1] = ("%s/%s x%d"):format(x.client, x.owner or "-", x.count)
+    end
+    log{ ev = "master", w = "monitor", name = name, m = i, t0 = t0, t1 = dlock.now(),
+         token = info and info.token, ttl = info and info.ttl, owners = owners,
+         err = err and tostring(err) }
+  end
+end
+
 while c and dlock.now() < cfg.monitor_until do
   for _, name in ipairs(cfg.all_names) do
     local t0 = dlock.now()
@@ -30,6 +54,7 @@ while c and dlock.now() < cfg.monitor_until do
       end
       log{ ev = "inspect", w = "monitor", name = name, t0 = t0, t1 = dlock.now(), clients = ids }
     end
+    each_master(name)
   end
   dlock.sleep(0.3)
 end
