@@ -276,6 +276,22 @@ static int valid(const dl_topology *t, const dl_op *op, int64_t t0)
            dl_exec_drift_us(t, op->lease_ms) > 0;
 }
 
+/* Whether a shared owner's grant (xs: the counts of the yes votes) is
+ * split: some masters joined another client's tenancy of the owner,
+ * others began a tenancy of their own, and neither kind is a quorum. A
+ * release by that other client takes out one hold of the owner on every
+ * master, its own or not: where only the new tenancy is, with a token
+ * that may equal its own (each master counts for itself), it takes that
+ * one, and the split grant is left short of a quorum while its holder
+ * believes in it (redlock_spec). */
+static int split_tenancy(const int64_t *xs, size_t yes, size_t q)
+{
+    size_t fresh = 0;
+    for (size_t i = 0; i < yes; i++)
+        fresh += xs[i] == 1;
+    return fresh < q && yes - fresh < q;
+}
+
 static dl_status run_all(dl_topology *t, const dl_scripts *s, dl_op *op,
                          dl_result *res, char *err, size_t errlen)
 {
@@ -285,7 +301,8 @@ static dl_status run_all(dl_topology *t, const dl_scripts *s, dl_op *op,
     dl_tally tl;
     dl_op fence;
     fan(t, s, op, &tl, xs, rerr, sizeof rerr);
-    int ok = valid(t, op, res->t0);
+    int ok = valid(t, op, res->t0) &&
+             !(op->one_tenancy && split_tenancy(xs, tl.yes, q));
     if (tl.yes >= q && ok && tl.ymin != tl.ymax &&
         dl_op_unify(op, tl.ymax, &fence)) {
         dl_tally ft;

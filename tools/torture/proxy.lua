@@ -1,6 +1,6 @@
 -- A TCP proxy in front of one redis-server that can lose or delay replies,
 -- the fault a client sees when the network drops a packet after Redis has
--- run the command.
+-- run the command (or lose requests, before it runs them).
 --   lua proxy.lua LISTEN_PORT TARGET_PORT CONTROL_FILE
 -- CONTROL_FILE holds the mode, read every 50 ms:
 --   pass          forward both ways
@@ -9,6 +9,9 @@
 --                 that lost a reply is closed at its next one, as TCP
 --                 never delivers the bytes after a gap
 --   cut           close the connection instead of forwarding a reply
+--   lose          swallow requests (the commands never run): a request
+--                 lost on the way; the connection is closed at its next
+--                 request, as above
 local cqueues = require "cqueues"
 local socket = require "cqueues.socket"
 
@@ -42,8 +45,12 @@ local function pump1(from, to, replies, conn)
       elseif not to:write(data) or not to:flush() then
         break
       end
-    else
-      if not to:write(data) or not to:flush() then break end
+    elseif mode == "lose" then
+      conn.lost = true
+    elseif conn.lost then
+      break       -- a request after a lost one: never run out of order
+    elseif not to:write(data) or not to:flush() then
+      break
     end
     if err then break end
   end
