@@ -7,11 +7,12 @@
 -- stays. A record that a resend or a late copy may still meet stays,
 -- over the limit if need be. Each prune reads the whole hash: while it
 -- stays over the limit, m = the time (ms) before which no prune runs
--- again, a second later. A new tenancy prunes. A k of "+<ms>" (a
--- release's, written without the clock) is stamped now + 2 ms: the
--- record lives at least as long as if the release had read the clock,
--- and goes at a later prune. So the hash holds at most one record per
--- requester active within the last two leases and two prunes.
+-- again, a second later. A new tenancy prunes. A k of "<ms>e99" (a
+-- release's, written without the clock; to an older client's prune a
+-- time that never comes) is stamped now + 2 ms: the record lives at
+-- least as long as if the release had read the clock, and goes at a
+-- later prune. So the hash holds at most one record per requester active
+-- within the last two leases and two prunes.
 local RECORDS_MAX = 64
 local function prune(k, now, keep)
   if redis.call('hlen', k) <= RECORDS_MAX then return end
@@ -20,8 +21,9 @@ local function prune(k, now, keep)
   for y in pairs(h) do
     local c, r = y:sub(1, 1), y:sub(2)
     local kr = h['k' .. r] or '0'
-    if c == 'q' and kr:sub(1, 1) == '+' then
-      redis.call('hset', k, 'k' .. r, now + 2 * tonumber(kr:sub(2)))
+    local ms = kr:match('^(%d+)e99$')
+    if c == 'q' and ms then
+      redis.call('hset', k, 'k' .. r, now + 2 * tonumber(ms))
     elseif c == 'q' and y ~= keep and tonumber(kr) <= now and
        not h['o' .. (r:match('^[^|]*|(.*)$') or r)] then
       redis.call('hdel', k, y, 'k' .. r)

@@ -7,7 +7,7 @@
 -- hold was taken out, the holds left in all (0: the lock is free) and
 -- whether someone may wait for it. A release that frees the lock
 -- reserves it for a starving waiter (lib/waiter.lua). Its record's k is
--- "+<keep_ms>", stamped by the first prune that meets it (lib/prune.lua):
+-- "<keep_ms>e99", stamped by the first prune that meets it (lib/prune.lua):
 -- the server's clock (TIME) is read only when b or v needs it.
 local function release(k, owner, req, seq, token, keep_ms)
   local of, qf = 'o' .. owner, 'q' .. req
@@ -19,10 +19,10 @@ local function release(k, owner, req, seq, token, keep_ms)
   local now, n = (f[5] or f[6]) and now_ms(), tonumber(f[3] or '1')
   local left
   if n <= 1 and f[6] then
-    left = take_out(k, of, mine, 1, n, qf, seq, 'k' .. req, '+' .. keep_ms,
+    left = take_out(k, of, mine, 1, n, qf, seq, 'k' .. req, keep_ms .. 'e99',
                     reservation(f[6], req, now))
   else
-    left = take_out(k, of, mine, 1, n, qf, seq, 'k' .. req, '+' .. keep_ms)
+    left = take_out(k, of, mine, 1, n, qf, seq, 'k' .. req, keep_ms .. 'e99')
   end
   return {1, mine - 1}, left, f[5] and tonumber(f[5]) > now
 end
