@@ -90,6 +90,9 @@ describe("a shared owner on Redlock", function()
     srvs[2].cli("del", "dlock:{" .. name .. "}")
     srvs[2].cli("set", fence, tostring(token - 1))
     px.set("lose")                       -- B's requests to master 3 are lost
+    assert(helper.wait_for(function()    -- (once the proxy has read that)
+      return not helper.host_sh(("timeout 0.3 redis-cli -p %d ping"):format(px.port))
+    end, 10), "the proxy does not lose requests")
     local lb = b:lock(name, { owner = "job" })
     local got = lb:try_acquire() ~= nil  -- 1: joins A's; 2: a fresh one
     px.set("pass")

@@ -283,7 +283,10 @@ static int valid(const dl_topology *t, const dl_op *op, int64_t t0)
  * master, its own or not: where only the new tenancy is, with a token
  * that may equal its own (each master counts for itself), it takes that
  * one, and the split grant is left short of a quorum while its holder
- * believes in it (redlock_spec). */
+ * believes in it (redlock_spec). Such a grant is cancelled and told busy,
+ * not split: no race that jitter would settle, but a hold that lasts
+ * until its release or its lease (its TTL unknown here: a waiter looks
+ * again in 0.1 s, or at a release). */
 static int split_tenancy(const int64_t *xs, size_t yes, size_t q)
 {
     size_t fresh = 0;
@@ -301,8 +304,8 @@ static dl_status run_all(dl_topology *t, const dl_scripts *s, dl_op *op,
     dl_tally tl;
     dl_op fence;
     fan(t, s, op, &tl, xs, rerr, sizeof rerr);
-    int ok = valid(t, op, res->t0) &&
-             !(op->one_tenancy && split_tenancy(xs, tl.yes, q));
+    int mixed = op->one_tenancy && split_tenancy(xs, tl.yes, q);
+    int ok = valid(t, op, res->t0) && !mixed;
     if (tl.yes >= q && ok && tl.ymin != tl.ymax &&
         dl_op_unify(op, tl.ymax, &fence)) {
         dl_tally ft;
@@ -313,8 +316,11 @@ static dl_status run_all(dl_topology *t, const dl_scripts *s, dl_op *op,
         qsort(xs, tl.yes, sizeof *xs, desc);
         res->x = xs[q - 1];
     }
-    return dl_exec_verdict(t, op->rule, op->name, &tl, ok, rerr, res, err,
-                           errlen);
+    dl_status st = dl_exec_verdict(t, op->rule, op->name, &tl, ok, rerr, res,
+                                   err, errlen);
+    if (mixed && st == DL_OK && res->kind == DL_V_BUSY)
+        res->split = 0;
+    return st;
 }
 
 dl_status dl_exec(dl_topology *t, const dl_scripts *s, dl_op *op,

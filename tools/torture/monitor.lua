@@ -21,19 +21,21 @@ end
 -- Redlock: each master on its own too, so that a history shows what each
 -- one held (ev "master": every owner, shared ones included), not only
 -- what a quorum says.
-local masters = {}
-for i, url in ipairs(c and (cfg.direct or cfg.conn).servers or {}) do
-  masters[i] = dlock.connect{ url = url, command_timeout = cfg.cto,
-                              connect_timeout = cfg.cto, label = "monitor" }
-end
+-- (A short timeout: a master that sleeps must not slow the quorum view.)
+local urls, masters = (cfg.direct or cfg.conn).servers or {}, {}
 
 local function each_master(name)
-  for i, m in pairs(masters) do
+  for i, url in ipairs(urls) do
+    masters[i] = masters[i] or dlock.connect{ url = url, command_timeout = 0.1,
+                                              connect_timeout = 0.1, label = "monitor" }
+    local m = masters[i]
     local t0 = dlock.now()
-    local info, err = m:inspect(name)
+    local info, err
+    if m then info, err = m:inspect(name) else err = "not connected" end
     local owners = {}
     for _, x in ipairs(info and info.owners or {}) do
-      owners[#owners + 1] = ("%s/%s x%d"):format(x.client, x.owner or "-", x.count)
+      owners[#owners + 1] = ("%s/%s x%s"):format(tostring(x.client), tostring(x.owner or "-"),
+                                                 tostring(x.count))
     end
     log{ ev = "master", w = "monitor", name = name, m = i, t0 = t0, t1 = dlock.now(),
          token = info and info.token, ttl = info and info.ttl, owners = owners,
