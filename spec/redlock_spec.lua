@@ -63,48 +63,51 @@ describe("a shared owner on Redlock", function()
   -- its token may equal this one's (each master counts for itself). Such a
   -- master must never count towards the other client's quorum beside
   -- masters where it joined: a quorum has joined one tenancy, or begun one.
-  it("never grants a quorum that mixes a joined tenancy and a fresh one", function()
-    local px
-    local srvs, urls = {}, {}
-    for i = 1, 3 do
-      srvs[i] = helper.start_redis()
-      urls[i] = srvs[i].url
-    end
-    px = helper.proxy(srvs[3])
-    if not px then
+  for _, kind in ipairs({ "lock", "fair_lock" }) do
+    it(("never grants a %s a quorum that mixes a joined tenancy and a fresh one"):format(kind),
+       function()
+      local px
+      local srvs, urls = {}, {}
+      for i = 1, 3 do
+        srvs[i] = helper.start_redis()
+        urls[i] = srvs[i].url
+      end
+      px = helper.proxy(srvs[3])
+      if not px then
+        for i = 1, 3 do srvs[i].stop() end
+        return pending("needs cqueues for the proxy")
+      end
+      local name = helper.unique_name("shared")
+      local a = assert(dlock.connect{ servers = urls })
+      local b = assert(dlock.connect{ servers = { urls[1], urls[2], px.url },
+                                      command_timeout = 0.3 })
+      local c = assert(dlock.connect{ servers = urls })
+      local la = a[kind](a, name, { owner = "job" })
+      assert(la:acquire())
+      local token = assert(la:token())
+      -- Master 2 never saw A's acquire: no hash, and a counter one behind
+      -- (a master that missed tenancies), so a fresh tenancy there mints
+      -- A's token again.
+      local fence = srvs[2].cli("keys", "*:fence"):match("%S+")
+      srvs[2].cli("del", "dlock:{" .. name .. "}")
+      srvs[2].cli("set", fence, tostring(token - 1))
+      px.set("lose")                     -- B's requests to master 3 are lost
+      assert(helper.wait_for(function()  -- (once the proxy has read that)
+        return not helper.host_sh(("timeout 0.3 redis-cli -p %d ping"):format(px.port))
+      end, 10), "the proxy does not lose requests")
+      local lb = b[kind](b, name, { owner = "job" })
+      local got = lb:try_acquire() ~= nil  -- 1: joins A's; 2: a fresh one
+      px.set("pass")
+      assert(la:release())               -- on master 2 it takes B's hold
+      local lc = c[kind](c, name)
+      local other = lc:try_acquire() ~= nil  -- 2 and 3 are free now
+      assert.is_false(got and lb:held() and other, "B and C both hold " .. name)
+      assert.is_false(got)               -- B was told busy, and undid it
+      assert.is_true(other)
+      assert(lc:release())
+      a:close(); b:close(); c:close()
+      px.stop()
       for i = 1, 3 do srvs[i].stop() end
-      return pending("needs cqueues for the proxy")
-    end
-    local name = helper.unique_name("shared")
-    local a = assert(dlock.connect{ servers = urls })
-    local b = assert(dlock.connect{ servers = { urls[1], urls[2], px.url },
-                                    command_timeout = 0.3 })
-    local c = assert(dlock.connect{ servers = urls })
-    local la = a:lock(name, { owner = "job" })
-    assert(la:acquire())
-    local token = assert(la:token())
-    -- Master 2 never saw A's acquire: no hash, and a counter one behind
-    -- (a master that missed tenancies), so a fresh tenancy there mints
-    -- A's token again.
-    local fence = srvs[2].cli("keys", "*:fence"):match("%S+")
-    srvs[2].cli("del", "dlock:{" .. name .. "}")
-    srvs[2].cli("set", fence, tostring(token - 1))
-    px.set("lose")                       -- B's requests to master 3 are lost
-    assert(helper.wait_for(function()    -- (once the proxy has read that)
-      return not helper.host_sh(("timeout 0.3 redis-cli -p %d ping"):format(px.port))
-    end, 10), "the proxy does not lose requests")
-    local lb = b:lock(name, { owner = "job" })
-    local got = lb:try_acquire() ~= nil  -- 1: joins A's; 2: a fresh one
-    px.set("pass")
-    assert(la:release())                 -- on master 2 it takes B's hold
-    local lc = c:lock(name)
-    local other = lc:try_acquire() ~= nil  -- 2 and 3 are free now
-    assert.is_false(got and lb:held() and other, "B and C both hold " .. name)
-    assert.is_false(got)                 -- B was told busy, and undid it
-    assert.is_true(other)
-    assert(lc:release())
-    a:close(); b:close(); c:close()
-    px.stop()
-    for i = 1, 3 do srvs[i].stop() end
-  end)
+    end)
+  end
 end)
