@@ -3,11 +3,6 @@
 local helper = require "helper"
 local topology = require "topology"
 
-local function alive(pid)
-  local ok = os.execute(("kill -0 %d 2>/dev/null"):format(pid))
-  return ok == true or ok == 0
-end
-
 -- stop() must leave no process behind.
 local function assert_stops(t, handles)
   local pids = {}
@@ -15,7 +10,7 @@ local function assert_stops(t, handles)
   t.stop()
   for i, h in ipairs(handles) do
     assert.is_nil(h.pid)
-    assert.is_false(alive(pids[i]))
+    assert.is_false(helper.running(pids[i]))
     assert.is_false(helper.listening(h.port))   -- nothing answers there
   end
 end

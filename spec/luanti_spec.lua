@@ -104,14 +104,14 @@ server_announce = false
     finally(function()
       for _, s in ipairs(servers) do s.signal("KILL") end
       for _, s in ipairs(servers) do
-        helper.wait_for(function() return not s.signal(0) end, 5)
+        helper.wait_for(function() return not helper.running(s.pid) end, 5)
       end
       if c then c:close() end
     end)
     local function why()                  -- what the servers said, for a failure
       local t = {}
       for _, s in ipairs(servers) do
-        t[#t + 1] = ("--- %s (%s):\n%s%s"):format(s.name, s.signal(0) and "running" or "gone",
+        t[#t + 1] = ("--- %s (%s):\n%s%s"):format(s.name, helper.running(s.pid) and "running" or "gone",
           (helper.read_file(s.dir .. "/out.txt") or ""):sub(-1500),
           ((helper.read_file(s.log) or ""):gsub("[^\n]*WARNING[^\n]*deprecated[^\n]*\n", "")):sub(-3000))
       end
@@ -158,7 +158,7 @@ server_announce = false
       end
     end, 10, 0.02), "no event began:\n" .. why())
     local survivor = victim == servers[1] and servers[2] or servers[1]
-    assert.truthy(helper.wait_for(function() return not victim.signal(0) end, 5))
+    assert.truthy(helper.wait_for(function() return not helper.running(victim.pid) end, 5))
     local taken = helper.wait_for(function()
       local list = all()
       local e = list[#list]
@@ -184,7 +184,7 @@ server_announce = false
     local freed = helper.wait_for(function() return lock:ttl() == nil end, 5, 0.02)
     local freed_after = dlock.now() - t_term
     assert.truthy(freed, "the lock stayed taken after SIGTERM")
-    assert.truthy(helper.wait_for(function() return not survivor.signal(0) end, 10),
+    assert.truthy(helper.wait_for(function() return not helper.running(survivor.pid) end, 10),
       "the survivor did not stop on SIGTERM")
 
     -- Every event, from both logs, in the order they began.
