@@ -269,8 +269,7 @@ void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
     op->rule = expect ? DL_RULE_VOTE : DL_RULE_CONTEND;
     op->lease_ms = ms;
     op->lock = l;
-    op->one_tenancy = !expect && !l->owner_num &&
-                      (l->kind == DL_KIND_LOCK || l->kind == DL_KIND_FAIR);
+    op->one_tenancy = !expect && !l->owner_num && l->kind != DL_KIND_SEM;
 }
 
 int dl_op_one_key(const dl_op *op, dl_op *alt)

@@ -73,10 +73,10 @@ typedef struct dl_op {
     int64_t block_us;           /* the server may wait this long first */
     const dl_lockref *lock;     /* acquire: for its one-key form and the
                                    fencing write-back */
-    int one_tenancy;            /* a shared owner's fresh hold (lock, fair
-                                   lock): a Redlock quorum must all have
-                                   joined a tenancy (count > 1) or all
-                                   begun one (count 1) */
+    int one_tenancy;            /* a shared owner's fresh hold (any kind
+                                   but a semaphore's): a Redlock quorum
+                                   must all have joined the owner's holds
+                                   (count > 1) or all begun them (count 1) */
     int batch;                  /* > 1: calls may carry this many ops of
                                    this script (one key each), and decode
                                    reads one element of the reply */
