@@ -251,9 +251,11 @@ function ops.lock()
   elseif kind == "read" or kind == "write" then name = cfg.rw
   else name = rng:pick(cfg.locks) end
   local client = c1
-  if (kind == "lock" or kind == "fair") and rng:chance(0.3) then
+  if rng:chance(0.3) then
     shared = true
-    owner = "job:" .. name                     -- the same owner in every worker
+    -- the same owner in every worker (one per half of the rwlock: the
+    -- checker takes one owner's holds as never in conflict)
+    owner = "job:" .. name .. (name == cfg.rw and (":" .. kind) or "")
     if rng:chance(0.5) then client = c2 end
   end
   local lopts = { owner = owner }
