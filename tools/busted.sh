@@ -84,12 +84,21 @@ t1=$(date +%s)
 
 passed=0; failed=0; skipped=0; bad=
 for f in $files; do
-    set -- $(counts "$dir/$(echo "$f" | tr '/' '_').log")
+    log="$dir/$(echo "$f" | tr '/' '_').log"
+    set -- $(counts "$log")
     if [ $# -eq 4 ]; then
         passed=$((passed + $1)); failed=$((failed + $2 + $3)); skipped=$((skipped + $4))
-        [ $(($2 + $3)) -eq 0 ] || bad="$bad $f"
+        [ $(($2 + $3)) -eq 0 ] && continue
+        bad="$bad $f"
     else
         failed=$((failed + 1)); bad="$bad $f(no summary: it crashed?)"
+    fi
+    # What failed, once more at the end: a log often shows only its tail.
+    printf '\n== %s failed:\n' "$f"
+    if grep -q '^\(Failure\|Error\) ->' "$log"; then
+        sed -n '/^\(Failure\|Error\) ->/,$p' "$log" | head -n 100
+    else
+        tail -n 40 "$log"
     fi
 done
 echo
