@@ -119,4 +119,58 @@ describe("a shared owner on Redlock", function()
       for i = 1, 3 do srvs[i].stop() end
     end)
   end
+
+  -- Grants of one kind each, and yet: were a release to take out any hold
+  -- of the owner, A's and F's releases would take E's holds on masters 2
+  -- and 3, where A and F never held, and leave E one master. Each client
+  -- takes out only its own holds (lib/take_out.lua).
+  it("takes out only each client's own holds: one keeps its quorum while others release",
+     function()
+    local srvs, urls = {}, {}
+    for i = 1, 3 do
+      srvs[i] = helper.start_redis()
+      urls[i] = srvs[i].url
+    end
+    local px = helper.proxy(srvs[3])
+    if not px then
+      for i = 1, 3 do srvs[i].stop() end
+      return pending("needs cqueues for the proxy")
+    end
+    local name = helper.unique_name("shared")
+    local a = assert(dlock.connect{ servers = urls })
+    local e = assert(dlock.connect{ servers = urls })
+    local f = assert(dlock.connect{ servers = { urls[1], urls[2], px.url },
+                                    command_timeout = 0.3 })
+    local c = assert(dlock.connect{ servers = urls })
+    assert(f:ping())
+    local la = a:lock(name, { owner = "job" })
+    assert(la:acquire())
+    local token = assert(la:token())
+    -- Master 2 never saw A's acquire (its counter one behind).
+    local fence = srvs[2].cli("keys", "*:fence"):match("%S+")
+    srvs[2].cli("del", "dlock:{" .. name .. "}")
+    srvs[2].cli("set", fence, tostring(token - 1))
+    local le = e:lock(name, { owner = "job" })
+    assert(le:try_acquire())             -- joins on 1 and 3, begins on 2
+    px.set("lose")                       -- F's requests to master 3 are lost
+    assert(helper.wait_for(function()
+      return not helper.host_sh(("timeout 0.3 redis-cli -p %d ping"):format(px.port))
+    end, 10), "the proxy does not lose requests")
+    local lf = f:lock(name, { owner = "job" })
+    assert(lf:try_acquire())             -- joins on 1 and 2
+    px.set("pass")
+    local ra = { la:release() }          -- (each is lost on a master where it
+    local rf = { lf:release() }          -- never held)
+    assert.is_true(le:held())
+    local lc = c:lock(name)
+    local other = lc:try_acquire() ~= nil
+    assert.is_false(other, ("E and C both hold %s (A's release: %s, F's: %s)"):format(
+      name, tostring(ra[1] or ra[2]), tostring(rf[1] or rf[2])))
+    assert(le:release())
+    assert.is_true(lc:try_acquire() ~= nil)
+    assert(lc:release())
+    a:close(); e:close(); f:close(); c:close()
+    px.stop()
+    for i = 1, 3 do srvs[i].stop() end
+  end)
 end)

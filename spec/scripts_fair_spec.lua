@@ -33,10 +33,10 @@ local function fair_void(owner, req, seq)
   return d.call("fair_void", { owner = owner, req = req, seq = seq, keep_ms = 10000,
                                chan = key .. ":ch:" .. req, pub = "PUBLISH", fresh = "0" })
 end
-local function fair_drop(owner, count, token, keep_ms)
+local function fair_drop(owner, count, token, keep_ms, req)
   return d.call("fair_drop", { owner = owner, count = count, token = token or "0",
                                keep_ms = keep_ms or 10000, chan = key .. ":ch",
-                               pub = "PUBLISH" })[1]
+                               pub = "PUBLISH", req = req or owner })[1]
 end
 local function count(owner) return tonumber(d.field("o" .. owner)) or 0 end
 

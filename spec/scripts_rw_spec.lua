@@ -42,6 +42,36 @@ describe("rw_acquire.lua", function()
   setup(setup_scripts)
   before_each(fresh_lock)
 
+  -- A shared owner's requesters each count their own holds (h<req>,
+  -- lib/take_out.lua): when the owner's lease runs out, its holds go, and
+  -- their counts with them, whichever script finds it out.
+  it("takes out a shared reader's requesters' counts with its expired lease", function()
+    local function rq(owner, req, seq, lease_ms)
+      return d.call("rw_acquire", { owner = owner, req = req, seq = seq, lease_ms = lease_ms,
+                                    expect = 0, token = 1, kind = "r", writer = "" })
+    end
+    local t = rq("r0", "r0", 1, 10000)[3]                 -- keeps the tenancy going
+    assert.same({ 1, 1, t }, rq("job", "A|job", 1, 50))
+    assert.same({ 1, 2, t }, rq("job", "B|job", 1, 50))
+    assert.equals("1", d.field("hA|job"))
+    assert.equals("1", d.field("hB|job"))
+    helper.wait_for(function() return d.now_ms() > tonumber(d.field("ejob")) end, 2, 0.01)
+    assert.same({ 1, 1, t }, rw("r", "r1", 1))          -- prunes the expired owner
+    local h = d.hash()
+    assert.is_nil(h.ojob)
+    assert.is_nil(h["hA|job"])
+    assert.is_nil(h["hB|job"])
+    assert.equals("2", h.n)
+    -- The same through rw_renew, which meets an expired lease first.
+    assert.same({ 1, 1, t }, rq("job", "A|job", 2, 50))
+    helper.wait_for(function() return d.now_ms() > tonumber(d.field("ejob")) end, 2, 0.01)
+    assert.same({ 0 }, rw_renew("job", 10000, tostring(t)))
+    h = d.hash()
+    assert.is_nil(h.ojob)
+    assert.is_nil(h["hA|job"])
+    assert.equals("2", h.n)
+  end)
+
   it("lets readers share one tenancy and token, each with a lease of its own", function()
     local before = d.now_ms()
     local r1 = rw("r", "r1", 1, 10000)

@@ -419,6 +419,7 @@ void dl_op_drop(dl_op *op, const dl_lockref *l, int64_t count,
     arg_i(op, DL_ARG_COUNT, count);
     arg_i(op, DL_ARG_TOKEN, token);
     add_freeing(op, l, keep_ms, pub);
+    arg(op, DL_ARG_REQ, l->ident.req, l->ident.reqlen);
     done(op);
     op->rule = DL_RULE_READ;
 }

@@ -1,6 +1,7 @@
--- Take an owner's holds out, whichever client took them.
+-- Take a client's holds of an owner out.
 --
--- The client gave them up as lost, or a process ended.
+-- The client gave them up as lost, or a process ended. Of an owner
+-- shared with other clients, only this client's holds (the requester's).
 -- KEYS[1] lock: the lock's hash, P{name}
 -- ARGV[1] owner: whose holds
 -- ARGV[2] count: how many (at most all the owner has)
@@ -8,13 +9,14 @@
 -- ARGV[4] keep_ms: how long a freed lock keeps its record (ms)
 -- ARGV[5] chan: where a freed lock is announced
 -- ARGV[6] pub: PUBLISH or SPUBLISH
--- returns: 1 dropped | 0 the owner holds nothing there
+-- ARGV[7] req: the requester whose holds they are
+-- returns: 1 dropped | 0 the requester holds nothing there
 --#include lib/drop.lua
 --#include lib/announce.lua
 local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local keep_ms, chan, pub = tonumber(ARGV[4]), ARGV[5], ARGV[6]
+local keep_ms, chan, pub, req = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
 local k = KEYS[1]
-local left = drop_holds(k, owner, count, token)
+local left = drop_holds(k, owner, req, count, token)
 if not left then return 0 end
 if left == 0 then announce(k, keep_ms, chan, pub, 'drop') end
 return 1

@@ -75,6 +75,8 @@ if n <= 0 then
   redis.call('hset', k, 'n', 1, of, 1, qf, seq, 't',
              string.format('%d', c), 'g', req,
              'k' .. req, now + 2 * lease)
+  local hf = holder_field(owner, req)  -- (lib/take_out.lua)
+  if hf then redis.call('hset', k, hf, 1) end
   redis.call('pexpire', k, lease)
   return {1, 1, c}
 end
@@ -87,6 +89,8 @@ if mine == 0 then
   return {0, p}
 end
 mine = redis.call('hincrby', k, of, 1)
+local hf = holder_field(owner, req)
+if hf then redis.call('hincrby', k, hf, 1) end
 redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)
 if f[5] == req then redis.call('hdel', k, 'g') end
 raise_ttl(k, lease)

@@ -10,13 +10,14 @@
 -- ARGV[4] keep_ms: as drop's
 -- ARGV[5] chan: as fair_release's (unused)
 -- ARGV[6] pub: PUBLISH or SPUBLISH, for a grant
+-- ARGV[7] req: as drop's
 -- returns: as drop's
 --#include lib/drop.lua
 --#include lib/hand_over.lua
 local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local keep_ms, _, pub = tonumber(ARGV[4]), ARGV[5], ARGV[6]
+local keep_ms, _, pub, req = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
 local k, counter, q = KEYS[1], KEYS[2], KEYS[3]
-local left = drop_holds(k, owner, count, token)
+local left = drop_holds(k, owner, req, count, token)
 if not left then return 0 end
 if left == 0 then hand_over(k, counter, q, keep_ms, pub, nil) end
 return 1

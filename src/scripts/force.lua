@@ -22,7 +22,10 @@ if f[1] == seq .. ':0' then return 0 end
 local held = tonumber(f[2] or '0') > 0
 if held then
   for _, x in ipairs(redis.call('hkeys', k)) do
-    if x:sub(1, 1) == 'o' then redis.call('hdel', k, x) end
+    local c = x:sub(1, 1)             -- every owner's holds, and each
+    if c == 'o' or c == 'h' then        -- requester's (lib/take_out.lua)
+      redis.call('hdel', k, x)
+    end
   end
   redis.call('hset', k, 'n', 0)
   redis.call(pub, chan, 'force')

@@ -28,6 +28,7 @@
 --#include lib/drop_unknown.lua
 --#include lib/leases.lua
 --#include lib/waiter.lua
+--#include lib/holder.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local kind, my_writer = ARGV[7], ARGV[8]
@@ -64,6 +65,8 @@ if n <= 0 then
   redis.call('hdel', k, 'w')
 end
 mine = redis.call('hincrby', k, of, 1)
+local hf = holder_field(owner, req)    -- (lib/take_out.lua)
+if hf then redis.call('hincrby', k, hf, 1) end
 redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)
 if wr then
   redis.call('hset', k, 'w', owner)

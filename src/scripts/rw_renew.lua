@@ -18,6 +18,11 @@ for i = 1, #KEYS do
   local f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o)
   if f[1] and f[4] and tonumber(f[4]) <= now then
     redis.call('hdel', k, 'o' .. o, 'e' .. o)
+    for _, x in ipairs(redis.call('hkeys', k)) do  -- and its requesters'
+      if x:sub(1, 1) == 'h' and x:match('^h[^|]*|(.*)$') == o then
+        redis.call('hdel', k, x)                   -- counts (lib/take_out.lua)
+      end
+    end
     redis.call('hset', k, 'n', math.max(tonumber(f[3] or '0') - tonumber(f[1]), 0))
     r[i] = 0
   elseif f[1] and f[2] == token then

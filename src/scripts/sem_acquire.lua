@@ -26,6 +26,7 @@
 --#include lib/reentry_lost.lua
 --#include lib/drop_unknown.lua
 --#include lib/leases.lua
+--#include lib/holder.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local permits, waits = ARGV[7], ARGV[8]
@@ -54,6 +55,8 @@ if n >= tonumber(permits) then
 end
 prune(k, now, qf)
 mine = redis.call('hincrby', k, of, 1)
+local hf = holder_field(owner, req)    -- (lib/take_out.lua)
+if hf then redis.call('hincrby', k, hf, 1) end
 local e = own_lease(k, owner, mine, now + lease)
 redis.call('hset', k, 'n', n + 1, qf, seq, 't', '0', 'l', permits,
            'e' .. owner, e, 'k' .. req, now + 2 * lease)

@@ -5,11 +5,13 @@
 -- the queue between them.
 --
 -- record_cancel(k, owner, req, seq, keep_ms): record "<seq>!" for
--- requester req in lock k. Returns f (the lock's fields of, qf, n, g), or
+-- requester req in lock k. Returns f (the lock's fields of, qf, n, g,
+-- and the requester's own holds, or n again: lib/take_out.lua), or
 -- nil when the cancel is stale (a later request, or this cancel, ran).
 local function record_cancel(k, owner, req, seq, keep_ms)
   local qf = 'q' .. req
-  local f = redis.call('hmget', k, 'o' .. owner, qf, 'n', 'g')
+  local f = redis.call('hmget', k, 'o' .. owner, qf, 'n', 'g',
+                       holder_field(owner, req) or 'n')
   local last = tonumber((f[2] or '0'):match('^%d+'))
   local now = now_ms()
   if f[2] == seq .. '!' or last > tonumber(seq) then
@@ -28,9 +30,10 @@ end
 -- attempt is a reentry, never fresh. Returns the holds left in all if a
 -- hold was taken out (0: free), else nil.
 local function undo_acquire(k, owner, req, seq, keep_ms, fresh, f)
-  local mine = tonumber(f[1] or '0')
-  if (f[2] == seq or (fresh and f[4] == req)) and mine > 0 then
-    return take_out(k, 'o' .. owner, mine, 1, tonumber(f[3] or '1'))
+  local mine, hf = tonumber(f[1] or '0'), holder_field(owner, req)
+  local hmine = hf and tonumber(f[5] or '0')
+  if (f[2] == seq or (fresh and f[4] == req)) and mine > 0 and hmine ~= 0 then
+    return take_out(k, 'o' .. owner, mine, hf, hmine, 1, tonumber(f[3] or '1'))
   elseif redis.call('pttl', k) == -1 then
     redis.call('pexpire', k, keep_ms)
   end

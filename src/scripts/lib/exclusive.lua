@@ -6,6 +6,7 @@
 --#include lib/drop_unknown.lua
 --#include lib/raise_ttl.lua
 --#include lib/waiter.lua
+--#include lib/holder.lua
 -- reserved(r, req, now): how long (ms) the freed lock stays reserved for
 -- another requester than req (field r, as read); 0 if it is not.
 local function reserved(r, req, now)
@@ -48,7 +49,12 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
     end
     if not counter then return {0, 10} end
     t, mine = mint(counter, t), 1
-    redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t))
+    local hf = holder_field(owner, req)  -- (lib/take_out.lua)
+    if hf then
+      redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t), hf, '1')
+    else
+      redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t))
+    end
     local done = {}                     -- the reservation: taken, or over
     if f[7] then done[1] = 'r' end
     if f[6] and (f[6] == '' or f[6]:match('^%d+:(.*)$') == req) then
@@ -59,6 +65,8 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
     return {1, mine, t}
   end
   mine = redis.call('hincrby', k, of, 1)
+  local hf = holder_field(owner, req)
+  if hf then redis.call('hincrby', k, hf, 1) end
   redis.call('hset', k, 'n', n + 1, qf, seq)
   raise_ttl(k, lease)
   return {1, mine, t}

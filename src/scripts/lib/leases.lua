@@ -1,23 +1,30 @@
 --#include lib/hash.lua
 -- prune_leases(k, of, n, mine, now): for holders with a lease of their
 -- own (e<owner> = its end, ms: readers, permits), take out of lock k
--- those whose lease ran out, and those with no holds left. n: the holds
+-- those whose lease ran out, and those with no holds left (with their
+-- requesters' counts, lib/take_out.lua). n: the holds
 -- in all (f[1]); of, mine: the caller's owner field and its holds.
 -- Returns n and mine as they are now, and first = the earliest lease end
 -- among the holders that remain (or nil).
 local function prune_leases(k, of, n, mine, now)
   local first = nil
   if n > 0 then
-    local h = read_hash(k)
+    local h, gone = read_hash(k), {}
     for name, v in pairs(h) do
       if name:sub(1, 1) == 'e' then
         local o = 'o' .. name:sub(2)
         local c = tonumber(h[o] or '0')
         if c == 0 or tonumber(v) <= now then
           redis.call('hdel', k, name, o)
+          gone[name:sub(2)] = true
           n = n - c
           if o == of then mine = 0 end
         elseif not first or tonumber(v) < first then first = tonumber(v) end
+      end
+    end
+    for name in pairs(h) do             -- and its requesters' counts
+      if name:sub(1, 1) == 'h' and gone[name:match('^h[^|]*|(.*)$') or ''] then
+        redis.call('hdel', k, name)
       end
     end
     if n < 0 then n = 0 end

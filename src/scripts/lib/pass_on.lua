@@ -2,6 +2,7 @@
 --#include lib/prune.lua
 --#include lib/mint.lua
 --#include lib/unqueue.lua
+--#include lib/holder.lua
 -- A freed fair lock goes to its first live waiter (README.md, THE FAIR
 -- LOCK), inside the script that frees it.
 
@@ -50,8 +51,11 @@ local function pass_on(k, counter, q, me, pub, keep)
   local c = mint(counter, t)
   prune(k, now, keep)
   local tok = string.format('%d', c)
-  redis.call('hset', k, 'n', 1, 'o' .. (r:match('^[^|]*|(.*)$') or r), 1,
+  local owner = r:match('^[^|]*|(.*)$') or r
+  redis.call('hset', k, 'n', 1, 'o' .. owner, 1,
              'q' .. r, seq, 'k' .. r, now + 2 * tonumber(ms), 't', tok, 'g', r)
+  local hf = holder_field(owner, r)     -- (lib/take_out.lua)
+  if hf then redis.call('hset', k, hf, 1) end
   redis.call('pexpire', k, math.min(tonumber(ms), GRANT_MS))
   if secret ~= '' then secret = secret .. ':' end
   redis.call(pub, k .. ':ch:' .. r:match('^[^|:]*'), seq .. ':' .. secret .. tok)

@@ -12,7 +12,8 @@
 -- time that never comes) is stamped now + 2 ms: the record lives at
 -- least as long as if the release had read the clock, and goes at a
 -- later prune. So the hash holds at most one record per requester active
--- within the last two leases and two prunes.
+-- within the last two leases and two prunes. A requester's count of
+-- holds (h<requester>) goes too once its owner holds nothing.
 local RECORDS_MAX = 64
 local function prune(k, now, keep)
   if redis.call('hlen', k) <= RECORDS_MAX then return end
@@ -29,6 +30,8 @@ local function prune(k, now, keep)
       redis.call('hdel', k, y, 'k' .. r)
     elseif c == 'k' and not h['q' .. r] then
       redis.call('hdel', k, y)
+    elseif c == 'h' and not h['o' .. (r:match('^[^|]*|(.*)$') or r)] then
+      redis.call('hdel', k, y)          -- the owner holds nothing
     end
   end
   if redis.call('hlen', k) > RECORDS_MAX then redis.call('hset', k, 'm', now + 1000)

@@ -10,19 +10,23 @@
 -- "<keep_ms>e99", stamped by the first prune that meets it (lib/prune.lua):
 -- the server's clock (TIME) is read only when b or v needs it.
 local function release(k, owner, req, seq, token, keep_ms)
-  local of, qf = 'o' .. owner, 'q' .. req
-  local f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v')
+  local of, qf, hf = 'o' .. owner, 'q' .. req, holder_field(owner, req)
+  local f
+  if hf then f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v', hf)
+  else f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v') end
   local mine = tonumber(f[1] or '0')
   local last = tonumber((f[2] or '0'):match('^%d+'))
   if last >= tonumber(seq) then return {1, mine} end
-  if mine == 0 or f[4] ~= token then return {-1} end
+  -- (a shared owner's holds of other clients are theirs, not this one's)
+  local hmine = hf and tonumber(f[7] or '0')
+  if mine == 0 or f[4] ~= token or hmine == 0 then return {-1} end
   local now, n = (f[5] or f[6]) and now_ms(), tonumber(f[3] or '1')
   local left
   if n <= 1 and f[6] then
-    left = take_out(k, of, mine, 1, n, qf, seq, 'k' .. req, keep_ms .. 'e99',
+    left = take_out(k, of, mine, hf, hmine, 1, n, qf, seq, 'k' .. req, keep_ms .. 'e99',
                     reservation(f[6], req, now))
   else
-    left = take_out(k, of, mine, 1, n, qf, seq, 'k' .. req, keep_ms .. 'e99')
+    left = take_out(k, of, mine, hf, hmine, 1, n, qf, seq, 'k' .. req, keep_ms .. 'e99')
   end
   return {1, mine - 1}, left, f[5] and tonumber(f[5]) > now
 end

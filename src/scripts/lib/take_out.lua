@@ -1,9 +1,16 @@
--- take_out(k, of, mine, d, n, ...): take d holds of owner field of (mine
--- of them: never more) out of lock k, which has n holds in all; ...: more
--- field, value pairs to set with n. Returns the holds left in all (0: the
--- lock is free; the caller says what that does: announce, or a fair
--- lock's hand_over).
-local function take_out(k, of, mine, d, n, ...)
+--#include lib/holder.lua
+-- take_out(k, of, mine, hf, hmine, d, n, ...): take d holds of owner
+-- field of (mine of them) out of lock k, which has n holds in all: never
+-- more than mine, and with hf (holder_field) never more than hmine, the
+-- requester's own (a shared owner's other clients keep theirs). ...:
+-- more field, value pairs to set with n. Returns the holds left in all
+-- (0: the lock is free; the caller says what that does: announce, or a
+-- fair lock's hand_over).
+local function take_out(k, of, mine, hf, hmine, d, n, ...)
+  if hf then
+    if d >= hmine then d = hmine; redis.call('hdel', k, hf)
+    else redis.call('hincrby', k, hf, -d) end
+  end
   if d >= mine then d = mine; redis.call('hdel', k, of)
   else redis.call('hincrby', k, of, -d) end
   n = math.max(n - d, 0)
