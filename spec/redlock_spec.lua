@@ -57,13 +57,13 @@ describe("a subscriber connection to a server that hangs", function()
 end)
 
 describe("a shared owner on Redlock", function()
-  -- A release takes out one hold of its owner on every master, and cannot
-  -- tell which client's it is. Where this client's acquire never landed,
-  -- another client of the owner may have begun a tenancy of its own, and
-  -- its token may equal this one's (each master counts for itself). Such a
-  -- master must never count towards the other client's quorum beside
-  -- masters where it joined: a quorum has joined one tenancy, or begun one.
-  -- (A read hold too: a reader whose hold vanishes under it is no longer
+  -- Where one client's acquire never landed, another client of the owner
+  -- may begin a tenancy of its own, and its token may equal the first
+  -- one's (each master counts for itself). Such a master must never count
+  -- towards the other client's quorum beside masters where it joined: a
+  -- quorum has joined one tenancy, or begun one. (Until each client took
+  -- out only its own holds, the first client's release took that hold.
+  -- A read hold too: a reader whose hold vanishes under it is no longer
   -- kept apart from writers.)
   local kinds = {
     lock = function(cl, name, opts) return cl:lock(name, opts) end,
@@ -123,7 +123,7 @@ describe("a shared owner on Redlock", function()
   -- Grants of one kind each, and yet: were a release to take out any hold
   -- of the owner, A's and F's releases would take E's holds on masters 2
   -- and 3, where A and F never held, and leave E one master. Each client
-  -- takes out only its own holds (lib/take_out.lua).
+  -- takes out only its own holds (lib/holder.lua).
   it("takes out only each client's own holds: one keeps its quorum while others release",
      function()
     local srvs, urls = {}, {}

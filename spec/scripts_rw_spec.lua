@@ -43,7 +43,7 @@ describe("rw_acquire.lua", function()
   before_each(fresh_lock)
 
   -- A shared owner's requesters each count their own holds (h<req>,
-  -- lib/take_out.lua): when the owner's lease runs out, its holds go, and
+  -- lib/holder.lua): when the owner's lease runs out, its holds go, and
   -- their counts with them, whichever script finds it out.
   it("takes out a shared reader's requesters' counts with its expired lease", function()
     local function rq(owner, req, seq, lease_ms)

@@ -30,7 +30,9 @@ void dl_client_lose(dl_client *c, dl_hold *h, const char *reason)
      * a fair lock: there g = this requester may mark the hold as one its
      * client has not seen yet, and a fresh acquire adopts it (fair_acquire.lua);
      * an adoption racing the DROP would take in a hold the DROP takes
-     * out. Sent once: a DROP has no request id, so it is not resent. */
+     * out. Sent once: a DROP has no request id (should the connection
+     * resend it after a reset, Redis takes out only this client's holds,
+     * lib/holder.lua, and finds none the second time). */
     if (h->owner_num == 0 && h->count > 0 && h->kind != DL_KIND_FAIR &&
         dl_registry_orphan_share(&c->reg, h) != 0)
         dl_log_say(&c->log, DL_LOG_WARN, "%.*s: out of memory: this "

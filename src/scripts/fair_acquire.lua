@@ -75,7 +75,7 @@ if n <= 0 then
   redis.call('hset', k, 'n', 1, of, 1, qf, seq, 't',
              string.format('%d', c), 'g', req,
              'k' .. req, now + 2 * lease)
-  local hf = holder_field(owner, req)  -- (lib/take_out.lua)
+  local hf = holder_field(owner, req)  -- (lib/holder.lua)
   if hf then redis.call('hset', k, hf, 1) end
   redis.call('pexpire', k, lease)
   return {1, 1, c}

@@ -23,7 +23,7 @@ local held = tonumber(f[2] or '0') > 0
 if held then
   for _, x in ipairs(redis.call('hkeys', k)) do
     local c = x:sub(1, 1)             -- every owner's holds, and each
-    if c == 'o' or c == 'h' then        -- requester's (lib/take_out.lua)
+    if c == 'o' or c == 'h' then        -- requester's (lib/holder.lua)
       redis.call('hdel', k, x)
     end
   end

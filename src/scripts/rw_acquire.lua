@@ -65,7 +65,7 @@ if n <= 0 then
   redis.call('hdel', k, 'w')
 end
 mine = redis.call('hincrby', k, of, 1)
-local hf = holder_field(owner, req)    -- (lib/take_out.lua)
+local hf = holder_field(owner, req)    -- (lib/holder.lua)
 if hf then redis.call('hincrby', k, hf, 1) end
 redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)
 if wr then

@@ -20,7 +20,7 @@ for i = 1, #KEYS do
     redis.call('hdel', k, 'o' .. o, 'e' .. o)
     for _, x in ipairs(redis.call('hkeys', k)) do  -- and its requesters'
       if x:sub(1, 1) == 'h' and x:match('^h[^|]*|(.*)$') == o then
-        redis.call('hdel', k, x)                   -- counts (lib/take_out.lua)
+        redis.call('hdel', k, x)                   -- counts (lib/holder.lua)
       end
     end
     redis.call('hset', k, 'n', math.max(tonumber(f[3] or '0') - tonumber(f[1]), 0))

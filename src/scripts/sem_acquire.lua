@@ -55,7 +55,7 @@ if n >= tonumber(permits) then
 end
 prune(k, now, qf)
 mine = redis.call('hincrby', k, of, 1)
-local hf = holder_field(owner, req)    -- (lib/take_out.lua)
+local hf = holder_field(owner, req)    -- (lib/holder.lua)
 if hf then redis.call('hincrby', k, hf, 1) end
 local e = own_lease(k, owner, mine, now + lease)
 redis.call('hset', k, 'n', n + 1, qf, seq, 't', '0', 'l', permits,

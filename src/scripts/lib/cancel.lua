@@ -6,7 +6,7 @@
 --
 -- record_cancel(k, owner, req, seq, keep_ms): record "<seq>!" for
 -- requester req in lock k. Returns f (the lock's fields of, qf, n, g,
--- and the requester's own holds, or n again: lib/take_out.lua), or
+-- and the requester's own holds, or n again: lib/holder.lua), or
 -- nil when the cancel is stale (a later request, or this cancel, ran).
 local function record_cancel(k, owner, req, seq, keep_ms)
   local qf = 'q' .. req

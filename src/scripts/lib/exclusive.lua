@@ -49,7 +49,7 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
     end
     if not counter then return {0, 10} end
     t, mine = mint(counter, t), 1
-    local hf = holder_field(owner, req)  -- (lib/take_out.lua)
+    local hf = holder_field(owner, req)  -- (lib/holder.lua)
     if hf then
       redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t), hf, '1')
     else

@@ -2,7 +2,7 @@
 -- prune_leases(k, of, n, mine, now): for holders with a lease of their
 -- own (e<owner> = its end, ms: readers, permits), take out of lock k
 -- those whose lease ran out, and those with no holds left (with their
--- requesters' counts, lib/take_out.lua). n: the holds
+-- requesters' counts, lib/holder.lua). n: the holds
 -- in all (f[1]); of, mine: the caller's owner field and its holds.
 -- Returns n and mine as they are now, and first = the earliest lease end
 -- among the holders that remain (or nil).
