@@ -65,6 +65,36 @@ describe("a shared owner on Redlock", function()
   -- out only its own holds, the first client's release took that hold.
   -- A read hold too: a reader whose hold vanishes under it is no longer
   -- kept apart from writers.)
+  -- Three masters, and a proxy in front of the third (nil: pending).
+  local function three_masters()
+    local srvs, urls = {}, {}
+    for i = 1, 3 do
+      srvs[i] = helper.start_redis()
+      urls[i] = srvs[i].url
+    end
+    local px = helper.proxy(srvs[3])
+    if not px then
+      for i = 1, 3 do srvs[i].stop() end
+      pending("needs cqueues for the proxy")
+    end
+    return srvs, urls, px
+  end
+  -- Master srv never saw the acquire of token's tenancy: no hash, and a
+  -- counter one behind (a master that missed tenancies), so a fresh
+  -- tenancy there mints that token again.
+  local function never_saw(srv, name, token)
+    local fence = srv.cli("keys", "*:fence"):match("%S+")
+    srv.cli("del", "dlock:{" .. name .. "}")
+    srv.cli("set", fence, tostring(token - 1))
+  end
+  -- The proxy loses requests from now on (once it has read that).
+  local function lose(px)
+    px.set("lose")
+    assert(helper.wait_for(function()
+      return not helper.host_sh(("timeout 0.3 redis-cli -p %d ping"):format(px.port))
+    end, 10), "the proxy does not lose requests")
+  end
+
   local kinds = {
     lock = function(cl, name, opts) return cl:lock(name, opts) end,
     fair_lock = function(cl, name, opts) return cl:fair_lock(name, opts) end,
@@ -75,17 +105,8 @@ describe("a shared owner on Redlock", function()
     local make = kinds[kind]
     it(("never grants a %s a quorum that mixes a joined tenancy and a fresh one"):format(kind),
        function()
-      local px
-      local srvs, urls = {}, {}
-      for i = 1, 3 do
-        srvs[i] = helper.start_redis()
-        urls[i] = srvs[i].url
-      end
-      px = helper.proxy(srvs[3])
-      if not px then
-        for i = 1, 3 do srvs[i].stop() end
-        return pending("needs cqueues for the proxy")
-      end
+      local srvs, urls, px = three_masters()
+      if not px then return end
       local name = helper.unique_name("shared")
       local a = assert(dlock.connect{ servers = urls })
       local b = assert(dlock.connect{ servers = { urls[1], urls[2], px.url },
@@ -94,16 +115,8 @@ describe("a shared owner on Redlock", function()
       local la = make(a, name, { owner = "job" })
       assert(la:acquire())
       local token = assert(la:token())
-      -- Master 2 never saw A's acquire: no hash, and a counter one behind
-      -- (a master that missed tenancies), so a fresh tenancy there mints
-      -- A's token again.
-      local fence = srvs[2].cli("keys", "*:fence"):match("%S+")
-      srvs[2].cli("del", "dlock:{" .. name .. "}")
-      srvs[2].cli("set", fence, tostring(token - 1))
-      px.set("lose")                     -- B's requests to master 3 are lost
-      assert(helper.wait_for(function()  -- (once the proxy has read that)
-        return not helper.host_sh(("timeout 0.3 redis-cli -p %d ping"):format(px.port))
-      end, 10), "the proxy does not lose requests")
+      never_saw(srvs[2], name, token)    -- A's acquire
+      lose(px)                           -- B's requests to master 3
       local lb = make(b, name, { owner = "job" })
       local got = lb:try_acquire() ~= nil  -- 1: joins A's; 2: a fresh one
       px.set("pass")
@@ -126,16 +139,8 @@ describe("a shared owner on Redlock", function()
   -- takes out only its own holds (lib/holder.lua).
   it("takes out only each client's own holds: one keeps its quorum while others release",
      function()
-    local srvs, urls = {}, {}
-    for i = 1, 3 do
-      srvs[i] = helper.start_redis()
-      urls[i] = srvs[i].url
-    end
-    local px = helper.proxy(srvs[3])
-    if not px then
-      for i = 1, 3 do srvs[i].stop() end
-      return pending("needs cqueues for the proxy")
-    end
+    local srvs, urls, px = three_masters()
+    if not px then return end
     local name = helper.unique_name("shared")
     local a = assert(dlock.connect{ servers = urls })
     local e = assert(dlock.connect{ servers = urls })
@@ -146,16 +151,10 @@ describe("a shared owner on Redlock", function()
     local la = a:lock(name, { owner = "job" })
     assert(la:acquire())
     local token = assert(la:token())
-    -- Master 2 never saw A's acquire (its counter one behind).
-    local fence = srvs[2].cli("keys", "*:fence"):match("%S+")
-    srvs[2].cli("del", "dlock:{" .. name .. "}")
-    srvs[2].cli("set", fence, tostring(token - 1))
+    never_saw(srvs[2], name, token)      -- A's acquire
     local le = e:lock(name, { owner = "job" })
     assert(le:try_acquire())             -- joins on 1 and 3, begins on 2
-    px.set("lose")                       -- F's requests to master 3 are lost
-    assert(helper.wait_for(function()
-      return not helper.host_sh(("timeout 0.3 redis-cli -p %d ping"):format(px.port))
-    end, 10), "the proxy does not lose requests")
+    lose(px)                             -- F's requests to master 3
     local lf = f:lock(name, { owner = "job" })
     assert(lf:try_acquire())             -- joins on 1 and 2
     px.set("pass")
