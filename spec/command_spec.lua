@@ -416,7 +416,8 @@ describe("the dlock command", function()
     h, log = start_logged(name, "--lease 1", [[trap 'echo CONT >>LOG' CONT; ]] ..
       [[trap 'echo TERM >>LOG; exit 9' TERM; echo "started $$" >>LOG; while :; do sleep 0.05; done]])
     h.signal("TSTP")
-    assert(helper.wait_for(function() return proc_stat(h.pid) == "T" end, 10))
+    assert(helper.wait_for(function() return proc_stat(h.pid) == "T" end, 10),
+           ("dlock is %s: %s"):format(tostring(proc_stat(h.pid)), h.output()))
     assert(helper.wait_for(function() return srv.cli("exists", key(name)) == "0" end, 15))
     h.signal("CONT")
     assert.equals(124, h.finish(), h.output())
