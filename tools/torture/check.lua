@@ -113,7 +113,9 @@ local function in_failover(g, t)
   end
 end
 
--- Evictions of `name` at or after a.s and before b's start: enough to let
+-- Evictions of `name` at or after a.s (one still under way then counts:
+-- a fault deletes the key master by master, and a paused master holds up
+-- the rest) and before b's start: enough to let
 -- b in (on Redlock, a quorum of masters must have lost the key: evicted,
 -- or never granted it, being out of reach while the hold was acquired,
 -- from acq0 to acq1, when those are known, or out of reach after that,
@@ -123,7 +125,7 @@ local OUT_OF_REACH = { pause = true, sleep = true, restart = true }
 local function evicted(g, meta, name, from, to, acq0, acq1, lease)
   local servers, n = {}, 0
   for _, f in ipairs(g.faults) do
-    if f.kind == "evict" and f.name == name and f.t0 >= from - 0.2 and f.t0 <= to then
+    if f.kind == "evict" and f.name == name and (f.t1 or f.t0) >= from - 0.2 and f.t0 <= to then
       for _, s in ipairs(f.servers or { 1 }) do
         if not servers[s] then servers[s] = true; n = n + 1 end
       end
