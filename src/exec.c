@@ -278,15 +278,15 @@ static int valid(const dl_topology *t, const dl_op *op, int64_t t0)
 
 /* Whether a shared owner's grant (xs: the counts of the yes votes) is
  * split: some masters joined another client's tenancy of the owner,
- * others began a tenancy of their own, and neither kind is a quorum. A
- * release by that other client takes out one hold of the owner on every
- * master, its own or not: where only the new tenancy is, with a token
- * that may equal its own (each master counts for itself), it takes that
- * one, and the split grant is left short of a quorum while its holder
- * believes in it (redlock_spec). Such a grant is cancelled and told busy,
- * not split: no race that jitter would settle, but a hold that lasts
- * until its release or its lease (its TTL unknown here: a waiter looks
- * again in 0.1 s, or at a release). */
+ * others began a tenancy of their own, and neither kind is a quorum:
+ * the new tenancy's token may equal the other client's (each master
+ * counts for itself), so one token would count twice. (Before each
+ * client took out only its own holds, lib/holder.lua, the other client's
+ * release took this one's hold there, and left the split grant short of
+ * a quorum while its holder believed in it: redlock_spec.) Such a grant
+ * is cancelled and told busy, not split: no race that jitter would
+ * settle, but a hold that lasts until its release or its lease (its TTL
+ * unknown here: a waiter looks again in 0.1 s, or at a release). */
 static int split_tenancy(const int64_t *xs, size_t yes, size_t q)
 {
     size_t fresh = 0;

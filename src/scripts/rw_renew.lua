@@ -10,6 +10,7 @@
 -- returns: one per hold, as renew's
 --#include lib/now.lua
 --#include lib/raise_ttl.lua
+--#include lib/requester.lua
 local now = now_ms()
 local r = {}
 for i = 1, #KEYS do
@@ -19,7 +20,7 @@ for i = 1, #KEYS do
   if f[1] and f[4] and tonumber(f[4]) <= now then
     redis.call('hdel', k, 'o' .. o, 'e' .. o)
     for _, x in ipairs(redis.call('hkeys', k)) do  -- and its requesters'
-      if x:sub(1, 1) == 'h' and x:match('^h[^|]*|(.*)$') == o then
+      if x:sub(1, 1) == 'h' and owner_of(x:sub(2)) == o then
         redis.call('hdel', k, x)                   -- counts (lib/holder.lua)
       end
     end

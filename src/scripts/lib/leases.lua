@@ -1,4 +1,5 @@
 --#include lib/hash.lua
+--#include lib/requester.lua
 -- prune_leases(k, of, n, mine, now): for holders with a lease of their
 -- own (e<owner> = its end, ms: readers, permits), take out of lock k
 -- those whose lease ran out, and those with no holds left (with their
@@ -23,7 +24,7 @@ local function prune_leases(k, of, n, mine, now)
       end
     end
     for name in pairs(h) do             -- and its requesters' counts
-      if name:sub(1, 1) == 'h' and gone[name:match('^h[^|]*|(.*)$') or ''] then
+      if name:sub(1, 1) == 'h' and gone[owner_of(name:sub(2))] then
         redis.call('hdel', k, name)
       end
     end

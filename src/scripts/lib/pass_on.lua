@@ -51,7 +51,7 @@ local function pass_on(k, counter, q, me, pub, keep)
   local c = mint(counter, t)
   prune(k, now, keep)
   local tok = string.format('%d', c)
-  local owner = r:match('^[^|]*|(.*)$') or r
+  local owner = owner_of(r)
   redis.call('hset', k, 'n', 1, 'o' .. owner, 1,
              'q' .. r, seq, 'k' .. r, now + 2 * tonumber(ms), 't', tok, 'g', r)
   local hf = holder_field(owner, r)     -- (lib/holder.lua)

@@ -1,4 +1,5 @@
 --#include lib/hash.lua
+--#include lib/requester.lua
 -- prune(k, now, keep): past RECORDS_MAX fields, drop the request records
 -- of lock k that no request can still come for: k<requester> passed (or
 -- none: an older client's record), and that requester's owner holds
@@ -26,11 +27,11 @@ local function prune(k, now, keep)
     if c == 'q' and ms then
       redis.call('hset', k, 'k' .. r, now + 2 * tonumber(ms))
     elseif c == 'q' and y ~= keep and tonumber(kr) <= now and
-       not h['o' .. (r:match('^[^|]*|(.*)$') or r)] then
+       not h['o' .. owner_of(r)] then
       redis.call('hdel', k, y, 'k' .. r)
     elseif c == 'k' and not h['q' .. r] then
       redis.call('hdel', k, y)
-    elseif c == 'h' and not h['o' .. (r:match('^[^|]*|(.*)$') or r)] then
+    elseif c == 'h' and not h['o' .. owner_of(r)] then
       redis.call('hdel', k, y)          -- the owner holds nothing
     end
   end
