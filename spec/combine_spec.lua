@@ -275,3 +275,44 @@ describe("found by the checker: a reentry whose reply comes after the loss", fun
     assert.is_true(helper.is_free(srv, key(name)))
   end)
 end)
+
+describe("found by review: a co-owner's hold never renews a client's own", function()
+  -- A failover (or a Redlock master) that kept B's acquire of the shared
+  -- owner but not A's: the owner holds there, A does not. A's renewal
+  -- must find its own hold gone, not count B's.
+  -- (srv.cli quotes each argument in single quotes: the scripts use none)
+  local KEEP_MINE = [[for _, f in ipairs(redis.call("hkeys", KEYS[1])) do
+    if f:sub(1, 1) == "h" then redis.call("set", KEYS[2], f) end end]]
+  local UNDO_MINE = [[redis.call("hdel", KEYS[1], redis.call("get", KEYS[2]))
+    for _, f in ipairs(redis.call("hkeys", KEYS[1])) do
+      if f:sub(1, 1) == "o" then redis.call("hincrby", KEYS[1], f, -1) end end
+    redis.call("hincrby", KEYS[1], "n", -1)]]
+
+  for _, kind in ipairs({ "lock", "fair", "read" }) do
+    it(kind .. ": A's hold gone on the server is lost at A's next renewal; B's stands", function()
+      local srv = helper.redis()
+      local name = helper.unique_name("cohold")
+      local a, b = helper.client{ lease = 1.5 }, helper.client{ lease = 1.5 }
+      local make = function(c)
+        if kind == "fair" then return c:fair_lock(name, { owner = "job" }) end
+        if kind == "read" then return c:rwlock(name, { owner = "job" }).read end
+        return c:lock(name, { owner = "job" })
+      end
+      local la, lb = make(a), make(b)
+      assert(la:acquire())
+      -- A's own count's name, kept aside (a read half's has a NUL byte)
+      local aside = key(name) .. ":mine"
+      srv.cli("eval", KEEP_MINE, 2, key(name), aside)
+      assert.equals("1", srv.cli("exists", aside))
+      assert(lb:acquire())
+      srv.cli("eval", UNDO_MINE, 2, key(name), aside)      -- A's acquire undone
+      helper.wait_for(function() return not la:held() end, 5, 0.05)
+      assert.is_false(la:held())
+      assert.is_true(lb:held())
+      assert.is_false(helper.is_free(srv, key(name)))
+      assert.same({ true, 0 }, { lb:release() })
+      assert.is_true(helper.is_free(srv, key(name)))
+      a:close(); b:close()
+    end)
+  end
+end)

@@ -60,7 +60,7 @@ describe("the scripts' files", function()
     assert.same({ "owner", "req", "seq", "lease_ms", "expect", "token", "waited" }, y.acquire.args)
     assert.same({ "counter", "lock" }, y.fence.keys)
     assert.is_true(y.renew.repeats)                      -- KEYS[i], ARGV[3i-2]...
-    assert.same({ "owner", "lease_ms", "token" }, y.renew.args)
+    assert.same({ "req", "lease_ms", "token" }, y.renew.args)
   end)
 
   describe("hold a script to its header", function()

@@ -35,15 +35,15 @@ end
 local function void(owner, req, seq)
   return d.call("void", freeing({ owner = owner, req = req, seq = seq }))
 end
-local function extend(owner, lease_ms, token, shared)
-  return d.call("extend", { owner = owner, lease_ms = lease_ms, token = token,
-                            shared = shared or "0" })[1]
+-- (extend, fence and renew name the requester; a coroutine's is its owner)
+local function extend(req, lease_ms, token)
+  return d.call("extend", { req = req, lease_ms = lease_ms, token = token })[1]
 end
-local function fence_to(token, owner)
-  return d.call("fence", { token = token, owner = owner })[1]
+local function fence_to(token, req)
+  return d.call("fence", { token = token, req = req })[1]
 end
-local function renew(owner, lease_ms, token)
-  return d.call("renew", { owner = owner, lease_ms = lease_ms, token = token })
+local function renew(req, lease_ms, token)
+  return d.call("renew", { req = req, lease_ms = lease_ms, token = token })
 end
 local function ttl() return d.call("ttl", {})[1] end
 local function count(owner) return tonumber(d.field("o" .. owner)) or 0 end
@@ -160,10 +160,21 @@ describe("extend.lua", function()
   it("only raises the TTL of a shared owner's tenancy", function()
     local t = acquire("job", "A|job", 1, 30000)[3]
     assert.same({ 1, 2, t }, acquire("job", "B|job", 1, 30000))
-    assert.equals(1, extend("job", 2000, t, "1"))    -- B relies on 30 s
+    assert.equals(1, extend("A|job", 2000, t))       -- B relies on 30 s
     assert.is_true(d.pttl() > 20000, d.pttl())
-    assert.equals(1, extend("job", 60000, t, "1"))
+    assert.equals(1, extend("A|job", 60000, t))
     assert.is_true(d.pttl() > 40000, d.pttl())
+  end)
+
+  it("extends only the requester's own hold: a shared owner's other clients' never count", function()
+    local t = acquire("job", "A|job", 1, 3000)[3]    -- B's acquire never came here
+    assert.equals(0, extend("B|job", 60000, t))      -- (a failover, a Redlock master)
+    assert.is_true(d.pttl() <= 3000, d.pttl())
+    assert.same({ 1, 2, t }, acquire("job", "B|job", 1, 3000))
+    assert.same({ 1, 1 }, release("job", "B|job", 2, t))
+    assert.equals(0, extend("B|job", 60000, t))      -- B's own hold released
+    assert.is_true(d.pttl() <= 3000, d.pttl())
+    assert.equals(1, extend("A|job", 60000, t))
   end)
 
   it("answers a resend the same, with the same effect", function()
@@ -254,6 +265,14 @@ describe("fence.lua", function()
     assert.equals(t + 20, d.get(fence))
   end)
 
+  it("leaves a shared owner's token where the requester itself holds nothing", function()
+    local t = acquire("job", "A|job", 1)[3]          -- B's acquire never came here
+    assert.equals(1, fence_to(t + 4, "B|job"))
+    assert.equals(tostring(t), d.field("t"))         -- A's tenancy keeps its token
+    assert.equals(t + 4, d.get(fence))
+    assert.same({ 1, 0 }, release("job", "A|job", 2, t))
+  end)
+
   it("sets an evicted counter again, and creates no lock", function()
     local t = acquire("a", "a", 1)[3]
     srv.cli("del", fence)
@@ -329,6 +348,18 @@ describe("renew.lua", function()
     assert.is_true(d.pttl(kb) <= 10000)              -- the record's own TTL
     assert.is_true(d.pttl(kc) <= 3000)               -- x's, untouched
     assert.is_false(d.exists(key .. ":never"))
+  end)
+
+  it("renews only the requester's own hold: a shared owner's other clients' never count", function()
+    local t = acquire("job", "A|job", 1, 3000)[3]    -- B's acquire never came here
+    assert.same({ 0 }, renew("B|job", 30000, t))     -- (a failover, a Redlock master)
+    assert.is_true(d.pttl() <= 3000, d.pttl())
+    assert.same({ 1, 2, t }, acquire("job", "B|job", 1, 3000))
+    assert.same({ 1 }, renew("B|job", 30000, t))
+    assert.same({ 1, 1 }, release("job", "B|job", 2, t))
+    assert.same({ 0, 1 }, d.groups("renew", {        -- B's own hold released
+      { key, "B|job", 60000, t }, { key, "A|job", 40000, t } }))
+    assert.is_true(d.pttl() > 30000 and d.pttl() <= 40000, d.pttl())
   end)
 
   it("answers a resend the same, with the same effect", function()

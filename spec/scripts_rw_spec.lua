@@ -33,8 +33,8 @@ local function void(owner, seq)
   return d.call("void", { owner = owner, req = owner, seq = seq, keep_ms = 10000,
                           chan = key .. ":ch", pub = "PUBLISH" })
 end
-local function rw_renew(owner, lease_ms, token)
-  return d.call("rw_renew", { owner = owner, lease_ms = lease_ms, token = token })
+local function rw_renew(req, lease_ms, token)    -- (a coroutine's req is its owner)
+  return d.call("rw_renew", { req = req, lease_ms = lease_ms, token = token })
 end
 local function num(f) return tonumber(d.field(f)) end
 
@@ -65,11 +65,30 @@ describe("rw_acquire.lua", function()
     -- The same through rw_renew, which meets an expired lease first.
     assert.same({ 1, 1, t }, rq("job", "A|job", 2, 50))
     helper.wait_for(function() return d.now_ms() > tonumber(d.field("ejob")) end, 2, 0.01)
-    assert.same({ 0 }, rw_renew("job", 10000, tostring(t)))
+    assert.same({ 0 }, rw_renew("A|job", 10000, tostring(t)))
     h = d.hash()
     assert.is_nil(h.ojob)
     assert.is_nil(h["hA|job"])
     assert.equals("2", h.n)
+  end)
+
+  it("renews only the requester's own hold: a shared owner's other clients' never count", function()
+    local function rq(req, seq)
+      return d.call("rw_acquire", { owner = "job", req = req, seq = seq, lease_ms = 3000,
+                                    expect = 0, token = 1, kind = "r", writer = "" })
+    end
+    local t = rq("A|job", 1)[3]                         -- B's acquire never came here
+    local e = num("ejob")
+    assert.same({ 0 }, rw_renew("B|job", 30000, tostring(t)))
+    assert.equals(e, num("ejob"))                       -- nothing renewed
+    assert.is_true(d.pttl() <= 3000, d.pttl())
+    assert.same({ 1, 2, t }, rq("B|job", 1))
+    assert.same({ 1, 1 }, d.call("release", { owner = "job", req = "B|job", seq = 2, token = t,
+                                              keep_ms = 10000, chan = key .. ":ch", pub = "PUBLISH" }))
+    assert.same({ 0 }, rw_renew("B|job", 30000, tostring(t)))
+    assert.is_true(d.pttl() <= 3000, d.pttl())
+    assert.same({ 1 }, rw_renew("A|job", 30000, tostring(t)))
+    assert.is_true(d.pttl() > 20000, d.pttl())
   end)
 
   it("lets readers share one tenancy and token, each with a lease of its own", function()

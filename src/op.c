@@ -307,7 +307,7 @@ int dl_op_unify(const dl_op *op, int64_t token, dl_op *fence)
     init(fence, "fence", DL_S_FENCE, l->ident.key, l->ident.keylen, done_vote);
     add_keys(fence, l);
     arg_i(fence, DL_ARG_TOKEN, token);
-    arg(fence, DL_ARG_OWNER, l->ident.owner, l->ident.ownerlen);
+    arg(fence, DL_ARG_REQ, l->ident.req, l->ident.reqlen);
     done(fence);
     fence->wd = op->wd;
     return 1;
@@ -349,13 +349,15 @@ static int own_leases(const dl_lockref *l)
            l->kind == DL_KIND_SEM;
 }
 
-/* The lock, owner, lease and token: extend and renew alike. */
+/* The lock, requester, lease and token: extend and renew alike (a hold
+ * is its requester's own: a shared owner's other clients' never renew
+ * it). */
 static void lease_op(dl_op *op, const char *name, int id, dl_decode_fn d,
                      const dl_lockref *l, int64_t ms, int64_t token)
 {
     init(op, name, id, l->ident.key, l->ident.keylen, d);
     add_keys(op, l);
-    arg(op, DL_ARG_OWNER, l->ident.owner, l->ident.ownerlen);
+    arg(op, DL_ARG_REQ, l->ident.req, l->ident.reqlen);
     arg_i(op, DL_ARG_LEASE_MS, ms);
     arg_i(op, DL_ARG_TOKEN, token);
 }
@@ -375,13 +377,10 @@ int dl_op_extend_lowers(const dl_lockref *l)
 
 void dl_op_extend(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token)
 {
-    if (own_leases(l)) {
+    if (own_leases(l))
         lease_op(op, "extend", DL_S_RW_RENEW, first_vote, l, ms, token);
-    } else {
+    else                        /* an explicit owner's: raised only */
         lease_op(op, "extend", DL_S_EXTEND, bool_vote, l, ms, token);
-        /* shared: raise only */
-        arg_s(op, DL_ARG_SHARED, dl_op_extend_lowers(l) ? "0" : "1");
-    }
     done(op);
 }
 

@@ -57,7 +57,6 @@ enum {
     DL_ARG_REQ,
     DL_ARG_SECRET,
     DL_ARG_SEQ,
-    DL_ARG_SHARED,
     DL_ARG_TOKEN,
     DL_ARG_VERB,
     DL_ARG_WAITED,
@@ -99,10 +98,9 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
         { [DL_ARG_OWNER] = 1, [DL_ARG_COUNT] = 2, [DL_ARG_TOKEN] = 3,
           [DL_ARG_KEEP_MS] = 4, [DL_ARG_CHAN] = 5, [DL_ARG_PUB] = 6,
           [DL_ARG_REQ] = 7 } },
-    [DL_S_EXTEND] = { "extend", 1, 4, 0,
+    [DL_S_EXTEND] = { "extend", 1, 3, 0,
         { [DL_KEY_LOCK] = 1 },
-        { [DL_ARG_OWNER] = 1, [DL_ARG_LEASE_MS] = 2, [DL_ARG_TOKEN] = 3,
-          [DL_ARG_SHARED] = 4 } },
+        { [DL_ARG_REQ] = 1, [DL_ARG_LEASE_MS] = 2, [DL_ARG_TOKEN] = 3 } },
     [DL_S_FAIR_ACQUIRE] = { "fair_acquire", 3, 9, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_COUNTER] = 2, [DL_KEY_QUEUE] = 3 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
@@ -125,7 +123,7 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
           [DL_ARG_FRESH] = 7 } },
     [DL_S_FENCE] = { "fence", 2, 2, 0,
         { [DL_KEY_COUNTER] = 1, [DL_KEY_LOCK] = 2 },
-        { [DL_ARG_TOKEN] = 1, [DL_ARG_OWNER] = 2 } },
+        { [DL_ARG_TOKEN] = 1, [DL_ARG_REQ] = 2 } },
     [DL_S_FORCE] = { "force", 1, 6, 0,
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_REQ] = 1, [DL_ARG_SEQ] = 2, [DL_ARG_KEEP_MS] = 3,
@@ -143,7 +141,7 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
           [DL_ARG_PUB] = 7 } },
     [DL_S_RENEW] = { "renew", 1, 3, 1,
         { [DL_KEY_LOCK] = 1 },
-        { [DL_ARG_OWNER] = 1, [DL_ARG_LEASE_MS] = 2, [DL_ARG_TOKEN] = 3 } },
+        { [DL_ARG_REQ] = 1, [DL_ARG_LEASE_MS] = 2, [DL_ARG_TOKEN] = 3 } },
     [DL_S_RW_ACQUIRE] = { "rw_acquire", 2, 8, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_COUNTER] = 2 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
@@ -151,7 +149,7 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
           [DL_ARG_KIND] = 7, [DL_ARG_WRITER] = 8 } },
     [DL_S_RW_RENEW] = { "rw_renew", 1, 3, 1,
         { [DL_KEY_LOCK] = 1 },
-        { [DL_ARG_OWNER] = 1, [DL_ARG_LEASE_MS] = 2, [DL_ARG_TOKEN] = 3 } },
+        { [DL_ARG_REQ] = 1, [DL_ARG_LEASE_MS] = 2, [DL_ARG_TOKEN] = 3 } },
     [DL_S_SEM_ACQUIRE] = { "sem_acquire", 2, 8, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_QUEUE] = 2 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
@@ -511,11 +509,20 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return 1\n",
     /* src/scripts/extend.lua */
     [DL_S_EXTEND] =
-        "local owner, lease, token, shared = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]\n"
+        "local function owner_of(req)\n"
+        "  return req:match('^[^|]*|(.*)$') or req\n"
+        "end\n"
+        "local function holder_field(owner, req)\n"
+        "  if req == owner then return nil end\n"
+        "  return 'h' .. req\n"
+        "end\n"
+        "local req, lease, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
         "local k = KEYS[1]\n"
-        "local f = redis.call('hmget', k, 'o' .. owner, 't')\n"
-        "if f[1] and f[2] == token then\n"
-        "  if shared == '1' and redis.call('pttl', k) >= lease then\n"
+        "local owner = owner_of(req)\n"
+        "local hf = holder_field(owner, req)\n"
+        "local f = redis.call('hmget', k, 'o' .. owner, 't', hf or 't')\n"
+        "if f[1] and f[2] == token and (not hf or f[3]) then\n"
+        "  if hf and redis.call('pttl', k) >= lease then\n"
         "    return 1\n"
         "  end\n"
         "  return redis.call('pexpire', k, lease)\n"
@@ -1147,12 +1154,20 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return 1\n",
     /* src/scripts/fence.lua */
     [DL_S_FENCE] =
-        "local token, owner = ARGV[1], ARGV[2]\n"
+        "local function owner_of(req)\n"
+        "  return req:match('^[^|]*|(.*)$') or req\n"
+        "end\n"
+        "local function holder_field(owner, req)\n"
+        "  if req == owner then return nil end\n"
+        "  return 'h' .. req\n"
+        "end\n"
+        "local token, req = ARGV[1], ARGV[2]\n"
         "local counter, k = KEYS[1], KEYS[2]\n"
+        "local owner = owner_of(req)\n"
         "if tonumber(redis.call('get', counter) or '0') < tonumber(token) then\n"
         "  redis.call('set', counter, token)\n"
         "end\n"
-        "if redis.call('hexists', k, 'o' .. owner) == 1 and\n"
+        "if redis.call('hexists', k, holder_field(owner, req) or 'o' .. owner) == 1 and\n"
         "    tonumber(redis.call('hget', k, 't') or '0') < tonumber(token) then\n"
         "  redis.call('hset', k, 't', token)\n"
         "end\n"
@@ -1298,14 +1313,28 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "    redis.call('pexpire', k, ms)\n"
         "  end\n"
         "end\n"
+        "local function owner_of(req)\n"
+        "  return req:match('^[^|]*|(.*)$') or req\n"
+        "end\n"
+        "local function holder_field(owner, req)\n"
+        "  if req == owner then return nil end\n"
+        "  return 'h' .. req\n"
+        "end\n"
         "local r = {}\n"
         "for i = 1, #KEYS do\n"
         "  local k = KEYS[i]\n"
-        "  local owner, lease, token = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]\n"
-        "  local f = redis.call('hmget', k, 'o' .. owner, 't')\n"
+        "  local req, lease, token = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]\n"
+        "  local owner = owner_of(req)\n"
+        "  local hf = holder_field(owner, req)\n"
+        "  local f\n"
+        "  if hf then f = redis.call('hmget', k, 'o' .. owner, 't', hf)\n"
+        "  else f = redis.call('hmget', k, 'o' .. owner, 't') end\n"
         "  if f[1] and f[2] == token then\n"
-        "    raise_ttl(k, lease)\n"
-        "    r[i] = 1\n"
+        "    if hf and not f[3] then r[i] = 0    -- its owner's, not its own\n"
+        "    else\n"
+        "      raise_ttl(k, lease)\n"
+        "      r[i] = 1\n"
+        "    end\n"
         "  elseif tonumber(redis.call('hget', k, 'n') or '0') > 0 then r[i] = -1\n"
         "  else r[i] = 0 end\n"
         "end\n"
@@ -1495,12 +1524,20 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "local function owner_of(req)\n"
         "  return req:match('^[^|]*|(.*)$') or req\n"
         "end\n"
+        "local function holder_field(owner, req)\n"
+        "  if req == owner then return nil end\n"
+        "  return 'h' .. req\n"
+        "end\n"
         "local now = now_ms()\n"
         "local r = {}\n"
         "for i = 1, #KEYS do\n"
         "  local k = KEYS[i]\n"
-        "  local o, lease, token = ARGV[3 * i - 2], tonumber(ARGV[3 * i - 1]), ARGV[3 * i]\n"
-        "  local f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o)\n"
+        "  local req, lease, token = ARGV[3 * i - 2], tonumber(ARGV[3 * i - 1]), ARGV[3 * i]\n"
+        "  local o = owner_of(req)\n"
+        "  local hf = holder_field(o, req)\n"
+        "  local f\n"
+        "  if hf then f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o, hf)\n"
+        "  else f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o) end\n"
         "  if f[1] and f[4] and tonumber(f[4]) <= now then\n"
         "    redis.call('hdel', k, 'o' .. o, 'e' .. o)\n"
         "    for _, x in ipairs(redis.call('hkeys', k)) do  -- and its requesters'\n"
@@ -1510,6 +1547,8 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "    end\n"
         "    redis.call('hset', k, 'n', math.max(tonumber(f[3] or '0') - tonumber(f[1]), 0))\n"
         "    r[i] = 0\n"
+        "  elseif f[1] and f[2] == token and hf and not f[5] then\n"
+        "    r[i] = 0                            -- its owner's, not its own (renew)\n"
         "  elseif f[1] and f[2] == token then\n"
         "    if f[4] then   -- never lowered: a shared owner's other holds\n"
         "      redis.call('hset', k, 'e' .. o, math.max(tonumber(f[4]), now + lease))\n"

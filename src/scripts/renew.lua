@@ -3,21 +3,33 @@
 -- One group of KEYS and ARGV per hold.
 -- A renewal never lowers a TTL (lib/raise_ttl.lua): another hold of the
 -- tenancy (a shared owner's, one extended past the lease) may rely on a
--- longer one. Two calls per hold.
+-- longer one. Two calls per hold. A hold is the requester's own: a
+-- shared owner's holds of other clients (h fields, lib/holder.lua) never
+-- renew it, so a hold a failover or a Redlock master never had is lost
+-- though its owner holds there.
 -- KEYS[i] lock: the lock's hash of hold i
--- ARGV[3i-2] owner: whose hold
+-- ARGV[3i-2] req: whose hold: the requester (its owner: lib/requester.lua)
 -- ARGV[3i-1] lease_ms: the new lease (ms)
 -- ARGV[3i] token: the hold's tenancy
 -- returns: one per hold: 1 renewed | 0 gone | -1 another owner's tenancy
 --#include lib/raise_ttl.lua
+--#include lib/requester.lua
+--#include lib/holder.lua
 local r = {}
 for i = 1, #KEYS do
   local k = KEYS[i]
-  local owner, lease, token = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]
-  local f = redis.call('hmget', k, 'o' .. owner, 't')
+  local req, lease, token = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]
+  local owner = owner_of(req)
+  local hf = holder_field(owner, req)
+  local f
+  if hf then f = redis.call('hmget', k, 'o' .. owner, 't', hf)
+  else f = redis.call('hmget', k, 'o' .. owner, 't') end
   if f[1] and f[2] == token then
-    raise_ttl(k, lease)
-    r[i] = 1
+    if hf and not f[3] then r[i] = 0    -- its owner's, not its own
+    else
+      raise_ttl(k, lease)
+      r[i] = 1
+    end
   elseif tonumber(redis.call('hget', k, 'n') or '0') > 0 then r[i] = -1
   else r[i] = 0 end
 end
