@@ -47,6 +47,10 @@ describe("bad input", function()
       "'owner'.*NUL" },
     { "rwlock owner with a NUL byte", function() client:rwlock("x", { owner = "a\0" }) end,
       "'owner'.*NUL" },
+    { "lock owner in a coroutine owner's form", function()
+        client:lock("x", { owner = ("ab"):rep(16) .. ":7" }) end, "'owner'.*coroutine" },
+    { "fair_lock owner in a coroutine owner's form", function()
+        client:fair_lock("x", { owner = ("0f"):rep(16) .. ":12" }) end, "'owner'.*coroutine" },
     { "lock called on a non-client", function() client.lock({}, "x") end, "dlock.Client expected" },
     { "acquire unknown option",     function() lock:acquire{ wiat = 1 } end, "'wiat'.*unknown option" },
     { "acquire wait NaN",           function() lock:acquire{ wait = nan } end, "'wait'.*NaN" },

@@ -6,6 +6,7 @@
 #include "topology.h"
 
 #include <stdio.h>
+#include <ctype.h>
 #include <string.h>
 
 /* A queued kind: its channel is its client's own, and it has a queue. */
@@ -100,6 +101,19 @@ size_t dl_lockid_caller(char *buf, const char *client_id, uint64_t n,
     }
     memcpy(buf + len, "\0r", 3);
     return (size_t)len + 2;
+}
+
+int dl_lockid_is_caller(const char *owner, size_t n)
+{
+    size_t i = 0;
+    while (i < n && i < DL_ID_HEX && isxdigit((unsigned char)owner[i]))
+        i++;
+    if (i != DL_ID_HEX || n < DL_ID_HEX + 2 || owner[i] != ':')
+        return 0;
+    for (i++; i < n; i++)
+        if (!isdigit((unsigned char)owner[i]))
+            return 0;
+    return 1;
 }
 
 const char *dl_lockid_name(const dl_lockid *d, size_t pl, size_t *len)

@@ -67,5 +67,10 @@ const char *dl_lockid_name(const dl_lockid *d, size_t pl, size_t *len);
 size_t dl_lockid_caller(char *buf, const char *client_id, uint64_t n,
                         int kind, char *wbuf, size_t *wlen);
 
+/* Whether owner (n bytes) has a coroutine owner's form, "<client
+ * id>:<n>": an explicit owner may not (it would join that coroutine's
+ * holds, and its client's fresh acquire would drop them). */
+int dl_lockid_is_caller(const char *owner, size_t n);
+
 #pragma GCC visibility pop
 #endif

@@ -166,6 +166,9 @@ static void new_lock(lua_State *L, const char *fname, int kind)
             dlua_opt_error(L, fname, "owner", "must not be empty");
         if (owner && memchr(owner, '\0', ownerlen))  /* "\0r": a read half */
             dlua_opt_error(L, fname, "owner", "must not contain a NUL byte");
+        if (owner && dl_lockid_is_caller(owner, ownerlen))
+            dlua_opt_error(L, fname, "owner", "must not have the form of a "
+                           "coroutine's owner (<client id>:<n>)");
         lua_pop(L, 1);                  /* (opts keeps it: copied below) */
     }
     if (namelen >= UINT32_MAX || ownerlen >= UINT32_MAX)
