@@ -169,6 +169,16 @@ describe("bad input", function()
     assert(lock:release())
   end)
 
+  it("accepts owners near a coroutine owner's form, and holds with them", function()
+    local hex = ("ab"):rep(16)
+    for _, o in ipairs({ hex .. ":", hex .. ":7x", hex:sub(2) .. ":1", hex .. "a:1",
+                         ("ag"):rep(16) .. ":1", hex .. "|1", "x" .. hex .. ":1" }) do
+      local l = client:lock(helper.unique_name("near"), { owner = o })
+      assert(l:acquire())
+      assert.same({ true, 0 }, { l:release() })
+    end
+  end)
+
   it("accepts a 1 MB binary name", function()
     local big = client:lock(string.rep("\0\255x", 350000))
     assert(big:acquire())
