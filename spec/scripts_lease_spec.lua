@@ -360,6 +360,12 @@ describe("renew.lua", function()
     assert.same({ 0, 1 }, d.groups("renew", {        -- B's own hold released
       { key, "B|job", 60000, t }, { key, "A|job", 40000, t } }))
     assert.is_true(d.pttl() > 30000 and d.pttl() <= 40000, d.pttl())
+    d.key = key .. ":bar"                            -- an owner with a '|' of its own
+    local tb = acquire("x|y", "C|x|y", 1, 3000)[3]
+    assert.same({ 1, -1 }, d.groups("renew", {      -- (C|x: owner x, not x|y)
+      { d.key, "C|x|y", 30000, tb }, { d.key, "C|x", 30000, tb } }))
+    assert.is_true(d.pttl() > 20000, d.pttl())
+    d.key = key
   end)
 
   it("answers a resend the same, with the same effect", function()
