@@ -182,6 +182,15 @@ describe("the scripts, one by one", function()
       assert.equals(1, count("X"))
     end)
 
+    it("refuses a reentry into a shared owner's tenancy where its own hold is gone", function()
+      local t = acquire("X", "B|X", 1)[3]            -- B holds; A's acquire never came
+      assert.same({ -1 }, acquire("X", "A|X", 2, nil, 1, t))  -- (a failover lost it)
+      assert.equals(1, count("X"))
+      assert.equals("", srv.cli("hget", key, "hA|X"))  -- nothing joined for A
+      assert.same({ 1, 2, t }, acquire("X", "A|X", 3))       -- a fresh one joins
+      assert.same({ 1, 3, t }, acquire("X", "A|X", 4, nil, 1, t))
+    end)
+
     it("keeps tokens increasing when the fence counter is evicted", function()
       local t = acquire("a", "a", 1)[3]
       release("a", "a", 2, t)

@@ -28,6 +28,7 @@
 --#include lib/raise_ttl.lua
 --#include lib/unqueue.lua
 --#include lib/pass_on.lua
+--#include lib/holder.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local waits, pub, secret = ARGV[7], ARGV[8], ARGV[9] or ''
@@ -53,10 +54,11 @@ local function register(r, r_seq, ms, now, r_secret)
 end
 
 local of, qf = 'o' .. owner, 'q' .. req
+local hf = holder_field(owner, req)    -- (lib/holder.lua)
 local f, mine, t, answer = read_request(k, of, qf, seq, 'g')
 if answer then return answer end
 local now = now_ms()
-if reentry_lost(expect, token, mine, t) then return {-1} end
+if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
 local n = tonumber(f[1] or '0')
 if mine > 0 and expect == 0 and f[5] == req then     -- adopt the grant
   redis.call('hset', k, qf, seq, 'k' .. req, now + 2 * lease)
@@ -75,7 +77,6 @@ if n <= 0 then
   redis.call('hset', k, 'n', 1, of, 1, qf, seq, 't',
              string.format('%d', c), 'g', req,
              'k' .. req, now + 2 * lease)
-  local hf = holder_field(owner, req)  -- (lib/holder.lua)
   if hf then redis.call('hset', k, hf, 1) end
   redis.call('pexpire', k, lease)
   return {1, 1, c}
@@ -89,7 +90,6 @@ if mine == 0 then
   return {0, p}
 end
 mine = redis.call('hincrby', k, of, 1)
-local hf = holder_field(owner, req)
 if hf then redis.call('hincrby', k, hf, 1) end
 redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)
 if f[5] == req then redis.call('hdel', k, 'g') end

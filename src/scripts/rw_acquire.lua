@@ -33,12 +33,13 @@ local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local kind, my_writer = ARGV[7], ARGV[8]
 local k, of, qf = KEYS[1], 'o' .. owner, 'q' .. req
+local hf = holder_field(owner, req)    -- (lib/holder.lua)
 local f, mine, t, answer = read_request(k, of, qf, seq, 'w', 'x', 'b')
 if answer then return answer end
 local now = now_ms()
 local n, first
 n, mine, first = prune_leases(k, of, tonumber(f[1] or '0'), mine, now)
-if reentry_lost(expect, token, mine, t) then return {-1} end
+if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
 n, mine = drop_unknown(k, owner, req, expect, mine, n)
 local writer = f[5] and tonumber(redis.call('hget', k, 'o' .. f[5]) or '0') > 0
 local x = tonumber(f[6] or '0')
@@ -65,7 +66,6 @@ if n <= 0 then
   redis.call('hdel', k, 'w')
 end
 mine = redis.call('hincrby', k, of, 1)
-local hf = holder_field(owner, req)    -- (lib/holder.lua)
 if hf then redis.call('hincrby', k, hf, 1) end
 redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)
 if wr then

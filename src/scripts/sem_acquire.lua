@@ -32,13 +32,14 @@ local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local permits, waits = ARGV[7], ARGV[8]
 local k, q = KEYS[1], KEYS[2]
 local of, qf = 'o' .. owner, 'q' .. req
+local hf = holder_field(owner, req)    -- (lib/holder.lua)
 local f, mine, _, answer = read_request(k, of, qf, seq, 'l')
 if answer then return answer end
 local now = now_ms()
 local n, first
 n, mine, first = prune_leases(k, of, tonumber(f[1] or '0'), mine, now)
 -- (a reentry whose permit ran out or went: never a new permit in its place)
-if reentry_lost(expect, token, mine, 0) then return {-1} end
+if reentry_lost(k, hf, expect, token, mine, 0) then return {-1} end
 n = drop_unknown(k, owner, req, expect, mine, n)
 if n > 0 and f[5] and f[5] ~= permits then
   return redis.error_reply(string.format('semaphore: Redis keeps %s ' ..
@@ -55,7 +56,6 @@ if n >= tonumber(permits) then
 end
 prune(k, now, qf)
 mine = redis.call('hincrby', k, of, 1)
-local hf = holder_field(owner, req)    -- (lib/holder.lua)
 if hf then redis.call('hincrby', k, hf, 1) end
 local e = own_lease(k, owner, mine, now + lease)
 redis.call('hset', k, 'n', n + 1, qf, seq, 't', '0', 'l', permits,

@@ -25,9 +25,10 @@ end
 -- command.
 local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, token, waited)
   local of, qf = 'o' .. owner, 'q' .. req
+  local hf = holder_field(owner, req)   -- (lib/holder.lua)
   local f, mine, t, answer = read_request(k, of, qf, seq, 'b', 'v', 'r')
   if answer then return answer end
-  if reentry_lost(expect, token, mine, t) then return {-1} end
+  if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
   local n = tonumber(f[1] or '0')
   n, mine = drop_unknown(k, owner, req, expect, mine, n)
   if mine == 0 then
@@ -49,7 +50,6 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
     end
     if not counter then return {0, 10} end
     t, mine = mint(counter, t), 1
-    local hf = holder_field(owner, req)  -- (lib/holder.lua)
     if hf then
       redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t), hf, '1')
     else
@@ -65,7 +65,6 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
     return {1, mine, t}
   end
   mine = redis.call('hincrby', k, of, 1)
-  local hf = holder_field(owner, req)
   if hf then redis.call('hincrby', k, hf, 1) end
   redis.call('hset', k, 'n', n + 1, qf, seq)
   raise_ttl(k, lease)
