@@ -243,8 +243,7 @@ static int desc(const void *a, const void *b)
 /* Send op to every master; count the votes into tl; xs gets the x of
  * each yes vote. */
 static void fan(dl_topology *t, const dl_scripts *s, dl_op *op,
-                dl_tally *tl, int64_t *xs, int64_t *ys, char *rerr,
-                size_t rerrlen)
+                dl_tally *tl, int64_t *xs, char *rerr, size_t rerrlen)
 {
     redisReply *rs[DL_MAX_NODES];
     memset(tl, 0, sizeof *tl);
@@ -258,10 +257,8 @@ static void fan(dl_topology *t, const dl_scripts *s, dl_op *op,
         } else if (rs[i]) {
             op->decode(rs[i], &v);
         }
-        if (v.kind == DL_V_YES && xs) {
+        if (v.kind == DL_V_YES && xs)
             xs[tl->yes] = v.x;
-            ys[tl->yes] = v.y;
-        }
         dl_tally_add(tl, &v);
         if (op->keep) {                 /* the caller's now */
             op->keep[i] = rs[i];
@@ -298,46 +295,21 @@ static int split_tenancy(const int64_t *xs, size_t yes, size_t q)
     return fresh < q && yes - fresh < q;
 }
 
-/* The token of a shared owner's grant that is not split (xs, ys: the
- * counts and tokens of the yes votes): where a quorum joined another
- * client's tenancy, that tenancy's (the highest among them: masters its
- * own fence missed keep a lower one), whatever a minority of fresh
- * tenancies minted; else the highest. Fenced to a fresh minority's
- * higher token, the joined masters would take the other client's token
- * away, and tell it lost at its next renewal (it shares the tenancy). A
- * fresh minority's hold keeps its own token: this client's renewals and
- * release there are told lost, and it runs out with its lease. */
-static int64_t grant_token(const int64_t *xs, const int64_t *ys, size_t yes,
-                           size_t q, int64_t ymax)
-{
-    size_t joined = 0;
-    int64_t y = 0;
-    for (size_t i = 0; i < yes; i++)
-        if (xs[i] > 1) {
-            joined++;
-            if (ys[i] > y)
-                y = ys[i];
-        }
-    return joined >= q ? y : ymax;
-}
-
 static dl_status run_all(dl_topology *t, const dl_scripts *s, dl_op *op,
                          dl_result *res, char *err, size_t errlen)
 {
     size_t q = (size_t)t->quorum;
-    int64_t xs[DL_MAX_NODES], ys[DL_MAX_NODES];
+    int64_t xs[DL_MAX_NODES];
     char rerr[DL_ERRLEN] = "";
     dl_tally tl;
     dl_op fence;
-    fan(t, s, op, &tl, xs, ys, rerr, sizeof rerr);
+    fan(t, s, op, &tl, xs, rerr, sizeof rerr);
     int mixed = op->one_tenancy && split_tenancy(xs, tl.yes, q);
     int ok = valid(t, op, res->t0) && !mixed;
-    int64_t token = op->one_tenancy ? grant_token(xs, ys, tl.yes, q, tl.ymax)
-                                    : tl.ymax;
-    if (tl.yes >= q && ok && tl.ymin != token &&
-        dl_op_unify(op, token, &fence)) {
+    if (tl.yes >= q && ok && tl.ymin != tl.ymax &&
+        dl_op_unify(op, tl.ymax, &fence)) {
         dl_tally ft;
-        fan(t, s, &fence, &ft, NULL, NULL, rerr, sizeof rerr);
+        fan(t, s, &fence, &ft, NULL, rerr, sizeof rerr);
         ok = ft.yes >= q && valid(t, op, res->t0); /* cannot vouch for it */
     }
     if (tl.yes >= q) {
@@ -346,8 +318,6 @@ static dl_status run_all(dl_topology *t, const dl_scripts *s, dl_op *op,
     }
     dl_status st = dl_exec_verdict(t, op->rule, op->name, &tl, ok, rerr, res,
                                    err, errlen);
-    if (st == DL_OK && res->kind == DL_V_YES)
-        res->y = token;
     if (mixed && st == DL_OK && res->kind == DL_V_BUSY)
         res->split = 0;
     return st;
