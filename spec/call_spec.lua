@@ -51,6 +51,17 @@ describe("client:call", function()
     local ok, err = pcall(r.call, r, "PING")
     assert.is_false(ok)
     assert.matches("Redlock", err)
+    -- and so does a guard: it ran on every master, each reply written to
+    -- room for one (found in review)
+    local l = r:lock(helper.unique_name("guard"))
+    assert(l:acquire())
+    ok, err = pcall(l.guard, l, "SET", "k{" .. l.name .. "}", "v")
+    assert.is_false(ok)
+    assert.matches("calling 'guard' on a Redlock client", err)
+    for _, srv in ipairs(m.servers) do               -- nothing ran
+      assert.equals("0", srv.cli("exists", "k{" .. l.name .. "}"))
+    end
+    assert(l:release())
   end)
 end)
 

@@ -48,6 +48,8 @@ dl_status dl_client_guard(dl_client *c, const dl_lockref *l, int argc,
     int64_t token = h && h->count > 0 ? h->token : 0;
     const char *lost = h && h->count > 0 ? h->lost : NULL;
     pthread_mutex_unlock(&c->mu);
+    if (dl_client_fans_out(c))          /* one reply is kept: one server */
+        return dl_fail(err, errlen, DL_EREDIS, "guard: not on Redlock");
     if (!token)
         return dl_fail(err, errlen, DL_ENOTHELD, "not held");
     if (lost)

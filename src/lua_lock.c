@@ -554,6 +554,10 @@ static int lock_guard(lua_State *L)
     dlua_command_args(L, 2, n, "guard", &cmd);
     lock_call k;
     k.lc = lock_client(L, 1, "guard");
+    if (dl_client_fans_out(k.lc->c))
+        dlua_error(L, "calling 'guard' on a Redlock client (servers = ...): "
+                   "there is no one server to write to; use a client of "
+                   "one server, Sentinel or Cluster");
     k.ci = lua_gettop(L);
     lockref(L, lk, k.ci, &k.l, &k.strs);
     if (cmd.argc > 1 && !dl_client_same_slot(k.lc->c, &k.l, cmd.argv[1],
