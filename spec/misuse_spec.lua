@@ -51,6 +51,10 @@ describe("bad input", function()
         client:lock("x", { owner = ("ab"):rep(16) .. ":7" }) end, "'owner'.*coroutine" },
     { "fair_lock owner in a coroutine owner's form", function()
         client:fair_lock("x", { owner = ("0f"):rep(16) .. ":12" }) end, "'owner'.*coroutine" },
+    { "process.spawn with a number in argv", function()      -- (a converted number
+        require("dlock.process").spawn({ "echo", 1 }, {}) end, "array of strings" },  -- is collectable)
+    { "process.spawn with a number in env", function()
+        require("dlock.process").spawn({ "echo" }, { 1 }) end, "array of strings" },
     { "lock called on a non-client", function() client.lock({}, "x") end, "dlock.Client expected" },
     { "acquire unknown option",     function() lock:acquire{ wiat = 1 } end, "'wiat'.*unknown option" },
     { "acquire wait NaN",           function() lock:acquire{ wait = nan } end, "'wait'.*NaN" },
@@ -177,6 +181,36 @@ describe("bad input", function()
       assert(l:acquire())
       assert.same({ true, 0 }, { l:release() })
     end
+  end)
+
+  -- An __index may answer every read anew, and let the string it gave
+  -- before be collected (found in review): each option is read once, and
+  -- what it answered is kept while the call runs.
+  it("reads each option of a table with an __index once, and keeps what it gave", function()
+    local reads, url = {}, helper.url()
+    local function answer(tab)
+      return setmetatable({}, { __index = function(_, k)
+        reads[k] = (reads[k] or 0) + 1
+        collectgarbage()
+        local v = tab[k]
+        if type(v) == "string" then v = (v .. "!"):sub(1, -2) end  -- a fresh string
+        if type(v) == "table" and reads[k] > 1 then v = "not a list any more" end
+        return v
+      end })
+    end
+    local c = assert(dlock.connect(answer{ url = url, prefix = "idx:", label = "by-index" }))
+    assert.equals(1, reads.url)
+    assert.equals(1, reads.prefix)
+    local l = c:lock(helper.unique_name("idx"), answer{ owner = "job-7", wait = 1 })
+    assert.equals(1, reads.owner)
+    assert(l:acquire())
+    assert.equals("job-7", c:inspect(l.name).owners[1].owner)
+    assert(l:release())
+    c:close()
+    reads = {}                             -- a list that would turn into a string
+    local ok, err = pcall(dlock.connect, answer{ servers = { url } })
+    assert.equals(1, reads.servers)
+    if ok then err:close() else assert.matches("servers", err) end
   end)
 
   it("accepts a 1 MB binary name", function()

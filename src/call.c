@@ -21,6 +21,8 @@ dl_status dl_client_call(dl_client *c, int argc, const char **argv,
     dl_op op;
     dl_result res;
     *out = NULL;
+    if (dl_client_fans_out(c))          /* one reply is kept: one server */
+        return dl_fail(err, errlen, DL_EREDIS, "call: not on Redlock");
     dl_op_command(&op, argc > 1 ? argv[1] : "", argc > 1 ? lens[1] : 0,
                   argc, argv, lens, out);
     dl_status st = dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);

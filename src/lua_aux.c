@@ -118,6 +118,16 @@ void dlua_check_keys(lua_State *L, int t, const char *fname,
             dlua_opt_error(L, fname, k, "unknown option");
         }
     }
+    /* Each option read once: an __index may answer every read anew and
+     * let the string it gave before be collected while C still points
+     * into it. A plain table of what it answered takes t's place, and
+     * keeps those values alive while t is on the stack. */
+    lua_createtable(L, 0, 4);
+    for (int i = 0; keys[i]; i++) {
+        lua_getfield(L, t, keys[i]);
+        lua_setfield(L, -2, keys[i]);   /* (a plain table: no metamethod) */
+    }
+    lua_replace(L, t);
 }
 
 /* ---- durations ------------------------------------------------------ */

@@ -23,7 +23,10 @@ int64_t dlua_seconds_us(lua_State *L, int idx, const char *fname,
                         const char *what);
 
 /* Raise "bad option 'k' to 'fname' (unknown option)" for a key of the
- * table at t that is not in the NULL-terminated keys. */
+ * table at t (> 0) that is not in the NULL-terminated keys; then put in
+ * t's place a plain table of keys as t answers them (once each, its
+ * __index included), which anchors every string option while on the
+ * stack. */
 void dlua_check_keys(lua_State *L, int t, const char *fname,
                      const char *const *keys);
 

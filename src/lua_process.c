@@ -152,16 +152,20 @@ static int process_spawn(lua_State *L)
         ours++;
     const char **argv = lua_newuserdata(L, (argc + 1) * sizeof *argv);
     const char **envp = lua_newuserdata(L, (ours + envc + 1) * sizeof *envp);
+    /* Strings only: a number would be converted in a stack slot, and
+     * collected once popped (the tables keep strings alive, not those). */
     for (size_t i = 0; i < argc; i++) {
-        lua_rawgeti(L, 1, (lua_Integer)i + 1);
-        argv[i] = luaL_checkstring(L, -1);      /* kept alive by table 1 */
+        if (lua_rawgeti(L, 1, (lua_Integer)i + 1) != LUA_TSTRING)
+            return luaL_argerror(L, 1, "an array of strings expected");
+        argv[i] = lua_tostring(L, -1);          /* kept alive by table 1 */
         lua_pop(L, 1);
     }
     argv[argc] = NULL;
     size_t k = 0;
     for (size_t i = 0; i < envc; i++) {
-        lua_rawgeti(L, 2, (lua_Integer)i + 1);
-        envp[k++] = luaL_checkstring(L, -1);
+        if (lua_rawgeti(L, 2, (lua_Integer)i + 1) != LUA_TSTRING)
+            return luaL_argerror(L, 2, "an array of strings expected");
+        envp[k++] = lua_tostring(L, -1);        /* kept alive by table 2 */
         lua_pop(L, 1);
     }
     for (size_t i = 0; i < ours; i++) {         /* environ minus overridden */
