@@ -172,4 +172,65 @@ describe("a shared owner on Redlock", function()
     px.stop()
     for i = 1, 3 do srvs[i].stop() end
   end)
+
+  -- A quorum joined B's tenancy, a minority began one of its own with a
+  -- higher token: A's grant is B's tenancy and token, on every master.
+  -- (Fenced to the higher one, the joined masters took B's token away,
+  -- and B was told lost at its next renewal, though the owner held
+  -- throughout; left with its own token, A's minority hold made the next
+  -- acquire that joined it do the same: found in review.)
+  it("gives a grant joined on a quorum the joined tenancy's token, everywhere: the co-owner keeps its hold",
+     function()
+    local srvs, urls, px = three_masters()
+    if not px then return end
+    local name = helper.unique_name("shared")
+    local key = "dlock:{" .. name .. "}"
+    local lost = {}
+    local a = assert(dlock.connect{ servers = urls })
+    local b = assert(dlock.connect{ servers = { urls[1], urls[2], px.url },
+                                    command_timeout = 0.3, lease = 3,
+                                    on_lost = function(_, why) lost[#lost + 1] = why end })
+    local c = assert(dlock.connect{ servers = urls })
+    assert(b:ping())
+    lose(px)                             -- B's requests to master 3
+    local lb = b:lock(name, { owner = "job" })
+    assert(lb:acquire())                 -- on masters 1 and 2
+    local tb = assert(lb:token())
+    px.set("pass")
+    local fence = assert(srvs[1].cli("keys", "*:fence"):match("%S+"))
+    srvs[3].cli("set", fence, tostring(tb + 10))   -- master 3 minted more
+    local la = a:lock(name, { owner = "job" })
+    for round = 1, 2 do                  -- the second: after A's release
+      assert(la:acquire())               -- joins on 1 and 2, begins on 3
+      assert.equals(tb, la:token())
+      for i = 1, 3 do
+        assert.equals(tostring(tb), srvs[i].cli("hget", key, "t"), "master " .. i .. ", round " .. round)
+      end
+      assert(la:release())
+      assert.is_true(helper.is_free(srvs[3], key), "A's hold on master 3 stays")
+    end
+    -- Were the fence lost on master 3, A's hold there would keep its own
+    -- token, and outlive A's release (told lost there); the next acquire
+    -- joins it. It takes the token a quorum of joined masters agrees on,
+    -- not the highest joined one.
+    assert(la:acquire())
+    srvs[3].cli("hset", key, "t", tostring(tb + 20))
+    assert(la:release())
+    assert.is_false(helper.is_free(srvs[3], key))
+    assert(la:acquire())                 -- joins on all three
+    assert.equals(tb, la:token())
+    for i = 1, 2 do assert.equals(tostring(tb), srvs[i].cli("hget", key, "t")) end
+    assert(la:release())
+    dlock.sleep(2.5)                     -- B's watchdog renews (every 1 s)
+    assert.is_true(lb:held(), "B lost: " .. tostring(lost[1]))
+    assert.same({}, lost)
+    local lc = c:lock(name)
+    assert.is_nil((lc:try_acquire()))    -- B holds on 1 and 2
+    assert.same({ true, 0 }, { lb:release() })
+    assert(lc:try_acquire())
+    assert(lc:release())
+    a:close(); b:close(); c:close()
+    px.stop()
+    for i = 1, 3 do srvs[i].stop() end
+  end)
 end)

@@ -39,8 +39,8 @@ end
 local function extend(req, lease_ms, token)
   return d.call("extend", { req = req, lease_ms = lease_ms, token = token })[1]
 end
-local function fence_to(token, req)
-  return d.call("fence", { token = token, req = req })[1]
+local function fence_to(token, req, seq)   -- (seq: the acquire's; "0": none)
+  return d.call("fence", { token = token, req = req, seq = seq or "0" })[1]
 end
 local function renew(req, lease_ms, token)
   return d.call("renew", { req = req, lease_ms = lease_ms, token = token })
@@ -271,6 +271,42 @@ describe("fence.lua", function()
     assert.equals(tostring(t), d.field("t"))         -- A's tenancy keeps its token
     assert.equals(t + 4, d.get(fence))
     assert.same({ 1, 0 }, release("job", "A|job", 2, t))
+  end)
+
+  -- A shared owner's grant that joined a tenancy on a quorum takes that
+  -- tenancy's token (exec.c grant_token): where the same request began a
+  -- tenancy of its own, that one takes it too, lower or not.
+  it("gives the token to a tenancy the same request began, even a lower one", function()
+    srv.cli("set", fence, 40)
+    assert.same({ 1, 1, 41 }, acquire("job", "A|job", 5))   -- begun here by request 5
+    assert.equals(1, fence_to(12, "A|job", 5))
+    assert.equals("12", d.field("t"))
+    assert.equals(41, d.get(fence))                  -- the counter never goes down
+    assert.same({ 1, 0 }, release("job", "A|job", 6, 12))   -- released with the grant's token
+  end)
+
+  it("lowers no token for another request, nor in a tenancy with other holds", function()
+    srv.cli("set", fence, 40)
+    assert.same({ 1, 1, 41 }, acquire("job", "A|job", 5))
+    assert.equals(1, fence_to(12, "A|job", 4))       -- not the request that began it
+    assert.equals("41", d.field("t"))
+    assert.same({ 1, 2, 41 }, acquire("job", "B|job", 1))   -- B joined it
+    assert.equals(1, fence_to(12, "A|job", 5))
+    assert.equals("41", d.field("t"))
+    assert.same({ 1, 1 }, release("job", "B|job", 2, 41))
+    assert.same({ 1, 0 }, release("job", "A|job", 6, 41))
+    assert.same({ 1, 1, 42 }, acquire("job", "A|job", 7))   -- a later tenancy:
+    assert.equals(1, fence_to(12, "A|job", 5))       -- a late copy of the first fence
+    assert.equals("42", d.field("t"))
+  end)
+
+  it("lowers no other owner's token, whatever stale fields of the requester it finds", function()
+    srv.cli("set", fence, 40)
+    assert.same({ 1, 1, 41 }, acquire("C", "C", 1))          -- C's tenancy, alone
+    srv.cli("hset", key, "hA|job", "1", "qA|job", "5")       -- a count left by an older client
+    assert.equals(1, fence_to(12, "A|job", 5))
+    assert.equals("41", d.field("t"))
+    assert.same({ 1, 0 }, release("C", "C", 2, 41))
   end)
 
   it("sets an evicted counter again, and creates no lock", function()

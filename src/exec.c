@@ -14,8 +14,9 @@
  * from before it was sent; the caller cancels a grant that falls short
  * (res->maybe), "even on the instances it believed it was not able to
  * lock". Fencing: each master keeps its own counter; the token of a hold
- * is the highest among the quorum that granted it, and when the quorum's
- * counters differ that value is written back to them before the grant
+ * is the highest among the quorum that granted it (a shared owner's hold
+ * that joined a tenancy on a quorum: that tenancy's, grant_token), and
+ * when the votes differ that value is written back before the grant
  * counts. Any two quorums share a master, so the next quorum's counter is
  * above every token handed out before, as long as the masters keep their
  * data (doc/scaling-out.md).
@@ -240,10 +241,11 @@ static int desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* Send op to every master; count the votes into tl; xs gets the x of
- * each yes vote. */
+/* Send op to every master; count the votes into tl; xs and ys (both or
+ * neither) get the x and the y of each yes vote. */
 static void fan(dl_topology *t, const dl_scripts *s, dl_op *op,
-                dl_tally *tl, int64_t *xs, char *rerr, size_t rerrlen)
+                dl_tally *tl, int64_t *xs, int64_t *ys, char *rerr,
+                size_t rerrlen)
 {
     redisReply *rs[DL_MAX_NODES];
     memset(tl, 0, sizeof *tl);
@@ -257,8 +259,10 @@ static void fan(dl_topology *t, const dl_scripts *s, dl_op *op,
         } else if (rs[i]) {
             op->decode(rs[i], &v);
         }
-        if (v.kind == DL_V_YES && xs)
+        if (v.kind == DL_V_YES && xs) {
             xs[tl->yes] = v.x;
+            ys[tl->yes] = v.y;
+        }
         dl_tally_add(tl, &v);
         if (op->keep) {                 /* the caller's now */
             op->keep[i] = rs[i];
@@ -295,21 +299,48 @@ static int split_tenancy(const int64_t *xs, size_t yes, size_t q)
     return fresh < q && yes - fresh < q;
 }
 
+/* The token of a shared owner's grant that is not split (xs, ys: the
+ * counts and tokens of the yes votes): where a quorum joined one tenancy
+ * of the owner (a token that many joined votes agree on), that one's,
+ * whatever a minority of fresh tenancies minted; else the highest. The
+ * fence then gives it to this request's own fresh holds too, where
+ * nobody joined them yet (fence.lua), so each master counts the one
+ * tenancy. Fenced to a fresh minority's
+ * higher token instead, the joined masters would take it away from the
+ * other clients of the owner, and tell them lost at their next renewal
+ * (found in review). Agreement, not the highest joined: a fresh hold
+ * whose fence was lost keeps its own token, and a later acquire that
+ * joins it must not count that one. */
+static int64_t grant_token(const int64_t *xs, const int64_t *ys, size_t yes,
+                           size_t q, int64_t ymax)
+{
+    for (size_t i = 0; i < yes; i++) {
+        size_t agree = 0;
+        for (size_t j = 0; j < yes && xs[i] > 1; j++)
+            agree += xs[j] > 1 && ys[j] == ys[i];
+        if (agree >= q)
+            return ys[i];
+    }
+    return ymax;
+}
+
 static dl_status run_all(dl_topology *t, const dl_scripts *s, dl_op *op,
                          dl_result *res, char *err, size_t errlen)
 {
     size_t q = (size_t)t->quorum;
-    int64_t xs[DL_MAX_NODES];
+    int64_t xs[DL_MAX_NODES], ys[DL_MAX_NODES];
     char rerr[DL_ERRLEN] = "";
     dl_tally tl;
     dl_op fence;
-    fan(t, s, op, &tl, xs, rerr, sizeof rerr);
+    fan(t, s, op, &tl, xs, ys, rerr, sizeof rerr);
     int mixed = op->one_tenancy && split_tenancy(xs, tl.yes, q);
     int ok = valid(t, op, res->t0) && !mixed;
+    int64_t token = op->one_tenancy ? grant_token(xs, ys, tl.yes, q, tl.ymax)
+                                    : tl.ymax;
     if (tl.yes >= q && ok && tl.ymin != tl.ymax &&
-        dl_op_unify(op, tl.ymax, &fence)) {
+        dl_op_unify(op, token, &fence)) {
         dl_tally ft;
-        fan(t, s, &fence, &ft, NULL, rerr, sizeof rerr);
+        fan(t, s, &fence, &ft, NULL, NULL, rerr, sizeof rerr);
         ok = ft.yes >= q && valid(t, op, res->t0); /* cannot vouch for it */
     }
     if (tl.yes >= q) {
@@ -318,6 +349,8 @@ static dl_status run_all(dl_topology *t, const dl_scripts *s, dl_op *op,
     }
     dl_status st = dl_exec_verdict(t, op->rule, op->name, &tl, ok, rerr, res,
                                    err, errlen);
+    if (st == DL_OK && res->kind == DL_V_YES)
+        res->y = token;
     if (mixed && st == DL_OK && res->kind == DL_V_BUSY)
         res->split = 0;
     return st;

@@ -308,6 +308,8 @@ int dl_op_unify(const dl_op *op, int64_t token, dl_op *fence)
     add_keys(fence, l);
     arg_i(fence, DL_ARG_TOKEN, token);
     arg(fence, DL_ARG_REQ, l->ident.req, l->ident.reqlen);
+    int seq = arg_slot(op, DL_ARG_SEQ);     /* (op outlives its fence) */
+    arg(fence, DL_ARG_SEQ, op->argv[seq], op->lens[seq]);
     done(fence);
     fence->wd = op->wd;
     return 1;

@@ -106,8 +106,9 @@ void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
  * nodes): 1 when op has one (a reentrant acquire, without the counter
  * key; a fresh one waits for the migration to end). */
 int dl_op_one_key(const dl_op *op, dl_op *alt);
-/* Raise the fencing counter (and l's token, where l's owner holds it)
- * to token: 1 when op's grants carry tokens that must agree. */
+/* Raise the fencing counter (and l's token, where l's requester holds
+ * it; where op is its last request and its hold the only one, even down:
+ * fence.lua) to token: 1 when op's grants carry tokens that must agree. */
 int dl_op_unify(const dl_op *op, int64_t token, dl_op *fence);
 
 /* Release one hold of l with token; a freed lock keeps its record keep_ms

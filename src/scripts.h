@@ -121,9 +121,9 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
           [DL_ARG_KEEP_MS] = 4, [DL_ARG_CHAN] = 5, [DL_ARG_PUB] = 6,
           [DL_ARG_FRESH] = 7 } },
-    [DL_S_FENCE] = { "fence", 2, 2, 0,
+    [DL_S_FENCE] = { "fence", 2, 3, 0,
         { [DL_KEY_COUNTER] = 1, [DL_KEY_LOCK] = 2 },
-        { [DL_ARG_TOKEN] = 1, [DL_ARG_REQ] = 2 } },
+        { [DL_ARG_TOKEN] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3 } },
     [DL_S_FORCE] = { "force", 1, 6, 0,
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_REQ] = 1, [DL_ARG_SEQ] = 2, [DL_ARG_KEEP_MS] = 3,
@@ -1172,15 +1172,17 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  if req == owner then return nil end\n"
         "  return 'h' .. req\n"
         "end\n"
-        "local token, req = ARGV[1], ARGV[2]\n"
+        "local token, req, seq = tonumber(ARGV[1]), ARGV[2], ARGV[3]\n"
         "local counter, k = KEYS[1], KEYS[2]\n"
         "local owner = owner_of(req)\n"
-        "if tonumber(redis.call('get', counter) or '0') < tonumber(token) then\n"
-        "  redis.call('set', counter, token)\n"
+        "local of = 'o' .. owner\n"
+        "if tonumber(redis.call('get', counter) or '0') < token then\n"
+        "  redis.call('set', counter, ARGV[1])\n"
         "end\n"
-        "if redis.call('hexists', k, holder_field(owner, req) or 'o' .. owner) == 1 and\n"
-        "    tonumber(redis.call('hget', k, 't') or '0') < tonumber(token) then\n"
-        "  redis.call('hset', k, 't', token)\n"
+        "local f = redis.call('hmget', k, of, holder_field(owner, req) or of, 't', 'n', 'q' .. req)\n"
+        "local t = tonumber(f[3] or '0')\n"
+        "if f[1] and f[2] and (t < token or (t > token and f[4] == '1' and f[5] == seq)) then\n"
+        "  redis.call('hset', k, 't', ARGV[1])\n"
         "end\n"
         "return 1\n",
     /* src/scripts/force.lua */

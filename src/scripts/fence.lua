@@ -1,24 +1,34 @@
 -- Raise a slot's fencing counter (and a hold's token) to a token.
 --
--- Redlock's masters agree on the highest token.
+-- Redlock's masters agree on one token (exec.c).
 -- KEYS[1] counter: the fencing counter, P{tag}:fence
 -- KEYS[2] lock: the lock's hash, P{name}
 -- ARGV[1] token: the token to raise them to
 -- ARGV[2] req: whose hold takes the token: the requester's own (where
 --   it has none, a shared owner's other clients keep theirs)
+-- ARGV[3] seq: the acquire that asks (its request id): where it is the
+--   requester's last request and its hold the only one (it began that
+--   tenancy here, or the co-owners it joined left), the hold takes the
+--   token even if lower: a shared owner's grant that joined another
+--   tenancy on a quorum takes that one's token (exec.c grant_token), and
+--   this tenancy's own was granted to nobody
 -- returns: 1
 --#include lib/requester.lua
 --#include lib/holder.lua
-local token, req = ARGV[1], ARGV[2]
+local token, req, seq = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local counter, k = KEYS[1], KEYS[2]
 local owner = owner_of(req)
-if tonumber(redis.call('get', counter) or '0') < tonumber(token) then
-  redis.call('set', counter, token)
+local of = 'o' .. owner
+if tonumber(redis.call('get', counter) or '0') < token then
+  redis.call('set', counter, ARGV[1])
 end
--- Only ever up: a late copy of an earlier tenancy's fence must not lower
--- a later tenancy's token (its release would then be told "lost").
-if redis.call('hexists', k, holder_field(owner, req) or 'o' .. owner) == 1 and
-    tonumber(redis.call('hget', k, 't') or '0') < tonumber(token) then
-  redis.call('hset', k, 't', token)
+-- Only ever up, but for that one hold: a late copy of an earlier
+-- tenancy's fence must not lower a later tenancy's token (its release
+-- would then be told "lost"), and a later request has another seq. The
+-- requester's hold: its owner's, and its own (h, for a shared owner).
+local f = redis.call('hmget', k, of, holder_field(owner, req) or of, 't', 'n', 'q' .. req)
+local t = tonumber(f[3] or '0')
+if f[1] and f[2] and (t < token or (t > token and f[4] == '1' and f[5] == seq)) then
+  redis.call('hset', k, 't', ARGV[1])
 end
 return 1
