@@ -305,12 +305,11 @@ static int split_tenancy(const int64_t *xs, size_t yes, size_t q)
  * whatever a minority of fresh tenancies minted; else the highest. The
  * fence then gives it to this request's own fresh holds too, where
  * nobody joined them yet (fence.lua), so each master counts the one
- * tenancy. Fenced to a fresh minority's
- * higher token instead, the joined masters would take it away from the
- * other clients of the owner, and tell them lost at their next renewal
- * (found in review). Agreement, not the highest joined: a fresh hold
- * whose fence was lost keeps its own token, and a later acquire that
- * joins it must not count that one. */
+ * tenancy. Fenced to a fresh minority's higher token instead, the joined
+ * masters would take it away from the other clients of the owner, and
+ * tell them lost at their next renewal (found in review). Agreement, not
+ * the highest joined: a fresh hold whose fence was lost keeps its own
+ * token, and a later acquire that joins it must not count that one. */
 static int64_t grant_token(const int64_t *xs, const int64_t *ys, size_t yes,
                            size_t q, int64_t ymax)
 {
