@@ -368,3 +368,33 @@ describe("error messages", function()
     end
   end)
 end)
+
+describe("the step of a waiting acquire (lock:_step, the scheduler's path)", function()
+  -- Found in review: _step dropped its step object from the stack before
+  -- the calls that may run a GC (on_lost callbacks, allocations), so a
+  -- step passed as a temporary could be collected while in use. Here an
+  -- on_lost callback collects garbage as _step starts; under ASan (make
+  -- asan) a use after free stops the run.
+  it("keeps the step alive while it runs, when a callback collects garbage", function()
+    local holder = assert(helper.client())
+    local calls = 0
+    local waiter = assert(helper.client{ lease = 0.6, on_lost = function()
+      calls = calls + 1
+      collectgarbage(); collectgarbage()
+    end })
+    local name, other = helper.unique_name("step"), helper.unique_name("forced")
+    assert(holder:lock(name):acquire())
+    local l = waiter:lock(name)
+    for round = 1, 2 do
+      assert(waiter:lock(other):acquire())     -- gone: on_lost pends
+      helper.redis().cli("del", "dlock:{" .. other .. "}")
+      dlock.sleep(1.5)                         -- (a renewal every 0.2 s finds it;
+      assert.equals(round - 1, calls)          -- no call of waiter's ran it yet)
+      local done, a = l:_step(l:_acquire_step{ wait = 0.05 })  -- a temporary
+      assert.is_false(done)
+      assert.is_true(a == nil or type(a) == "number")
+      assert.equals(round, calls)
+    end
+    holder:close(); waiter:close()
+  end)
+end)

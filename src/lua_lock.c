@@ -256,13 +256,21 @@ typedef struct lock_call {
 /* Every method starts here, once its own arguments are read: check the
  * lock at 1, drop what follows, push its client (which runs pending
  * on_lost callbacks) and fill in the lock's identity. */
-static void begin(lua_State *L, const char *fname, lock_call *k)
+/* The lock at 1 and its client, with the first keep arguments kept on
+ * the stack (anchored while the call runs) and the rest dropped. */
+static void begin_keeping(lua_State *L, const char *fname, lock_call *k,
+                          int keep)
 {
     lua_lock *lk = check_lock(L, 1, fname);
-    lua_settop(L, 1);
+    lua_settop(L, keep);
     k->lc = lock_client(L, 1, fname);
     k->ci = lua_gettop(L);
     lockref(L, lk, k->ci, &k->l, &k->strs);
+}
+
+static void begin(lua_State *L, const char *fname, lock_call *k)
+{
+    begin_keeping(L, fname, k, 1);
 }
 
 /* Push what acquire returns for st: the lock (at 1), or nil, err and,
@@ -402,8 +410,8 @@ static int lock_step(lua_State *L)
 {
     lock_call k;
     char err[DL_ERRLEN];
-    dl_acquire *op = luaL_checkudata(L, 2, STEP_MT);  /* kept by the caller */
-    begin(L, "acquire", &k);
+    dl_acquire *op = luaL_checkudata(L, 2, STEP_MT);
+    begin_keeping(L, "acquire", &k, 2);     /* (on_lost may run a GC) */
     dl_status st = run(L, &k, &op->args, op, err);
     if (st == DL_EWAIT) {
         lua_pushboolean(L, 0);
