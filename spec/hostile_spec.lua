@@ -1124,6 +1124,11 @@ describe("Cluster: a node that answers", function()
         for i = 1, 100 do t[i] = entry(R.int(i * 100), R.int(i * 100 + 99), R.bulk("127.0.0.1"), R.int(40000 + i)) end
         t[#t + 1] = here(0, 99)
         return R.arr(t) end },
+    { "a malformed first entry, then 100 nodes", function()   -- (the map's
+        local t = { entry(R.int(0), R.int(99), R.bulk("127.0.0.1"), R.int(0)) }  -- passes
+        for i = 1, 100 do t[#t + 1] = entry(R.int(i * 100), R.int(i * 100 + 99), R.bulk("127.0.0.1"), R.int(40000 + i)) end
+        t[#t + 1] = here(0, 99)                               -- part whatever entry 0 is)
+        return R.arr(t) end },
     { "a reply cut short, then close", function() return { raw = "*1\r\n*3\r\n:0\r\n", close = true } end, "fails" },
     { "a 100 MB bulk string that never arrives", function() return { raw = "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$104857600\r\n", hang = true } end, "fails" },
   }

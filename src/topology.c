@@ -669,7 +669,9 @@ dl_status dl_topology_refresh(dl_topology *t, size_t via, int wd,
     size_t valid = 0;
     for (size_t i = t->nseeds; i < t->nnodes; i++)
         t->nodes[i]->was_named = t->nodes[i]->named, t->nodes[i]->named = 0;
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)                  /* (whatever the entries are) */
+            unname_slots(t, valid);
         for (size_t i = 0; i < r->elements; i++) {
             const char *host;
             int port;
@@ -683,15 +685,12 @@ dl_status dl_topology_refresh(dl_topology *t, size_t via, int wd,
                 valid++;
                 continue;
             }
-            if (i == 0)                 /* pass 1 begins: see unnamed() */
-                unname_slots(t, valid);
             if (idx == DL_NO_NODE)
                 idx = dl_topology_node_at(t, host, port);
             for (long long sl = lo; idx != DL_NO_NODE && sl <= hi; sl++)
                 t->slots[sl] = (uint16_t)idx;
         }
-    if (r->elements == 0)
-        unname_slots(t, 0);
+    }
     pthread_mutex_unlock(t->mu);
     freeReplyObject(r);
     return DL_OK;
