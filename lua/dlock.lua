@@ -96,7 +96,7 @@ local function connect(opts)
   local on_lost = type(opts) == "table" and opts.on_lost
   local wrap = plain51 and type(on_lost) == "function"     -- the core pcalls it
   if type(opts) == "table" and (opts.scheduler ~= nil or wrap) then
-    local copy = {}
+    local copy = setmetatable({}, getmetatable(opts))  -- (options from an __index)
     for k, v in pairs(opts) do copy[k] = v end
     if opts.scheduler ~= nil then copy.scheduler = scheduler(opts.scheduler) end
     if wrap then

@@ -207,6 +207,11 @@ describe("bad input", function()
     assert.equals("job-7", c:inspect(l.name).owners[1].owner)
     assert(l:release())
     c:close()
+    -- with a scheduler, whose table dlock.lua copies: defaults kept
+    local defaults = { url = url, label = "from-defaults" }
+    c = assert(dlock.connect(setmetatable({ scheduler = { wait = function() end } }, { __index = defaults })))
+    assert(c:ping())
+    c:close()
     reads = {}                             -- a list that would turn into a string
     local ok, err = pcall(dlock.connect, answer{ servers = { url } })
     assert.equals(1, reads.servers)
