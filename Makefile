@@ -42,7 +42,7 @@ export LUA_CPATH := $(CURDIR)/$(BUILD)/?.so;;
 export DLOCK_LUA := $(LUA)
 export DLOCK_BUILD := $(BUILD)
 
-.PHONY: all deps test binding-specs demo bench soak torture asan tsan valgrind lint install dist clean help
+.PHONY: all deps test binding-specs demo bench bench-instr soak torture asan tsan valgrind lint install dist clean help
 
 all: $(SO) $(PROC_SO) $(BUILD)/host
 
@@ -121,6 +121,9 @@ bench: deps all               ## benchmarks against a throwaway redis-server
 	        (apt-get update -qq && apt-get install -y -qq gnuplot-nox >/dev/null) || true; \
 	    else echo "bench: no plots; to get them: sudo apt-get install -y gnuplot-nox"; fi
 	sh tools/with-tmp.sh $(LUA) bench/run.lua $(BENCH_ARGS)
+
+bench-instr: all         ## Redis instructions per lock cycle and per renewal (callgrind; needs valgrind)
+	sh tools/with-tmp.sh $(LUA) bench/instr.lua $(BENCH_ARGS)
 
 soak: deps all             ## 10^6 critical sections under faults (not in CI; SOAK_ARGS="N")
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -shared -o $(BUILD)/fencestore.so tools/soak/fencestore.c

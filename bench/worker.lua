@@ -3,6 +3,10 @@
 --   m1 IMPL URL SECONDS
 --       M1 uncontended: acquire+release cycles on one lock for SECONDS (after
 --       0.1 s of warm-up). Prints "cycles elapsed_s p50_us p99_us".
+--   count IMPL URL N
+--       exactly N uncontended cycles, no warm-up, nothing printed
+--       (bench/instr.lua). IMPL may also be "floor": bench/floor.c's SET NX
+--       PX and compare-and-delete script, sent through a dlock client.
 --   m2 IMPL URL NAME COUNTER LOG READY GO STEPBACK
 --       M2 contended: creates READY, waits for the GO file ("start stop" on
 --       dlock.now()), then until stop: acquire NAME, read-modify-write the
@@ -65,6 +69,10 @@ local function wait_file(path, limit, step)
 end
 
 local mode = arg[1]
+local FLOOR_CAD = "if redis.call('get', KEYS[1]) == ARGV[1] then\n" ..   -- as bench/floor.c
+                  "  return redis.call('del', KEYS[1])\n" ..
+                  "end\n" ..
+                  "return 0\n"
 
 if mode == "m1" then
   local url, secs = arg[3], tonumber(arg[4])
@@ -92,6 +100,25 @@ if mode == "m1" then
   table.sort(lat)
   print(("%d %.6f %.1f %.1f"):format(n, elapsed, lat[n // 2 + 1] * 1e6,
                                      lat[math.floor(n * 0.99) + 1] * 1e6))
+  client:close()
+
+elseif mode == "count" then                     -- bench/instr.lua: exactly N cycles
+  local url, n = arg[3], tonumber(arg[4])
+  local client = assert(impl(arg[2] == "floor" and "dlock" or arg[2]).connect(url))
+  if arg[2] == "floor" then                      -- the floor's two commands
+    local sha = assert(client:call("SCRIPT", "LOAD", FLOOR_CAD))
+    for i = 1, n do
+      assert(client:call("SET", "floor", i, "NX", "PX", 30000) == "OK")
+      assert(client:call("EVALSHA", sha, 1, "floor", i) == 1)
+    end
+  else
+    local lock = arg[2] == "fair" and client:fair_lock("m1") or client:lock("m1")
+    local depth = arg[2] == "reentrant" and 4 or 1
+    for _ = 1, n do
+      for _ = 1, depth do assert(lock:acquire()) end
+      for _ = 1, depth do assert(lock:release()) end
+    end
+  end
   client:close()
 
 elseif mode == "m2" then
