@@ -15,6 +15,9 @@
 --   dlock      client:lock
 --   reentrant  client:lock: acquire, 3 reentries, 4 releases
 --   fair       client:fair_lock
+--   write      client:rwlock(name).write
+--   read       client:rwlock(name).read
+--   sem        client:semaphore(name, 1): acquire, release
 -- and per renewed hold: one client holding 1,000 locks (lease 3 s) while
 -- its watchdog renews them (bench/worker.lua m3).
 -- Each row gets a server of its own; the first cycles (loading scripts,
@@ -114,7 +117,7 @@ end
 local have_plain = pcall(require, "plainlock")
 local rows = {}
 
-for _, impl in ipairs({ "floor", "plain", "dlock", "reentrant", "fair" }) do
+for _, impl in ipairs({ "floor", "plain", "dlock", "reentrant", "fair", "write", "read", "sem" }) do
   if impl ~= "plain" or have_plain then
     local port, pid, out = start()
     local url = ("redis://127.0.0.1:%d/0"):format(port)

@@ -5,8 +5,10 @@
 --       0.1 s of warm-up). Prints "cycles elapsed_s p50_us p99_us".
 --   count IMPL URL N
 --       exactly N uncontended cycles, no warm-up, nothing printed
---       (bench/instr.lua). IMPL may also be "floor": bench/floor.c's SET NX
---       PX and compare-and-delete script, sent through a dlock client.
+--       (bench/instr.lua). IMPL may also be "floor" (bench/floor.c's SET NX
+--       PX and compare-and-delete script, sent through a dlock client),
+--       "read" or "write" (a half of client:rwlock) or "sem" (a semaphore
+--       of 1 permit: acquire, release).
 --   m2 IMPL URL NAME COUNTER LOG READY GO STEPBACK
 --       M2 contended: creates READY, waits for the GO file ("start stop" on
 --       dlock.now()), then until stop: acquire NAME, read-modify-write the
@@ -104,7 +106,7 @@ if mode == "m1" then
 
 elseif mode == "count" then                     -- bench/instr.lua: exactly N cycles
   local url, n = arg[3], tonumber(arg[4])
-  local client = assert(impl(arg[2] == "floor" and "dlock" or arg[2]).connect(url))
+  local client = assert((arg[2] == "plain" and impl("plain") or dlock).connect(url))
   if arg[2] == "floor" then                      -- the floor's two commands
     local sha = assert(client:call("SCRIPT", "LOAD", FLOOR_CAD))
     for i = 1, n do
@@ -112,11 +114,19 @@ elseif mode == "count" then                     -- bench/instr.lua: exactly N cy
       assert(client:call("EVALSHA", sha, 1, "floor", i) == 1)
     end
   else
-    local lock = arg[2] == "fair" and client:fair_lock("m1") or client:lock("m1")
-    local depth = arg[2] == "reentrant" and 4 or 1
-    for _ = 1, n do
-      for _ = 1, depth do assert(lock:acquire()) end
-      for _ = 1, depth do assert(lock:release()) end
+    local kind = arg[2]
+    if kind == "sem" then
+      local sem = client:semaphore("m1", 1)
+      for _ = 1, n do assert(sem:release(assert(sem:acquire()))) end
+    else
+      local lock = kind == "fair" and client:fair_lock("m1")
+        or (kind == "read" or kind == "write") and client:rwlock("m1")[kind]
+        or client:lock("m1")
+      local depth = kind == "reentrant" and 4 or 1
+      for _ = 1, n do
+        for _ = 1, depth do assert(lock:acquire()) end
+        for _ = 1, depth do assert(lock:release()) end
+      end
     end
   end
   client:close()

@@ -68,7 +68,7 @@ if mine > 0 and expect == 0 and f[5] == req then     -- adopt the grant
 end
 n, mine = drop_unknown(k, owner, req, expect, mine, n)
 if n <= 0 then
-  local r = pass_on(k, counter, q, req, pub, qf)
+  local r = pass_on(k, counter, q, req, pub, qf, now)
   if r and r ~= 'me' then n = 1 end
 end
 if n <= 0 then

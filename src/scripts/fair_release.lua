@@ -21,6 +21,6 @@ local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local keep_ms, _, pub = tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local k, counter, q = KEYS[1], KEYS[2], KEYS[3]
 local reply, left = release(k, owner, req, seq, token, keep_ms)
-if left == 0 then hand_over(k, counter, q, keep_ms, pub, 'q' .. req) end
-if left then clear_grant(k, req) end
+if left == 0 then hand_over(k, counter, q, keep_ms, pub, 'q' .. req)  -- (g: cleared)
+elseif left then clear_grant(k, req) end
 return reply

@@ -10,17 +10,20 @@
 -- client counts on it too: acquire.c).
 local GRANT_MS = 3000 --#export DL_FAIR_GRANT_MS
 
--- head(q, now): the first live waiter of queue q: its requester, and its
--- registration's seq, lease (ms) and secret ('' if none); nil when none.
--- Waiters whose registration lapsed are dropped on the way; a queue that
--- is no list is dropped whole (and the waiters register again).
+-- head(q, now): the first live waiter of queue q: its requester, its
+-- registration's seq, lease (ms) and secret ('' if none), and now (the
+-- server's clock, read here if now is nil: an empty queue needs none);
+-- nil when none. Waiters whose registration lapsed are dropped on the
+-- way; a queue that is no list is dropped whole (and the waiters register
+-- again).
 local function head(q, now)
   for _ = 1, 10000 do
     local r = redis.call('hget', q, 'H') or ''
     if r == '' then return nil end
+    now = now or now_ms()
     local reg = redis.call('hmget', q, 'r' .. r, 's' .. r)
     local u, seq, ms = (reg[1] or ''):match('^(%d+):(%d+):(%d+)$')
-    if u and tonumber(u) > now then return r, seq, ms, reg[2] or '' end
+    if u and tonumber(u) > now then return r, seq, ms, reg[2] or '', now end
     if redis.call('hexists', q, 'n' .. r) == 0 then
       redis.call('del', q)
       return nil
@@ -29,19 +32,19 @@ local function head(q, now)
   end
 end
 
--- pass_on(k, counter, q, me, pub, keep): lock k is free: grant it to the
+-- pass_on(k, counter, q, me, pub, keep, now): lock k is free: grant it to the
 -- first live waiter in q, unless that is requester me (who takes it
 -- itself), with a new token from counter, and publish the grant with pub
 -- on that waiter's client's channel, as "seq:secret:token". A waiter whose
 -- registration is older than its last request that took effect is stale
 -- (that request ended its wait): dropped. Returns the requester granted,
 -- 'me', or nil when nobody waits. The new tenancy prunes old request
--- records, but field keep (the caller's).
-local function pass_on(k, counter, q, me, pub, keep)
-  local now = now_ms()
+-- records, but field keep (the caller's). now: the server's clock, if
+-- the caller read it (else read here, once a waiter is found).
+local function pass_on(k, counter, q, me, pub, keep, now)
   local r, seq, ms, secret
   repeat
-    r, seq, ms, secret = head(q, now)
+    r, seq, ms, secret, now = head(q, now)
     if not r then return nil end
     unqueue(q, r)
     if r == me then return 'me' end
