@@ -46,10 +46,10 @@ describe("guard.lua", function()
   end)
 
   it("runs nothing once the hold was released, expired, or taken by a new tenancy", function()
-    local t = acquire("a", "a", 1, 30)[3]
+    local t = acquire("a", "a", 1)[3]
     assert.same({ 1, 0 }, release("a", "a", 2, t))
     assert.matches(LOST, guard("a", t, "SET", data, "after release"))  -- the record stays
-    local t2 = acquire("a", "a", 3, 30)[3]
+    local t2 = acquire("a", "a", 3)[3]
     assert.is_true(t2 > t)
     srv.cli("pexpire", key, 1)
     assert(helper.wait_for(function() return not d.exists() end, 2, 0.005))

@@ -105,7 +105,7 @@ describe("inspect.lua", function()
 
   it("leaves out readers whose own lease ran out, and is {0} when none is left", function()
     local t = rw("r", "r1", 1, 10000)[3]
-    rw("r", "r2", 1, 500)
+    rw("r", "r2", 1, 1500)
     assert.same({ r1 = 1, r2 = 1 }, owners(inspect()))
     assert.is_true(d.wait_until(tonumber(d.field("er2")) + 5))
     assert.same({ r1 = 1 }, owners(inspect()))
