@@ -322,3 +322,45 @@ describe("found by review: a co-owner's hold never renews a client's own", funct
     end)
   end
 end)
+
+describe("found by review: a fair grant its own cancel took back", function()
+  -- A waits in a fair lock's queue (attempt S1). Its next look (S2) is
+  -- lost, so its client cancels S2 first, and that cancel takes back the
+  -- grant C's release made to A under S1 in the meantime (A's client
+  -- never claimed it), passing the lock on to D. The grant's message for
+  -- S1 must not make A a holder after that: A took it, and A and D both
+  -- held for a second.
+  it("is not taken from its message: A and D never hold at once", function()
+    local srv = helper.redis()
+    local px = helper.proxy(srv)
+    if not px then pending("cqueues for Lua 5.4 is missing") return end
+    local name = helper.unique_name("fairvoid")
+    local c, d = helper.client(), helper.client()
+    local a = assert(dlock.connect{ url = px.url, command_timeout = 0.3 })
+    finally(function() px.set("pass"); a:close(); c:close(); d:close(); px.stop() end)
+    local lc, la, ld = c:fair_lock(name), a:fair_lock(name), d:fair_lock(name)
+    assert(lc:acquire())
+    local sa = la:_acquire_step{ wait = 10 }
+    local done, _, secs = la:_step(sa)
+    assert.is_false(done)                               -- A queued (S1)
+    local sd = ld:_acquire_step{ wait = 10 }
+    assert.is_false((ld:_step(sd)))                     -- D queued behind A
+    dlock.sleep(secs + 0.01)                            -- A looks again ...
+    px.set("lose")                                      -- ... and S2 is lost
+    done, _, secs = la:_step(sa)
+    assert.is_false(done)
+    assert(lc:release())                                -- granted to A's S1
+    px.set("pass")
+    dlock.sleep(secs + 0.01)
+    local deadline, a_done, d_done = dlock.now() + 3, false, false
+    repeat
+      if not a_done then a_done = la:_step(sa) end
+      if not d_done then d_done = ld:_step(sd) end
+      assert.is_false(la:held() and ld:held(), "A and D both hold")
+      dlock.sleep(0.02)
+    until d_done or dlock.now() > deadline
+    assert.is_true(ld:held())                           -- the cancel passed it on
+    assert.is_false(la:held())
+    assert(ld:release())
+  end)
+end)

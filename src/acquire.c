@@ -328,6 +328,7 @@ static int plan_pass(dl_client *c, const dl_lockref *l, dl_acquire *op,
     if (!s->h)
         return 0;
     if (s->h->pend != DL_PEND_NONE) {   /* the last try's: end it first */
+        s->grant = -1;                  /* (a cancel may take it back) */
         s->next = SETTLE;
         dl_client_settle_begin(s->h, &s->pend);
         return 1;
@@ -448,6 +449,11 @@ static int judge_attempt(dl_client *c, const dl_lockref *l, dl_acquire *op,
         return 0;
     }
     if (s->st != DL_OK) {               /* it may have run: cancel it */
+        /* The cancel leaves the queue, and takes back a grant made to
+         * this requester that its client never claimed (lib/cancel.lua):
+         * a grant's message heard from now on may be one taken back. */
+        if (fair)
+            op->reg_seq = 0;
         if (s->undo)                    /* taken back at once? */
             (void)dl_client_settle_end(c, h, &s->pend, DL_OK);
         if (h->pend != DL_PEND_NONE) {
