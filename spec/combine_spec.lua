@@ -199,6 +199,44 @@ describe("defect 3: tokens across a Cluster slot migration", function()
   end)
 end)
 
+describe("found by review: a guarded write while its slot migrates", function()
+  -- The lock's key has moved to the importing node, the data key not yet:
+  -- the guard, sent on by ASK, ran its command on the importing node
+  -- against an empty copy of the data key (INCRBY gave -1, not 98), and
+  -- the migration of the data key then failed (BUSYKEY), or with REPLACE
+  -- undid every guarded write made meanwhile.
+  it("does not run until both keys are on one node", function()
+    local topology = require "topology"
+    local cl = topology.cluster(3)
+    local c = assert(dlock.connect{ cluster = cl.urls, lease = 3, command_timeout = 0.4 })
+    finally(function() c:close(); cl.stop() end)
+    local tag = helper.unique_name("gm"):gsub("[{}]", "")
+    local data = "stock{" .. tag .. "}"
+    local l = c:lock(tag)
+    assert(l:acquire())
+    assert.equals("OK", c:call("SET", data, "100"))
+    assert.equals(99, l:guard("INCRBY", data, -1))
+    local slot = cl.keyslot(key(tag))
+    assert.equals(slot, cl.keyslot(data))
+    local from = cl.owner(slot)
+    local to = from % 3 + 1
+    local src, dst = cl.nodes[from], cl.nodes[to]
+    assert.equals("OK", dst.cli("cluster", "setslot", slot, "importing", cl.ids[from]))
+    assert.equals("OK", src.cli("cluster", "setslot", slot, "migrating", cl.ids[to]))
+    assert.equals("OK", src.cli("migrate", "127.0.0.1", dst.port, "", 0, 5000, "keys", key(tag)))
+    local r, err = l:guard("INCRBY", data, -1)             -- the keys apart
+    assert.is_nil(r)
+    assert.matches("TRYAGAIN", err)
+    assert.equals("99", src.cli("get", data))
+    -- the rest of the slot moves: nothing is in the way, and no write lost
+    assert.equals("OK", src.cli("migrate", "127.0.0.1", dst.port, "", 0, 5000, "keys", data))
+    for _, node in ipairs(cl.nodes) do node.cli("cluster", "setslot", slot, "node", cl.ids[to]) end
+    assert.equals(98, l:guard("INCRBY", data, -1))
+    assert.equals("98", c:call("GET", data))
+    assert(l:release())
+  end)
+end)
+
 describe("found by the checker: an extend that lowers the TTL, its reply lost", function()
   local srv
   lazy_setup(function() srv = helper.start_redis("--enable-debug-command local") end)

@@ -18,7 +18,8 @@ local function release(owner, req, seq, token)
 end
 -- guard(owner, token, cmd, args...): the raw reply (redis-cli's text)
 local function guard(owner, token, ...)
-  return srv.cli("EVALSHA", sha.guard, 1, key, owner, token, ...)
+  local first = select(2, ...) or key          -- KEYS[2]: the command's key
+  return srv.cli("EVALSHA", sha.guard, 2, key, first, owner, token, ...)
 end
 local LOST = "^DLOCKLOST the hold is no longer the lock's current tenancy"
 
@@ -58,6 +59,14 @@ describe("guard.lua", function()
     assert.matches(LOST, guard("a", t2, "SET", data, "old tenancy"))
     assert.equals("OK", guard("a", t3, "SET", data, "now"))
     assert.equals("now", srv.cli("get", data))
+  end)
+
+  it("runs nothing when KEYS[2] is neither the lock's key nor the command's", function()
+    local t = acquire("a", "a", 1)[3]
+    local r = srv.cli("EVALSHA", sha.guard, 2, key, key .. ":other", "a", t, "SET", data, "1")
+    assert.matches("KEYS%[2%] is neither", r)
+    assert.equals("0", srv.cli("exists", data))
+    assert.equals("OK", srv.cli("EVALSHA", sha.guard, 2, key, key, "a", t, "SET", data, "1"))
   end)
 
   it("gives the command's own error as an error, and leaves the lock as it was", function()

@@ -65,7 +65,13 @@ dl_status dl_client_guard(dl_client *c, const dl_lockref *l, int argc,
     } else {
         dl_op op;
         dl_result res;
-        dl_op_guard(&op, l, token, argc, argv, lens, x, xl, out);
+        /* On Cluster the command's key (the binding checked that it is
+         * in the lock's slot) is the script's too: Redis then refuses it
+         * while a migration has the two keys apart (guard.lua). */
+        int by_key = argc > 1 && dl_exec_by_slot(&c->topo);
+        dl_op_guard(&op, l, token, argc, argv, lens,
+                    by_key ? argv[1] : l->ident.key,
+                    by_key ? lens[1] : l->ident.keylen, x, xl, out);
         st = dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);
     }
     free(x);

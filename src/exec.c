@@ -82,6 +82,11 @@ size_t dl_exec_waiters(dl_topology *t, const char *key, size_t len,
     return n;
 }
 
+int dl_exec_by_slot(const dl_topology *t)
+{
+    return t->kind == DL_TOPO_CLUSTER;
+}
+
 int dl_exec_same_node(const dl_topology *t, const char *a, size_t alen,
                       const char *b, size_t blen)
 {

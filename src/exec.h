@@ -107,6 +107,9 @@ int dl_exec_fans_out(const dl_topology *t);
 size_t dl_exec_waiters(dl_topology *t, const char *key, size_t len,
                        dl_waiter **ws);
 
+/* Whether t routes each key by its slot (Cluster). */
+int dl_exec_by_slot(const dl_topology *t);
+
 /* Whether keys a and b are served by one node and may share a script
  * (Cluster: the same slot; elsewhere always). */
 int dl_exec_same_node(const dl_topology *t, const char *a, size_t alen,

@@ -444,12 +444,13 @@ void dl_op_command(dl_op *op, const char *key, size_t keylen, int argc,
 }
 
 void dl_op_guard(dl_op *op, const dl_lockref *l, int64_t token, int argc,
-                 const char **argv, const size_t *lens, const char **x,
-                 size_t *xl, redisReply **keep)
+                 const char **argv, const size_t *lens, const char *data,
+                 size_t dlen, const char **x, size_t *xl, redisReply **keep)
 {
     init(op, "guard", DL_S_GUARD, l->ident.key, l->ident.keylen,
          reply_vote);
     add_keys(op, l);
+    key(op, DL_KEY_DATA, data, dlen);
     arg(op, DL_ARG_OWNER, l->ident.owner, l->ident.ownerlen);
     arg_i(op, DL_ARG_TOKEN, token);
     arg(op, DL_ARG_CMD, argv[0], lens[0]);

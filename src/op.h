@@ -155,15 +155,17 @@ void dl_op_command(dl_op *op, const char *key, size_t keylen, int argc,
                    const char **argv, size_t *lens, redisReply **keep);
 
 /* The room a guard needs in front of its command (below). */
-#define DL_OP_GUARD_HEAD (DL_SCRIPT_HEAD + 4)   /* lock, owner, token, cmd */
+#define DL_OP_GUARD_HEAD (DL_SCRIPT_HEAD + 5)   /* lock, data, owner, token,
+                                                   cmd */
 
 /* The user's command argv[0..argc) run only while l's hold (token) is
- * still the lock's current tenancy (guard.lua); its reply kept in
- * keep[0]. x and xl are the caller's arrays of DL_OP_GUARD_HEAD + argc
- * slots, which the call is built in, and must outlive the op. */
+ * still the lock's current tenancy (guard.lua), declaring data (dlen) as
+ * the command's key; its reply kept in keep[0]. x and xl are the caller's
+ * arrays of DL_OP_GUARD_HEAD + argc slots, which the call is built in,
+ * and must outlive the op. */
 void dl_op_guard(dl_op *op, const dl_lockref *l, int64_t token, int argc,
-                 const char **argv, const size_t *lens, const char **x,
-                 size_t *xl, redisReply **keep);
+                 const char **argv, const size_t *lens, const char *data,
+                 size_t dlen, const char **x, size_t *xl, redisReply **keep);
 
 /* Set l's TTL to ms if its tenancy is still token's (batchable). */
 void dl_op_renew(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token);

@@ -37,6 +37,7 @@ typedef enum {
 /* The names the headers give keys and arguments. */
 enum {
     DL_KEY_COUNTER,
+    DL_KEY_DATA,
     DL_KEY_LOCK,
     DL_KEY_QUEUE,
     DL_KEY_NAMES
@@ -128,8 +129,8 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_REQ] = 1, [DL_ARG_SEQ] = 2, [DL_ARG_KEEP_MS] = 3,
           [DL_ARG_CHAN] = 4, [DL_ARG_PUB] = 5, [DL_ARG_NOTICE] = 6 } },
-    [DL_S_GUARD] = { "guard", 1, 3, 0,
-        { [DL_KEY_LOCK] = 1 },
+    [DL_S_GUARD] = { "guard", 2, 3, 0,
+        { [DL_KEY_LOCK] = 1, [DL_KEY_DATA] = 2 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_TOKEN] = 2, [DL_ARG_CMD] = 3 } },
     [DL_S_INSPECT] = { "inspect", 2, 2, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_QUEUE] = 2 },
@@ -1218,6 +1219,11 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
     [DL_S_GUARD] =
         "local owner, token, cmd = ARGV[1], ARGV[2], ARGV[3]\n"
         "local k = KEYS[1]\n"
+        "local first = (unpack(ARGV, 4))                  -- the command's key, if any\n"
+        "if KEYS[2] ~= k and KEYS[2] ~= first then       -- (only declared: see KEYS[2])\n"
+        "  return redis.error_reply('ERR guard: KEYS[2] is neither the lock\\'s key ' ..\n"
+        "                           'nor the command\\'s')\n"
+        "end\n"
         "local f = redis.call('hmget', k, 'o' .. owner, 't')\n"
         "if not f[1] or tonumber(f[1]) <= 0 or f[2] ~= token then\n"
         "  return redis.error_reply('DLOCKLOST the hold is no longer the lock\\'s ' ..\n"

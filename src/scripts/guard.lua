@@ -3,6 +3,10 @@
 -- write so guarded never lands after the hold was lost, whatever the
 -- delay between the client's check and Redis running it.
 -- KEYS[1] lock: the lock's hash, P{name}
+-- KEYS[2] data: on Cluster, the command's key (its first argument), the
+--   lock's key elsewhere: declared so that Redis does not run the script
+--   while a slot migration has the two keys on two nodes (TRYAGAIN),
+--   where the command would write to an empty copy of its key
 -- ARGV[1] owner: whose hold
 -- ARGV[2] token: the hold's tenancy
 -- ARGV[3] cmd: the command; its arguments follow it, ARGV[4] on (its
@@ -11,6 +15,11 @@
 --   "DLOCKLOST ..." when the hold is not the current tenancy: nothing ran
 local owner, token, cmd = ARGV[1], ARGV[2], ARGV[3]
 local k = KEYS[1]
+local first = (unpack(ARGV, 4))                  -- the command's key, if any
+if KEYS[2] ~= k and KEYS[2] ~= first then       -- (only declared: see KEYS[2])
+  return redis.error_reply('ERR guard: KEYS[2] is neither the lock\'s key ' ..
+                           'nor the command\'s')
+end
 local f = redis.call('hmget', k, 'o' .. owner, 't')
 if not f[1] or tonumber(f[1]) <= 0 or f[2] ~= token then
   return redis.error_reply('DLOCKLOST the hold is no longer the lock\'s ' ..
