@@ -233,4 +233,71 @@ describe("a shared owner on Redlock", function()
     px.stop()
     for i = 1, 3 do srvs[i].stop() end
   end)
+
+  -- Found by review: holds of one owner that no quorum granted together
+  -- (each left by a co-owner's attempt that reached one master and was
+  -- never undone) agreed on a token by chance, and a grant joining them
+  -- took it, below the token another owner was granted in between.
+  local function leftovers(down3)
+    local srvs = {}
+    for i = 1, 3 do srvs[i] = helper.start_redis() end
+    finally(function() for i = 1, 3 do srvs[i].stop() end end)
+    local sha = {}
+    for i = 1, 3 do sha[i] = helper.load_scripts(srvs[i]) end
+    local name = helper.unique_name("leftover")
+    local keys = { lock = "dlock:{" .. name .. "}", counter = helper.fence_key(name) }
+    local chan = keys.lock .. ":ch"
+    local function nums(text)
+      local t = {}
+      for x in text:gmatch("%-?%d+") do t[#t + 1] = tonumber(x) end
+      return t
+    end
+    local function acq(i, owner, req, seq, lease)
+      return nums(helper.evalsha(srvs[i], sha[i], "acquire", keys, { owner = owner, req = req,
+        seq = tostring(seq), lease_ms = tostring(lease), expect = "0", token = "0", waited = "-1" }))
+    end
+    local function void(i, owner, req, seq)
+      return helper.evalsha(srvs[i], sha[i], "void", { lock = keys.lock }, { owner = owner,
+        req = req, seq = tostring(seq), keep_ms = "100", chan = chan, pub = "publish" })
+    end
+    local function fence(i, tok, req, seq)
+      return helper.evalsha(srvs[i], sha[i], "fence", keys, { token = tostring(tok), req = req,
+                                                             seq = tostring(seq) })
+    end
+    local function gone(i) return srvs[i].cli("exists", keys.lock) == "0" end
+    -- the counters drift apart (attempts that reached one master, undone)
+    for q = 1, 2 do acq(1, "z", "z", q, 100); void(1, "z", "z", q) end
+    for q = 1, 20 do acq(3, "z", "z", q, 100); void(3, "z", "z", q) end
+    assert(helper.wait_for(function() return gone(1) and gone(3) end, 5, 0.02))
+    -- A (owner o) reaches master 1 alone, mints 3, and never undoes it
+    assert.same({ 1, 1, 3 }, acq(1, "o", "aaaa|o", 1, 60000))
+    -- p is granted 21 on masters 2 and 3, fenced on 1 and 3 (not 2)
+    assert.same({ 1, 1, 1 }, acq(2, "p", "p", 1, 1000))
+    assert.same({ 1, 1, 21 }, acq(3, "p", "p", 1, 1000))
+    fence(1, 21, "p", 1); fence(3, 21, "p", 1)
+    -- p's holds run out; C (owner o) reaches master 2 alone and mints 3
+    assert(helper.wait_for(function() return gone(2) and gone(3) end, 5, 0.02))
+    acq(2, "z", "z", 1, 100); void(2, "z", "z", 1)
+    assert.same({ 1, 1, 3 }, acq(2, "o", "cccc|o", 1, 60000))
+    if down3 then srvs[3].stop() end
+    -- B (owner o) joins both on masters 1 and 2 (master 3 would mint 22)
+    local b = assert(dlock.connect{ servers = { srvs[1].url, srvs[2].url, srvs[3].url },
+                                    command_timeout = 0.3 })
+    local lb = b:lock(name, { owner = "o" })
+    assert(lb:acquire{ wait = 0 })
+    assert.is_true(lb:token() > 21, "B's token " .. lb:token() .. " after p's 21")
+    for i = 1, down3 and 2 or 3 do                  -- and every master says so
+      assert.equals(tostring(lb:token()), srvs[i].cli("hget", keys.lock, "t"))
+    end
+    assert(lb:release())
+    b:close()
+  end
+
+  it("gives no grant that joins leftover holds a token below one granted since", function()
+    leftovers(false)
+  end)
+
+  it("... nor with only the joined masters voting", function()
+    leftovers(true)
+  end)
 end)

@@ -131,14 +131,18 @@ static int shaped(const redisReply *r, size_t n, int64_t *code)
            (size_t)(*code == 1 ? n : *code == 0 && n == 3 ? 2 : 1);
 }
 
-/* {1, count, token} | {0, pttl} | {-1} lost | {-2} refused: try again */
+/* {1, count, token[, counter]} | {0, pttl} | {-1} lost | {-2} refused:
+ * try again */
 static void acquire_vote(const redisReply *r, dl_vote *v)
 {
     int64_t code;
+    int joined = r && r->type == REDIS_REPLY_ARRAY && r->elements == 4;
     v->kind = DL_V_BAD;
-    if (!shaped(r, 3, &code))
+    v->c = 0;
+    if (!shaped(r, joined ? 4 : 3, &code))
         return;
-    if (code == 1 && !dl_reply_int(r, 1, &v->x) && !dl_reply_int(r, 2, &v->y))
+    if (code == 1 && !dl_reply_int(r, 1, &v->x) && !dl_reply_int(r, 2, &v->y) &&
+        (!joined || !dl_reply_int(r, 3, &v->c)))
         v->kind = DL_V_YES;
     else if (code == 0 && !dl_reply_int(r, 1, &v->x))
         v->kind = DL_V_BUSY, v->x = v->x < 0 ? 0 : v->x;  /* the TTL */

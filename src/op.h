@@ -39,6 +39,9 @@ typedef struct dl_vote {
     int kind;
     int64_t x, y;               /* acquire: count, token; release: count
                                    left; ttl: the TTL (INT64_MAX: none) */
+    int64_t c;                  /* acquire that joined its owner's
+                                   tenancy: the slot's counter (0: not
+                                   told) */
 } dl_vote;
 
 typedef void (*dl_decode_fn)(const redisReply *r, dl_vote *v);
