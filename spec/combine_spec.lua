@@ -402,3 +402,26 @@ describe("found by review: a fair grant its own cancel took back", function()
     assert(ld:release())
   end)
 end)
+
+describe("found by review: a shorter extend of a read-write lock", function()
+  -- A read-write hold's extend only raises (its key is shared by the
+  -- readers): the client took the shorter lease as the hold's end, and
+  -- called it over while Redis kept the lock to the longer one.
+  for _, half in ipairs({ "read", "write" }) do
+    it(half .. ": keeps the longer lease, as the server does", function()
+      local srv = helper.redis()
+      local c = helper.client()
+      local name = helper.unique_name("rwext")
+      local l = c:rwlock(name)[half]
+      assert(l:acquire{ expire = 30 })
+      assert.is_true(l:extend(0.2))
+      dlock.sleep(0.4)
+      assert.is_true(l:held())                       -- still, as in Redis
+      assert.is_true(pttl(srv, name) > 25000)
+      assert.is_true(l:ttl() > 25)
+      assert(l:release())
+      assert.is_true(helper.is_free(srv, key(name)))
+      c:close()
+    end)
+  end
+end)

@@ -138,7 +138,8 @@ dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
      * is lost: from its send, the hold is believed no longer than it asks
      * for. A renewal in flight meanwhile (sent before, perhaps run before
      * the extend) is not recorded: its deadline could outlast the TTL this
-     * extend set (h->gen). Any other extend only raises the TTL. */
+     * extend set (h->gen). Any other extend only raises the TTL (and
+     * the client keeps the longer lease too). */
     dl_op op;
     dl_result res;
     dl_op_extend(&op, l, lease_ms, tok);
@@ -166,9 +167,16 @@ dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
             }
         }
     } else if (ok) {
+        /* Where the server only raises (an explicit owner's extend, a
+         * read-write hold's: op.c), a longer lease it had stays: the
+         * hold is believed as long, and a fixed lease keeps its length
+         * (found in review: the client took the shorter one as its end,
+         * while Redis kept the lock to the longer one). */
+        int lowers = dl_op_extend_lowers(l);
         h->gen++;
-        h->deadline_us = until;
-        if (!h->watchdog)
+        if (lowers || until > h->deadline_us)
+            h->deadline_us = until;
+        if (!h->watchdog && (lowers || lease_ms > h->lease_ms))
             h->lease_ms = lease_ms;
         h->renew_at_us = t0 + lease_ms * 1000 / 3;
         dl_watchdog_poke(c, h->watchdog ? h->renew_at_us : h->deadline_us);
