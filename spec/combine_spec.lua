@@ -425,3 +425,34 @@ describe("found by review: a shorter extend of a read-write lock", function()
     end)
   end
 end)
+
+describe("found by review: a shared owner's hold lost on a fair lock", function()
+  -- A's fixed lease runs out on its client while B, of the same owner,
+  -- keeps the tenancy alive: A's count stayed on a fair lock (no DROP
+  -- there), so after B's release the lock stayed held for another lease.
+  for _, kind in ipairs({ "lock", "fair_lock" }) do
+    it(kind .. ": is taken out, and the last release frees the lock", function()
+      local srv = helper.redis()
+      local name = helper.unique_name("lostshare")
+      local a = assert(dlock.connect{ url = srv.url, lease = 10 })
+      local b = assert(dlock.connect{ url = srv.url, lease = 10 })
+      local c = helper.client()
+      finally(function() a:close(); b:close(); c:close() end)
+      local la = a[kind](a, name, { owner = "job" })
+      local lb = b[kind](b, name, { owner = "job" })
+      assert(la:acquire{ expire = 1 })
+      assert(lb:acquire())
+      local ha = "h" .. a.id .. "|job"
+      assert.equals("1", srv.cli("hget", key(name), ha))
+      assert(helper.wait_for(function()
+        a:poll()
+        return srv.cli("hget", key(name), ha) == ""
+      end, 5, 0.05), "A's count is still there")
+      assert.is_false(la:held())
+      assert(lb:release())
+      local lc = c[kind](c, name)
+      assert(lc:try_acquire())                      -- free at once
+      assert(lc:release())
+    end)
+  end
+end)

@@ -44,6 +44,29 @@ describe("fair_drop.lua", function()
   setup(setup_scripts)
   before_each(fresh_lock)
 
+  -- A shared owner's client lost its hold (g = A marks A's fresh take)
+  -- and DROPs it; its next fresh acquire names the lost token. Run before
+  -- the DROP, that acquire must join, not adopt the lost hold (which the
+  -- DROP then takes out under A's feet); run after, the DROP cleared g.
+  it("leaves a fresh acquire that names the lost tenancy its own hold, whichever runs first", function()
+    local function h(req) return d.field("h" .. req) end
+    local t = fair_acquire("job", "A|job", 1, S1, 0, 0)[3]     -- A: g = A|job
+    assert.same({ 1, 2, t, t }, fair_acquire("job", "B|job", 1, S1, 0, 0))
+    assert.equals("A|job", d.field("g"))                   -- (B's join keeps it)
+    -- acquire first: it joins (count 3, A's own 2), and the DROP takes 1
+    assert.same({ 1, 3, t, t }, fair_acquire("job", "A|job", 2, S2, 0, t))
+    assert.equals("2", h("A|job"))
+    assert.equals(1, fair_drop("job", 1, tostring(t), nil, "A|job"))
+    assert.equals("1", h("A|job"))
+    assert.equals(2, count("job"))
+    assert.equals("", d.field("g"))
+    -- DROP first: A's hold goes with g, and A's next acquire joins B's
+    assert.equals(1, fair_drop("job", 1, tostring(t), nil, "A|job"))
+    assert.equals("", h("A|job"))
+    assert.same({ 1, 2, t, t }, fair_acquire("job", "A|job", 3, S1, 0, t))
+    assert.equals("1", h("A|job"))
+  end)
+
   it("takes some holds out, and passes the freed lock on to the first waiter", function()
     local msgs, stop = d.listen(key .. ":ch:W1")
     finally(stop)

@@ -227,12 +227,13 @@ describe("suspect 3: a shared owner lost on one client, alive on another", funct
     assert.is_nil(other:inspect(name), "held after every holder released")
   end)
 
-  -- On a fair lock A's lost share is not dropped (state.c): A's next
-  -- fresh acquire may adopt the hold it had (g = A), and a DROP racing
-  -- that adoption would take out a hold A then believes in. So A's lost
-  -- share stays counted until the tenancy ends; what must never happen
-  -- is another owner getting in while A or B holds.
-  it("fair lock: A's lost share stays; no other owner gets in while A holds", function()
+  -- On a fair lock too A's lost share is dropped (state.c). A's next
+  -- fresh acquire names the lost hold's token, so it joins the tenancy
+  -- rather than adopt the hold it had (g = A), which the DROP would take
+  -- out while A believes in it. No other owner gets in while A or B
+  -- holds, and A's release frees the lock (before the DROP on fair
+  -- locks, A's lost share kept it held for another lease).
+  it("fair lock: A's lost share goes; no other owner gets in while A holds", function()
     local name, owner = helper.unique_name("fshared"), helper.unique_name("job")
     local a = assert(helper.client{ lease = 3 })
     local b = assert(helper.client{ lease = 3 })
@@ -250,6 +251,9 @@ describe("suspect 3: a shared owner lost on one client, alive on another", funct
     assert.is_true(la:held())
     assert.is_nil((other:fair_lock(name):try_acquire()), "two holders")
     assert(la:release())
+    local lo = other:fair_lock(name)
+    assert(lo:try_acquire())                         -- free once A released
+    assert(lo:release())
   end)
 end)
 

@@ -120,6 +120,8 @@ static void plan_attempt(dl_client *c, dl_hold *h, const dl_acquire *op,
     const dl_acquire_args *a = &op->args;
     int64_t left_us = c->opts.max_hold_ms * 1000;   /* 0: no cap */
     *expect = *token = 0;
+    if (h->lost && h->count > 0)        /* dropped (state.c): a fair lock */
+        *token = h->token;              /* must not adopt it back */
     if (!h->lost && h->count > 0) {
         *expect = h->count;
         *token = h->token;

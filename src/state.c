@@ -26,14 +26,16 @@ void dl_client_lose(dl_client *c, dl_hold *h, const char *reason)
      * whatever the client does next. Its pending request is not among
      * them: it ends on its own (a release resent, an acquire cancelled).
      * Where Redis said the hold is gone, the DROP finds nothing. A
-     * coroutine's owner is this client's alone: its holds expire. Not on
-     * a fair lock: there g = this requester may mark the hold as one its
-     * client has not seen yet, and a fresh acquire adopts it (fair_acquire.lua);
-     * an adoption racing the DROP would take in a hold the DROP takes
-     * out. Sent once: a DROP has no request id (should the connection
-     * resend it after a reset, Redis takes out only this client's holds,
-     * lib/holder.lua, and finds none the second time). */
-    if (h->owner_num == 0 && h->count > 0 && h->kind != DL_KIND_FAIR &&
+     * coroutine's owner is this client's alone: its holds expire. On a
+     * fair lock g = this requester marks a grant its client may not have
+     * seen yet, which a fresh acquire adopts: the client's next fresh
+     * acquire names the lost hold's token, so that it joins that tenancy
+     * rather than adopt it (the DROP would take out what it adopted), and
+     * the DROP clears g (fair_acquire.lua, fair_drop.lua). Sent once: a
+     * DROP has no request id (should the connection resend it after a
+     * reset, Redis takes out only this client's holds, lib/holder.lua,
+     * and finds none the second time). */
+    if (h->owner_num == 0 && h->count > 0 &&
         dl_registry_orphan_share(&c->reg, h) != 0)
         dl_log_say(&c->log, DL_LOG_WARN, "%.*s: out of memory: this "
                    "client's lost holds stay until the lease runs out",

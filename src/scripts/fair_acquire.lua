@@ -12,7 +12,8 @@
 -- ARGV[3] seq: as acquire's
 -- ARGV[4] lease_ms: as acquire's
 -- ARGV[5] expect: as acquire's
--- ARGV[6] token: as acquire's
+-- ARGV[6] token: as acquire's; in a fresh acquire, the token of a hold
+--   its client lost and drops (0: none): no grant of that tenancy to adopt
 -- ARGV[7] waits: '1': queue if busy
 -- ARGV[8] pub: PUBLISH or SPUBLISH, for a grant to the first waiter
 -- ARGV[9] secret: 16 hex digits, new per attempt: a grant to this
@@ -56,12 +57,16 @@ end
 
 local of, qf = 'o' .. owner, 'q' .. req
 local hf = holder_field(owner, req)    -- (lib/holder.lua)
-local f, mine, t, answer = read_request(k, of, qf, seq, 'g')
+local f, mine, t, answer = read_request(k, of, qf, seq, 'g', hf or 'g')
 if answer then return answer end
 local now = now_ms()
 if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
 local n = tonumber(f[1] or '0')
-if mine > 0 and expect == 0 and f[5] == req then     -- adopt the grant
+-- (not a tenancy this client holds and knows it lost: its DROP takes
+-- that hold out, so a fresh acquire joins it instead, token; and a
+-- shared owner's only where the grant gave this requester a hold)
+if mine > 0 and expect == 0 and f[5] == req and t ~= tonumber(token) and
+   (not hf or f[6]) then                             -- adopt the grant
   redis.call('hset', k, qf, seq, 'k' .. req, now + 2 * lease)
   raise_ttl(k, lease)
   unqueue(q, req)

@@ -19,5 +19,8 @@ local keep_ms, _, pub, req = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
 local k, counter, q = KEYS[1], KEYS[2], KEYS[3]
 local left = drop_holds(k, owner, req, count, token)
 if not left then return 0 end
+if redis.call('hget', k, 'g') == req then        -- none of it to adopt
+  redis.call('hdel', k, 'g')
+end
 if left == 0 then hand_over(k, counter, q, keep_ms, pub, nil) end
 return 1
