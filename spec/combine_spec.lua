@@ -456,3 +456,44 @@ describe("found by review: a shared owner's hold lost on a fair lock", function(
     end)
   end
 end)
+
+describe("found by review: a DROP that comes after the client joined again", function()
+  -- A's share is gone from Redis (a failover kept B's join, not A's), A's
+  -- reentry finds it lost, and A acquires again at once, joining B's
+  -- tenancy; the DROP queued at the loss ran after that and took out A's
+  -- new hold: after B's release C got the lock while A held it.
+  for _, kind in ipairs({ "lock", "fair_lock" }) do
+    it(kind .. ": leaves the new hold, and nobody else gets in", function()
+      local srv = helper.redis()
+      local name = helper.unique_name("dropjoin")
+      local a = assert(dlock.connect{ url = srv.url, lease = 3 })
+      local b = assert(dlock.connect{ url = srv.url, lease = 3 })
+      local c = helper.client()
+      finally(function() a:close(); b:close(); c:close() end)
+      local la = a[kind](a, name, { owner = "job" })
+      local lb = b[kind](b, name, { owner = "job" })
+      local other = a:lock(name .. "-other")          -- (A's watchdog wakes
+      assert(other:acquire())                         -- each second)
+      assert(la:acquire{ expire = 20 })
+      assert(lb:acquire())
+      local ha = "h" .. a.id .. "|job"
+      srv.cli("hdel", key(name), ha)                  -- as the failover left it
+      srv.cli("hincrby", key(name), "ojob", -1)
+      srv.cli("hincrby", key(name), "n", -1)
+      local ok, err = la:acquire{ expire = 20 }       -- a reentry: lost
+      assert.is_nil(ok)
+      assert.matches("lost", err)
+      assert(la:acquire{ expire = 20 })               -- fresh: joins B's
+      assert.equals("1", srv.cli("hget", key(name), ha))
+      dlock.sleep(2.2)                                -- the watchdog's passes
+      a:poll()
+      assert.equals("1", srv.cli("hget", key(name), ha))
+      assert.is_true(la:held())
+      assert(lb:release())
+      assert.is_nil((c[kind](c, name):try_acquire()), "A and C both hold")
+      assert(la:release())
+      assert.is_true(helper.is_free(srv, key(name)))
+      assert(other:release())
+    end)
+  end
+end)

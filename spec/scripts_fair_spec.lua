@@ -36,7 +36,7 @@ end
 local function fair_drop(owner, count, token, keep_ms, req)
   return d.call("fair_drop", { owner = owner, count = count, token = token or "0",
                                keep_ms = keep_ms or 10000, chan = key .. ":ch",
-                               pub = "PUBLISH", req = req or owner })[1]
+                               pub = "PUBLISH", req = req or owner, after = "0" })[1]
 end
 local function count(owner) return tonumber(d.field("o" .. owner)) or 0 end
 

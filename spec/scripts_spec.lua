@@ -35,9 +35,9 @@ describe("the scripts, one by one", function()
     return call("acquire", { owner = owner, req = req, seq = seq, lease_ms = lease_ms or 10000,
                              expect = expect or 0, token = token or 1, waited = waited or -1 })
   end
-  local function drop(owner, n, token, req)
+  local function drop(owner, n, token, req, after)
     return call("drop", freeing({ owner = owner, count = n, token = token or 0,
-                                  req = req or owner }))[1]
+                                  req = req or owner, after = after or 0 }))[1]
   end
   local function release(owner, req, seq, token, keep_ms)
     return call("release", freeing({ owner = owner, req = req, seq = seq, token = token,
@@ -109,6 +109,20 @@ describe("the scripts, one by one", function()
     -- alone: on Redlock a client may hold where its co-owner's request
     -- never landed, and the co-owner's release, cancel or drop must not
     -- take that hold instead (redlock_spec, for the whole story).
+    -- A's client gave its hold up as lost (Redis had lost it already) and
+    -- acquired again, joining B's tenancy: the DROP it queued at the loss
+    -- comes after, and must leave that new hold (found in review).
+    it("drops nothing where a later request of the requester ran", function()
+      local function h(req) return srv.cli("hget", key, "h" .. req) end
+      assert.same({ 1, 1, 1 }, acquire("job", "A|job", 1))
+      assert.same({ 1, 2, 1, 1 }, acquire("job", "B|job", 1))
+      assert.same({ 1, 3, 1, 1 }, acquire("job", "A|job", 5))  -- sent after the loss
+      assert.equals(0, drop("job", 1, 1, "A|job", 4))           -- the loss: after 4
+      assert.equals("2", h("A|job"))
+      assert.equals(1, drop("job", 1, 1, "A|job", 5))           -- no later one: taken
+      assert.equals("1", h("A|job"))
+    end)
+
     it("takes out only a requester's own holds of a shared owner: release, drop, void", function()
       local function h(req) return srv.cli("hget", key, "h" .. req) end
       assert.same({ 1, 1, 1 }, acquire("job", "A|job", 1))

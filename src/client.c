@@ -327,7 +327,9 @@ dl_status dl_client_force_release(dl_client *c, const dl_lockref *l,
      * it recorded answers as the first run did and deletes nothing. */
     dl_op op;
     dl_result res;
-    dl_op_force(&op, l, c->id, ++c->next_seq, c->opts.lease_ms, c->pubverb,
+    dl_op_force(&op, l, c->id, __atomic_add_fetch(&c->next_seq, 1,
+                                                  __ATOMIC_RELAXED),
+                c->opts.lease_ms, c->pubverb,
                 c->notice);
     dl_status st = dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);
     *existed = st == DL_OK && res.yes > 0;

@@ -414,7 +414,8 @@ void dl_op_force(dl_op *op, const dl_lockref *l, const char *req,
 }
 
 void dl_op_drop(dl_op *op, const dl_lockref *l, int64_t count,
-                int64_t token, int64_t keep_ms, const char *pub)
+                int64_t token, uint64_t after, int64_t keep_ms,
+                const char *pub)
 {
     int fair = l->kind == DL_KIND_FAIR;
     init(op, "drop", fair ? DL_S_FAIR_DROP : DL_S_DROP, l->ident.key,
@@ -425,6 +426,7 @@ void dl_op_drop(dl_op *op, const dl_lockref *l, int64_t count,
     arg_i(op, DL_ARG_TOKEN, token);
     add_freeing(op, l, keep_ms, pub);
     arg(op, DL_ARG_REQ, l->ident.req, l->ident.reqlen);
+    arg_i(op, DL_ARG_AFTER, (int64_t)after);
     done(op);
     op->rule = DL_RULE_READ;
 }

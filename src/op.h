@@ -133,9 +133,12 @@ void dl_op_ttl(dl_op *op, const dl_lockref *l);
 void dl_op_force(dl_op *op, const dl_lockref *l, const char *req,
                  uint64_t seq, int64_t keep_ms, const char *pub,
                  const char *notice);
-/* Take count holds of l's owner out, if its tenancy is token's (0: any). */
+/* Take count holds of l's owner out, if its tenancy is token's (0: any)
+ * and no request of its requester later than request id after ran there
+ * (0: no check). */
 void dl_op_drop(dl_op *op, const dl_lockref *l, int64_t count,
-                int64_t token, int64_t keep_ms, const char *pub);
+                int64_t token, uint64_t after, int64_t keep_ms,
+                const char *pub);
 void dl_op_ping(dl_op *op);
 /* How many of a semaphore's permits are free. */
 void dl_op_free(dl_op *op, const dl_lockref *l);

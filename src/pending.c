@@ -127,7 +127,8 @@ void dl_client_begin_request(dl_client *c, dl_hold *h, int kind, int64_t ms,
 {
     h->pend = kind;
     h->pend_lua = 1;
-    h->pend_seq = ++c->next_seq;
+    /* (read by the watchdog too, in dl_client_lose) */
+    h->pend_seq = __atomic_add_fetch(&c->next_seq, 1, __ATOMIC_RELAXED);
     h->pend_token = h->token;
     h->pend_ms = ms;
     h->pend_until_us = until_us;

@@ -221,7 +221,8 @@ size_t dl_registry_orphan(dl_registry *reg, uint64_t owner_num)
     return moved;
 }
 
-int dl_registry_orphan_share(dl_registry *reg, const dl_hold *h)
+int dl_registry_orphan_share(dl_registry *reg, const dl_hold *h,
+                             uint64_t after)
 {
     dl_hold *o = alloc_hold(&h->ident);
     if (!o)
@@ -232,6 +233,7 @@ int dl_registry_orphan_share(dl_registry *reg, const dl_hold *h)
     o->count = dl_hold_counted(h);
     o->token = h->token;
     o->lease_ms = h->lease_ms;
+    o->drop_after = after;
     o->onext = reg->orphans;
     reg->orphans = o;
     return 0;

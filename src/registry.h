@@ -35,6 +35,8 @@ typedef struct dl_hold {
     int64_t pend_until_us;      /* and gives up after this */
     const char *lost;           /* NULL, or why the hold was lost */
     uint64_t gen;               /* bumped on every confirmed count change and extend */
+    uint64_t drop_after;        /* an orphan share: the last request id its
+                                   client sent before the loss (0: any) */
     int ref;                    /* Lua ref of the lock object, DL_NOREF */
     /* Small states, a byte each (100,000 holds: doc/performance.md). */
     unsigned char kind;         /* DL_KIND_* (op.h) */
@@ -118,9 +120,12 @@ int dl_registry_push_event(dl_registry *reg, int ref, const char *reason);
 size_t dl_registry_orphan(dl_registry *reg, uint64_t owner_num);
 
 /* Queue for the watchdog's DROP (as an orphan) a copy of h's holds as
- * they are now: h->count holds of h's owner in tenancy h->token. h itself
- * is left as it is. Returns 0, or -1 if out of memory. */
-int dl_registry_orphan_share(dl_registry *reg, const dl_hold *h);
+ * they are now: h->count holds of h's owner in tenancy h->token, unless a
+ * request of its requester later than request id after ran there (a new
+ * hold of the same tenancy). h itself is left as it is. Returns 0, or -1
+ * if out of memory. */
+int dl_registry_orphan_share(dl_registry *reg, const dl_hold *h,
+                             uint64_t after);
 
 #pragma GCC visibility pop
 #endif

@@ -43,6 +43,7 @@ enum {
     DL_KEY_NAMES
 };
 enum {
+    DL_ARG_AFTER,
     DL_ARG_CHAN,
     DL_ARG_CMD,
     DL_ARG_COUNT,
@@ -94,11 +95,11 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
           [DL_ARG_LEASE_MS] = 4, [DL_ARG_EXPECT] = 5, [DL_ARG_TOKEN] = 6 } },
-    [DL_S_DROP] = { "drop", 1, 7, 0,
+    [DL_S_DROP] = { "drop", 1, 8, 0,
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_COUNT] = 2, [DL_ARG_TOKEN] = 3,
           [DL_ARG_KEEP_MS] = 4, [DL_ARG_CHAN] = 5, [DL_ARG_PUB] = 6,
-          [DL_ARG_REQ] = 7 } },
+          [DL_ARG_REQ] = 7, [DL_ARG_AFTER] = 8 } },
     [DL_S_EXTEND] = { "extend", 1, 3, 0,
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_REQ] = 1, [DL_ARG_LEASE_MS] = 2, [DL_ARG_TOKEN] = 3 } },
@@ -107,11 +108,11 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
           [DL_ARG_LEASE_MS] = 4, [DL_ARG_EXPECT] = 5, [DL_ARG_TOKEN] = 6,
           [DL_ARG_WAITS] = 7, [DL_ARG_PUB] = 8, [DL_ARG_SECRET] = 9 } },
-    [DL_S_FAIR_DROP] = { "fair_drop", 3, 7, 0,
+    [DL_S_FAIR_DROP] = { "fair_drop", 3, 8, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_COUNTER] = 2, [DL_KEY_QUEUE] = 3 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_COUNT] = 2, [DL_ARG_TOKEN] = 3,
           [DL_ARG_KEEP_MS] = 4, [DL_ARG_CHAN] = 5, [DL_ARG_PUB] = 6,
-          [DL_ARG_REQ] = 7 } },
+          [DL_ARG_REQ] = 7, [DL_ARG_AFTER] = 8 } },
     [DL_S_FAIR_RELEASE] = { "fair_release", 3, 7, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_COUNTER] = 2, [DL_KEY_QUEUE] = 3 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
@@ -506,11 +507,14 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  redis.call('hset', k, 'n', n > 0 and n or '0', ...)  -- ('0': unformatted)\n"
         "  return n\n"
         "end\n"
-        "local function drop_holds(k, owner, req, count, token)\n"
+        "local function drop_holds(k, owner, req, count, token, after)\n"
         "  local of, hf = 'o' .. owner, holder_field(owner, req)\n"
-        "  local f = redis.call('hmget', k, of, 't', 'n', hf or 'n')\n"
+        "  local f = redis.call('hmget', k, of, 't', 'n', hf or 'n', 'q' .. req)\n"
         "  local mine, hmine = tonumber(f[1] or '0'), hf and tonumber(f[4] or '0')\n"
         "  if mine == 0 or hmine == 0 or (token ~= '0' and f[2] ~= token) then return nil end\n"
+        "  if after ~= '0' and tonumber((f[5] or '0'):match('^%d+')) > tonumber(after) then\n"
+        "    return nil\n"
+        "  end\n"
         "  return take_out(k, of, mine, hf, hmine, count, tonumber(f[3] or '1'))\n"
         "end\n"
         "local function announce(k, keep_ms, chan, pub, msg)\n"
@@ -520,7 +524,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
         "local keep_ms, chan, pub, req = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]\n"
         "local k = KEYS[1]\n"
-        "local left = drop_holds(k, owner, req, count, token)\n"
+        "local left = drop_holds(k, owner, req, count, token, ARGV[8])\n"
         "if not left then return 0 end\n"
         "if left == 0 then announce(k, keep_ms, chan, pub, 'drop') end\n"
         "return 1\n",
@@ -761,11 +765,14 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  redis.call('hset', k, 'n', n > 0 and n or '0', ...)  -- ('0': unformatted)\n"
         "  return n\n"
         "end\n"
-        "local function drop_holds(k, owner, req, count, token)\n"
+        "local function drop_holds(k, owner, req, count, token, after)\n"
         "  local of, hf = 'o' .. owner, holder_field(owner, req)\n"
-        "  local f = redis.call('hmget', k, of, 't', 'n', hf or 'n')\n"
+        "  local f = redis.call('hmget', k, of, 't', 'n', hf or 'n', 'q' .. req)\n"
         "  local mine, hmine = tonumber(f[1] or '0'), hf and tonumber(f[4] or '0')\n"
         "  if mine == 0 or hmine == 0 or (token ~= '0' and f[2] ~= token) then return nil end\n"
+        "  if after ~= '0' and tonumber((f[5] or '0'):match('^%d+')) > tonumber(after) then\n"
+        "    return nil\n"
+        "  end\n"
         "  return take_out(k, of, mine, hf, hmine, count, tonumber(f[3] or '1'))\n"
         "end\n"
         "local function now_ms()\n"
@@ -869,7 +876,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
         "local keep_ms, _, pub, req = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]\n"
         "local k, counter, q = KEYS[1], KEYS[2], KEYS[3]\n"
-        "local left = drop_holds(k, owner, req, count, token)\n"
+        "local left = drop_holds(k, owner, req, count, token, ARGV[8])\n"
         "if not left then return 0 end\n"
         "if redis.call('hget', k, 'g') == req then        -- none of it to adopt\n"
         "  redis.call('hdel', k, 'g')\n"

@@ -25,7 +25,9 @@ void dl_client_lose(dl_client *c, dl_hold *h, const char *reason)
      * them, this client's count alone, in this tenancy alone (the token),
      * whatever the client does next. Its pending request is not among
      * them: it ends on its own (a release resent, an acquire cancelled).
-     * Where Redis said the hold is gone, the DROP finds nothing. A
+     * Where Redis said the hold is gone, the DROP finds nothing, unless
+     * this client joined the tenancy again meanwhile: so it takes nothing
+     * out where a request sent after the loss ran (lib/drop.lua). A
      * coroutine's owner is this client's alone: its holds expire. On a
      * fair lock g = this requester marks a grant its client may not have
      * seen yet, which a fresh acquire adopts: the client's next fresh
@@ -36,7 +38,8 @@ void dl_client_lose(dl_client *c, dl_hold *h, const char *reason)
      * reset, Redis takes out only this client's holds, lib/holder.lua,
      * and finds none the second time). */
     if (h->owner_num == 0 && h->count > 0 &&
-        dl_registry_orphan_share(&c->reg, h) != 0)
+        dl_registry_orphan_share(&c->reg, h, __atomic_load_n(&c->next_seq,
+                                                   __ATOMIC_RELAXED)) != 0)
         dl_log_say(&c->log, DL_LOG_WARN, "%.*s: out of memory: this "
                    "client's lost holds stay until the lease runs out",
                    (int)h->ident.keylen, h->ident.key);
@@ -76,8 +79,8 @@ int dl_client_drop_op(const dl_client *c, const dl_hold *h, dl_lockref *l,
         return 0;               /* a pending request is settled, not dropped */
     dl_hold_lockref(h, l);
     /* A coroutine's holds are this client's alone: any tenancy. */
-    dl_op_drop(op, l, d, h->owner_num ? 0 : h->token, c->opts.lease_ms,
-               c->pubverb);
+    dl_op_drop(op, l, d, h->owner_num ? 0 : h->token, h->drop_after,
+               c->opts.lease_ms, c->pubverb);
     return 1;
 }
 

@@ -74,7 +74,8 @@ typedef struct dl_client {
     int shut;                   /* released at process exit (client.c) */
     struct dl_client *live_prev, *live_next; /* client.c's open clients */
     uint64_t next_owner;
-    uint64_t next_seq;          /* request ids; Lua thread only */
+    uint64_t next_seq;          /* request ids: the Lua thread adds, the
+                                   watchdog reads (atomic) */
     int evictable;              /* the server may evict keys it needs */
     dl_log log;                 /* messages for connect{ log = fn } */
 } dl_client;

@@ -10,13 +10,15 @@
 -- ARGV[5] chan: where a freed lock is announced
 -- ARGV[6] pub: PUBLISH or SPUBLISH
 -- ARGV[7] req: the requester whose holds they are
+-- ARGV[8] after: the last request id its client sent before it gave
+--   them up: none later may have run ('0': no check; lib/drop.lua)
 -- returns: 1 dropped | 0 the requester holds nothing there
 --#include lib/drop.lua
 --#include lib/announce.lua
 local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local keep_ms, chan, pub, req = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
 local k = KEYS[1]
-local left = drop_holds(k, owner, req, count, token)
+local left = drop_holds(k, owner, req, count, token, ARGV[8])
 if not left then return 0 end
 if left == 0 then announce(k, keep_ms, chan, pub, 'drop') end
 return 1

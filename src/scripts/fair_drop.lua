@@ -11,13 +11,14 @@
 -- ARGV[5] chan: as fair_release's (unused)
 -- ARGV[6] pub: PUBLISH or SPUBLISH, for a grant
 -- ARGV[7] req: as drop's
+-- ARGV[8] after: as drop's
 -- returns: as drop's
 --#include lib/drop.lua
 --#include lib/hand_over.lua
 local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local keep_ms, _, pub, req = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
 local k, counter, q = KEYS[1], KEYS[2], KEYS[3]
-local left = drop_holds(k, owner, req, count, token)
+local left = drop_holds(k, owner, req, count, token, ARGV[8])
 if not left then return 0 end
 if redis.call('hget', k, 'g') == req then        -- none of it to adopt
   redis.call('hdel', k, 'g')
