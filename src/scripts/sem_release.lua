@@ -20,8 +20,11 @@ local k, q = KEYS[1], KEYS[2]
 local reply, left = release(k, owner, req, seq, token, keep_ms)
 if left == 0 then announce(k, keep_ms, chan, pub, token) end
 if left then
-  redis.call('zremrangebyscore', q, '-inf', now_ms())
   local w = redis.call('zrange', q, 0, 0)[1]
+  if w then                             -- (nobody queued: no clock needed)
+    redis.call('zremrangebyscore', q, '-inf', now_ms())
+    w = redis.call('zrange', q, 0, 0)[1]
+  end
   if w then
     redis.call('zrem', q, w)
     redis.call(pub, k .. ':ch:' .. w:match('^[^|:]*'), 'permit')
