@@ -199,6 +199,48 @@ describe("defect 3: tokens across a Cluster slot migration", function()
   end)
 end)
 
+describe("found by review: a fair grant another acquire's cancel took back", function()
+  -- Two acquires of one client with one explicit owner share a hold and
+  -- a requester. X queued (S1); Y's fresh attempt S2 was lost, and Y's
+  -- cancel of it took back the grant C's release made to the requester
+  -- under S1, passing the lock on to D. X then heard the grant's message
+  -- for S1 and took it: A and D held at once.
+  it("is not taken from its message by the other: A and D never hold at once", function()
+    local srv = helper.redis()
+    local px = helper.proxy(srv)
+    if not px then pending("cqueues for Lua 5.4 is missing") return end
+    local name = helper.unique_name("fairvoid2")
+    local c, d = helper.client(), helper.client()
+    local a = assert(dlock.connect{ url = px.url, command_timeout = 0.3 })
+    finally(function() px.set("pass"); a:close(); c:close(); d:close(); px.stop() end)
+    local lc, ld = c:fair_lock(name), d:fair_lock(name)
+    local lx = a:fair_lock(name, { owner = "job" })
+    local ly = a:fair_lock(name, { owner = "job" })
+    assert(lc:acquire())
+    local sx = lx:_acquire_step{ wait = 10 }
+    assert.is_false((lx:_step(sx)))                     -- X queued (S1)
+    local sd = ld:_acquire_step{ wait = 10 }
+    assert.is_false((ld:_step(sd)))                     -- D queued behind
+    px.set("lose")
+    local sy = ly:_acquire_step{ wait = 10 }
+    assert.is_false((ly:_step(sy)))                     -- Y's S2: lost
+    assert(lc:release())                                -- granted under S1
+    px.set("pass")
+    dlock.sleep(0.5)
+    local deadline, x_done, y_done, d_done = dlock.now() + 3, false, false, false
+    repeat
+      if not y_done then y_done = ly:_step(sy) end      -- Y's cancel first
+      if not x_done then x_done = lx:_step(sx) end
+      if not d_done then d_done = ld:_step(sd) end
+      assert.is_false(lx:held() and ld:held(), "A and D both hold")
+      dlock.sleep(0.02)
+    until d_done or dlock.now() > deadline
+    assert.is_true(ld:held())                           -- the cancel passed it on
+    assert.is_false(lx:held())
+    assert(ld:release())
+  end)
+end)
+
 describe("found by review: a guarded write while its slot migrates", function()
   -- The lock's key has moved to the importing node, the data key not yet:
   -- the guard, sent on by ASK, ran its command on the importing node

@@ -226,7 +226,10 @@ static int64_t heard_grant(const dl_client *c, dl_waiter **ws, size_t nws,
  * the watchdog renews it, and a third of that must be left. Not over
  * Redlock, where one master's grant is no majority, nor when replicas
  * must confirm, nor for a fixed lease longer than the grant's, nor for a
- * grant heard late: the waiter then claims it with an attempt (which
+ * grant heard late, nor after a cancel of a fair attempt by this client
+ * since the waiter queued: one of the same owner (another acquire of it
+ * shares the requester, and its hold may be a new one by now) may have
+ * taken the grant back. The waiter then claims it with an attempt (which
  * finds it, or finds it gone). */
 static int take_grant(dl_client *c, dl_hold *h, const dl_lockref *l,
                       dl_acquire *op, int64_t tok)
@@ -234,6 +237,7 @@ static int take_grant(dl_client *c, dl_hold *h, const dl_lockref *l,
     int64_t valid = op->reg_ms < DL_FAIR_GRANT_MS ? op->reg_ms
                                                   : DL_FAIR_GRANT_MS;
     if (dl_exec_fans_out(&c->topo) || c->opts.sync_replicas > 0 ||
+        c->fair_voids != op->reg_voids ||   /* a cancel since: it may */
         (!op->reg_watchdog && op->reg_ms > valid) ||
         (h->count > 0 && !h->lost) ||
         dl_now_us() > op->reg_t0 + valid * 1000 * 2 / 3)
@@ -446,6 +450,7 @@ static int judge_attempt(dl_client *c, const dl_lockref *l, dl_acquire *op,
         /* A fair wait that ends here: an earlier attempt of it queued the
          * waiter, and the cancel (VOID) takes it out of the queue (and
          * passes on a grant to it). */
+        c->fair_voids++;
         dl_client_hand_over(h);
         dl_watchdog_poke(c, 0);
         return 0;
@@ -453,9 +458,12 @@ static int judge_attempt(dl_client *c, const dl_lockref *l, dl_acquire *op,
     if (s->st != DL_OK) {               /* it may have run: cancel it */
         /* The cancel leaves the queue, and takes back a grant made to
          * this requester that its client never claimed (lib/cancel.lua):
-         * a grant's message heard from now on may be one taken back. */
-        if (fair)
+         * a grant's message heard from now on may be one taken back, by
+         * this acquire or by another of the same owner (take_grant). */
+        if (fair) {
             op->reg_seq = 0;
+            c->fair_voids++;
+        }
         if (s->undo)                    /* taken back at once? */
             (void)dl_client_settle_end(c, h, &s->pend, DL_OK);
         if (h->pend != DL_PEND_NONE) {
@@ -508,6 +516,7 @@ static int judge_refusal(dl_client *c, const dl_lockref *l, dl_acquire *op,
      * waiter's: when to come back). */
     if (fair && s->queues) {
         op->reg_seq = s->seq;
+        op->reg_voids = c->fair_voids;
         op->reg_secret = s->secret;
         op->reg_t0 = t0;
         op->reg_ms = s->ms;
@@ -515,8 +524,10 @@ static int judge_refusal(dl_client *c, const dl_lockref *l, dl_acquire *op,
     }
     if (args->wait_us == 0 || now >= op->until_us) {
         c->stats.timeouts++;
-        if (fair && s->queues)          /* leave the queue; a grant */
-            dl_client_request_owe_cancel(h);    /* to it passes on */
+        if (fair && s->queues) {        /* leave the queue; a grant */
+            c->fair_voids++;            /* to it passes on */
+            dl_client_request_owe_cancel(h);
+        }
         if (a->busy_ms >= 0) {          /* as of this last attempt */
             args->busy_ms = a->busy_ms - (now - t0) / 1000;
             if (args->busy_ms < 0)

@@ -63,6 +63,7 @@ typedef struct dl_acquire {
                                    lease of reg_ms, watchdog or not, with
                                    reg_secret (its grant carries it) */
     uint64_t reg_secret;
+    uint32_t reg_voids;         /* the client's fair_voids when it queued */
     int64_t reg_t0, reg_ms;
     int reg_watchdog;
     int64_t nap_us;             /* the last nap after a server out of

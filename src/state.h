@@ -76,6 +76,8 @@ typedef struct dl_client {
     uint64_t next_owner;
     uint64_t next_seq;          /* request ids: the Lua thread adds, the
                                    watchdog reads (atomic) */
+    uint32_t fair_voids;        /* cancels of fair attempts begun (under
+                                   mu): acquire.c take_grant */
     int evictable;              /* the server may evict keys it needs */
     dl_log log;                 /* messages for connect{ log = fn } */
 } dl_client;
