@@ -262,7 +262,7 @@ describe("a shared owner on Redlock", function()
     end
     local function fence(i, tok, req, seq)
       return helper.evalsha(srvs[i], sha[i], "fence", keys, { token = tostring(tok), req = req,
-                                                             seq = tostring(seq) })
+                                                             seq = tostring(seq), founder = "" })
     end
     local function gone(i) return srvs[i].cli("exists", keys.lock) == "0" end
     -- the counters drift apart (attempts that reached one master, undone)
@@ -299,5 +299,37 @@ describe("a shared owner on Redlock", function()
 
   it("... nor with only the joined masters voting", function()
     leftovers(true)
+  end)
+
+  -- Found by review of the first fix, which took a joined token only
+  -- where the counters stood at it: another lock of the same hash slot
+  -- (one counter) minting in between made every co-owner's join a new
+  -- token, and the co-owners already holding were told lost.
+  it("keeps a joined tenancy's token when another lock of its slot minted meanwhile", function()
+    local srvs, urls = {}, {}
+    for i = 1, 3 do srvs[i] = helper.start_redis(); urls[i] = srvs[i].url end
+    finally(function() for i = 1, 3 do srvs[i].stop() end end)
+    local x = helper.unique_name("slotx")
+    local y                                              -- a name of x's slot
+    for i = 1, 200000 do
+      if helper.fence_key(x .. "-y" .. i) == helper.fence_key(x) then y = x .. "-y" .. i; break end
+    end
+    assert(y, "no name in the same slot")
+    local lost = {}
+    local a = assert(dlock.connect{ servers = urls, lease = 3,
+                                    on_lost = function(_, why) lost[#lost + 1] = why end })
+    local b = assert(dlock.connect{ servers = urls })
+    local c = assert(dlock.connect{ servers = urls })
+    finally(function() a:close(); b:close(); c:close() end)
+    local la = a:lock(x, { owner = "o" })
+    assert(la:acquire())
+    local ly = c:lock(y)
+    assert(ly:acquire()); assert(ly:release())          -- y mints in x's slot
+    local lb = b:lock(x, { owner = "o" })
+    assert(lb:acquire())
+    assert.equals(la:token(), lb:token())
+    assert.is_true(la:extend(3))                         -- A still holds
+    assert.same({}, lost)
+    assert(la:release()); assert(lb:release())
   end)
 end)

@@ -23,6 +23,7 @@
 --#include lib/now.lua
 --#include lib/prune.lua
 --#include lib/mint.lua
+--#include lib/founder.lua
 --#include lib/request.lua
 --#include lib/reentry_lost.lua
 --#include lib/drop_unknown.lua
@@ -81,7 +82,7 @@ if n <= 0 then
   prune(k, now, qf)
   local c = mint(counter, t)
   redis.call('hset', k, 'n', 1, of, 1, qf, seq, 't',
-             string.format('%d', c), 'g', req,
+             string.format('%d', c), 'f', founder(req, seq), 'g', req,
              'k' .. req, now + 2 * lease)
   if hf then redis.call('hset', k, hf, 1) end
   redis.call('pexpire', k, lease)
@@ -101,4 +102,4 @@ redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)
 if f[5] == req then redis.call('hdel', k, 'g') end
 raise_ttl(k, lease)
 unqueue(q, req)
-return took(counter, expect, mine, t)
+return took(k, counter, expect, mine, t)

@@ -23,6 +23,7 @@
 --#include lib/now.lua
 --#include lib/prune.lua
 --#include lib/mint.lua
+--#include lib/founder.lua
 --#include lib/request.lua
 --#include lib/reentry_lost.lua
 --#include lib/drop_unknown.lua
@@ -63,7 +64,7 @@ end
 prune(k, now, qf)
 if n <= 0 then
   t = mint(KEYS[2], t)
-  redis.call('hset', k, 't', string.format('%d', t))
+  redis.call('hset', k, 't', string.format('%d', t), 'f', founder(req, seq))
   redis.call('hdel', k, 'w')
 end
 mine = redis.call('hincrby', k, of, 1)
@@ -78,4 +79,4 @@ end
 if n <= 0 or redis.call('pttl', k) < lease then
   redis.call('pexpire', k, lease)   -- a new tenancy: its own
 end
-return took(KEYS[2], expect, mine, t)
+return took(k, KEYS[2], expect, mine, t)

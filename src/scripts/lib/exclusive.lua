@@ -1,6 +1,7 @@
 --#include lib/now.lua
 --#include lib/prune.lua
 --#include lib/mint.lua
+--#include lib/founder.lua
 --#include lib/request.lua
 --#include lib/reentry_lost.lua
 --#include lib/drop_unknown.lua
@@ -52,9 +53,11 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
     if not counter then return {0, 10} end
     t, mine = mint(counter, t), 1
     if hf then
-      redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t), hf, '1')
+      redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t),
+                 'f', founder(req, seq), hf, '1')
     else
-      redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t))
+      redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t),
+                 'f', founder(req, seq))
     end
     local done = {}                     -- the reservation: taken, or over
     if f[7] then done[1] = 'r' end
@@ -69,5 +72,5 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
   if hf then redis.call('hincrby', k, hf, 1) end
   redis.call('hset', k, 'n', n + 1, qf, seq)
   raise_ttl(k, lease)
-  return took(counter, expect, mine, t)
+  return took(k, counter, expect, mine, t)
 end

@@ -1,6 +1,7 @@
 --#include lib/now.lua
 --#include lib/prune.lua
 --#include lib/mint.lua
+--#include lib/founder.lua
 --#include lib/unqueue.lua
 --#include lib/holder.lua
 -- A freed fair lock goes to its first live waiter (README.md, THE FAIR
@@ -56,7 +57,8 @@ local function pass_on(k, counter, q, me, pub, keep, now)
   local tok = string.format('%d', c)
   local owner = owner_of(r)
   redis.call('hset', k, 'n', 1, 'o' .. owner, 1,
-             'q' .. r, seq, 'k' .. r, now + 2 * tonumber(ms), 't', tok, 'g', r)
+             'q' .. r, seq, 'k' .. r, now + 2 * tonumber(ms), 't', tok,
+             'f', founder(r, seq), 'g', r)
   local hf = holder_field(owner, r)     -- (lib/holder.lua)
   if hf then redis.call('hset', k, hf, 1) end
   redis.call('pexpire', k, math.min(tonumber(ms), GRANT_MS))
