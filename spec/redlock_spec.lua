@@ -332,4 +332,47 @@ describe("a shared owner on Redlock", function()
     assert.same({}, lost)
     assert(la:release()); assert(lb:release())
   end)
+
+  -- Found by review of the first fix: leftovers that agree on the very
+  -- token another owner was granted (its fence lost on one master, whose
+  -- counter then minted it again for a co-owner's attempt).
+  it("gives no grant that joins leftover holds the token granted to another owner", function()
+    local srvs, sha = {}, {}
+    for i = 1, 3 do srvs[i] = helper.start_redis(); sha[i] = helper.load_scripts(srvs[i]) end
+    finally(function() for i = 1, 3 do srvs[i].stop() end end)
+    local name = helper.unique_name("equal")
+    local keys = { lock = "dlock:{" .. name .. "}", counter = helper.fence_key(name) }
+    local function acq(i, owner, req, seq, lease)
+      return helper.ints(helper.evalsha(srvs[i], sha[i], "acquire", keys, { owner = owner,
+        req = req, seq = tostring(seq), lease_ms = tostring(lease), expect = "0", token = "0",
+        waited = "-1" }))
+    end
+    local function void(i, owner, req, seq)
+      return helper.evalsha(srvs[i], sha[i], "void", { lock = keys.lock }, { owner = owner,
+        req = req, seq = tostring(seq), keep_ms = "100", chan = keys.lock .. ":ch", pub = "publish" })
+    end
+    local function fence(i, tok, req, seq)
+      return helper.evalsha(srvs[i], sha[i], "fence", keys, { token = tostring(tok), req = req,
+                                                             seq = tostring(seq), founder = "" })
+    end
+    local function gone(i) return srvs[i].cli("exists", keys.lock) == "0" end
+    local function bump(i, times)
+      for q = 1, times do acq(i, "z", "z", q, 100); void(i, "z", "z", q) end
+    end
+    bump(1, 1); bump(2, 2); bump(3, 2)                  -- counters 1, 2, 2
+    assert(helper.wait_for(function() return gone(1) and gone(2) and gone(3) end, 5, 0.02))
+    assert.same({ 1, 1, 3 }, acq(3, "o", "aaaa|o", 1, 60000))   -- A, master 3 alone
+    assert.same({ 1, 1, 2 }, acq(1, "p", "p", 1, 500))          -- p: 2 and 3,
+    assert.same({ 1, 1, 3 }, acq(2, "p", "p", 1, 500))          -- so token 3,
+    fence(2, 3, "p", 1); fence(3, 3, "p", 1)                    -- lost on 1
+    assert(helper.wait_for(function() return gone(1) and gone(2) end, 5, 0.02))
+    assert.same({ 1, 1, 3 }, acq(1, "o", "cccc|o", 1, 60000))   -- C, master 1: 3
+    local b = assert(dlock.connect{ servers = { srvs[1].url, srvs[2].url, srvs[3].url },
+                                    command_timeout = 0.3 })
+    local lb = b:lock(name, { owner = "o" })
+    assert(lb:acquire{ wait = 0 })
+    assert.is_true(lb:token() > 3, "B's token " .. lb:token() .. " after p's 3")
+    assert(lb:release())
+    b:close()
+  end)
 end)
