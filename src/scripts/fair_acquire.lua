@@ -82,9 +82,9 @@ if n <= 0 then
   prune(k, now, qf)
   local c = mint(counter, t)
   redis.call('hset', k, 'n', 1, of, 1, qf, seq, 't',
-             string.format('%d', c), 'f', founder(req, seq), 'g', req,
+             string.format('%d', c), 'g', req,
              'k' .. req, now + 2 * lease)
-  if hf then redis.call('hset', k, hf, 1) end
+  if hf then redis.call('hset', k, hf, 1, 'f', founder(req, seq)) end
   redis.call('pexpire', k, lease)
   return {1, 1, c}
 end

@@ -52,12 +52,11 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
     end
     if not counter then return {0, 10} end
     t, mine = mint(counter, t), 1
-    if hf then
+    if hf then                          -- (only a shared owner's is joined)
       redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t),
                  'f', founder(req, seq), hf, '1')
     else
-      redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t),
-                 'f', founder(req, seq))
+      redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t))
     end
     local done = {}                     -- the reservation: taken, or over
     if f[7] then done[1] = 'r' end

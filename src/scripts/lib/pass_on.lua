@@ -57,10 +57,9 @@ local function pass_on(k, counter, q, me, pub, keep, now)
   local tok = string.format('%d', c)
   local owner = owner_of(r)
   redis.call('hset', k, 'n', 1, 'o' .. owner, 1,
-             'q' .. r, seq, 'k' .. r, now + 2 * tonumber(ms), 't', tok,
-             'f', founder(r, seq), 'g', r)
+             'q' .. r, seq, 'k' .. r, now + 2 * tonumber(ms), 't', tok, 'g', r)
   local hf = holder_field(owner, r)     -- (lib/holder.lua)
-  if hf then redis.call('hset', k, hf, 1) end
+  if hf then redis.call('hset', k, hf, 1, 'f', founder(r, seq)) end
   redis.call('pexpire', k, math.min(tonumber(ms), GRANT_MS))
   if secret ~= '' then secret = secret .. ':' end
   redis.call(pub, k .. ':ch:' .. r:match('^[^|:]*'), seq .. ':' .. secret .. tok)
