@@ -238,36 +238,43 @@ describe("a shared owner on Redlock", function()
   -- (each left by a co-owner's attempt that reached one master and was
   -- never undone) agreed on a token by chance, and a grant joining them
   -- took it, below the token another owner was granted in between.
-  local function leftovers(down3)
-    local srvs = {}
-    for i = 1, 3 do srvs[i] = helper.start_redis() end
+  -- Three masters of their own, and a lock's scripts driven on each by
+  -- hand (a client's attempt that reached one master, its cancel, a
+  -- fence), as the lost replies of a Redlock round leave them.
+  local function by_hand(prefix)
+    local srvs, sha = {}, {}
+    for i = 1, 3 do srvs[i] = helper.start_redis(); sha[i] = helper.load_scripts(srvs[i]) end
     finally(function() for i = 1, 3 do srvs[i].stop() end end)
-    local sha = {}
-    for i = 1, 3 do sha[i] = helper.load_scripts(srvs[i]) end
-    local name = helper.unique_name("leftover")
+    local name = helper.unique_name(prefix)
     local keys = { lock = "dlock:{" .. name .. "}", counter = helper.fence_key(name) }
-    local chan = keys.lock .. ":ch"
-    local function nums(text)
-      local t = {}
-      for x in text:gmatch("%-?%d+") do t[#t + 1] = tonumber(x) end
-      return t
+    local h = { srvs = srvs, name = name, keys = keys }
+    function h.acq(i, owner, req, seq, lease)
+      return helper.ints(helper.evalsha(srvs[i], sha[i], "acquire", keys, { owner = owner,
+        req = req, seq = tostring(seq), lease_ms = tostring(lease), expect = "0", token = "0",
+        waited = "-1" }))
     end
-    local function acq(i, owner, req, seq, lease)
-      return nums(helper.evalsha(srvs[i], sha[i], "acquire", keys, { owner = owner, req = req,
-        seq = tostring(seq), lease_ms = tostring(lease), expect = "0", token = "0", waited = "-1" }))
-    end
-    local function void(i, owner, req, seq)
+    function h.void(i, owner, req, seq)
       return helper.evalsha(srvs[i], sha[i], "void", { lock = keys.lock }, { owner = owner,
-        req = req, seq = tostring(seq), keep_ms = "100", chan = chan, pub = "publish" })
+        req = req, seq = tostring(seq), keep_ms = "100", chan = keys.lock .. ":ch",
+        pub = "publish" })
     end
-    local function fence(i, tok, req, seq)
+    function h.fence(i, tok, req, seq)
       return helper.evalsha(srvs[i], sha[i], "fence", keys, { token = tostring(tok), req = req,
                                                              seq = tostring(seq), founder = "" })
     end
-    local function gone(i) return srvs[i].cli("exists", keys.lock) == "0" end
+    function h.gone(i) return srvs[i].cli("exists", keys.lock) == "0" end
+    function h.bump(i, times)            -- attempts that reached master i, undone
+      for q = 1, times do h.acq(i, "z", "z", q, 100); h.void(i, "z", "z", q) end
+    end
+    return h
+  end
+
+  local function leftovers(down3)
+    local h = by_hand("leftover")
+    local srvs, name, keys = h.srvs, h.name, h.keys
+    local acq, fence, gone = h.acq, h.fence, h.gone
     -- the counters drift apart (attempts that reached one master, undone)
-    for q = 1, 2 do acq(1, "z", "z", q, 100); void(1, "z", "z", q) end
-    for q = 1, 20 do acq(3, "z", "z", q, 100); void(3, "z", "z", q) end
+    h.bump(1, 2); h.bump(3, 20)
     assert(helper.wait_for(function() return gone(1) and gone(3) end, 5, 0.02))
     -- A (owner o) reaches master 1 alone, mints 3, and never undoes it
     assert.same({ 1, 1, 3 }, acq(1, "o", "aaaa|o", 1, 60000))
@@ -277,7 +284,7 @@ describe("a shared owner on Redlock", function()
     fence(1, 21, "p", 1); fence(3, 21, "p", 1)
     -- p's holds run out; C (owner o) reaches master 2 alone and mints 3
     assert(helper.wait_for(function() return gone(2) and gone(3) end, 5, 0.02))
-    acq(2, "z", "z", 1, 100); void(2, "z", "z", 1)
+    h.bump(2, 1)
     assert.same({ 1, 1, 3 }, acq(2, "o", "cccc|o", 1, 60000))
     if down3 then srvs[3].stop() end
     -- B (owner o) joins both on masters 1 and 2 (master 3 would mint 22)
@@ -337,28 +344,9 @@ describe("a shared owner on Redlock", function()
   -- token another owner was granted (its fence lost on one master, whose
   -- counter then minted it again for a co-owner's attempt).
   it("gives no grant that joins leftover holds the token granted to another owner", function()
-    local srvs, sha = {}, {}
-    for i = 1, 3 do srvs[i] = helper.start_redis(); sha[i] = helper.load_scripts(srvs[i]) end
-    finally(function() for i = 1, 3 do srvs[i].stop() end end)
-    local name = helper.unique_name("equal")
-    local keys = { lock = "dlock:{" .. name .. "}", counter = helper.fence_key(name) }
-    local function acq(i, owner, req, seq, lease)
-      return helper.ints(helper.evalsha(srvs[i], sha[i], "acquire", keys, { owner = owner,
-        req = req, seq = tostring(seq), lease_ms = tostring(lease), expect = "0", token = "0",
-        waited = "-1" }))
-    end
-    local function void(i, owner, req, seq)
-      return helper.evalsha(srvs[i], sha[i], "void", { lock = keys.lock }, { owner = owner,
-        req = req, seq = tostring(seq), keep_ms = "100", chan = keys.lock .. ":ch", pub = "publish" })
-    end
-    local function fence(i, tok, req, seq)
-      return helper.evalsha(srvs[i], sha[i], "fence", keys, { token = tostring(tok), req = req,
-                                                             seq = tostring(seq), founder = "" })
-    end
-    local function gone(i) return srvs[i].cli("exists", keys.lock) == "0" end
-    local function bump(i, times)
-      for q = 1, times do acq(i, "z", "z", q, 100); void(i, "z", "z", q) end
-    end
+    local h = by_hand("equal")
+    local srvs, name = h.srvs, h.name
+    local acq, fence, gone, bump = h.acq, h.fence, h.gone, h.bump
     bump(1, 1); bump(2, 2); bump(3, 2)                  -- counters 1, 2, 2
     assert(helper.wait_for(function() return gone(1) and gone(2) and gone(3) end, 5, 0.02))
     assert.same({ 1, 1, 3 }, acq(3, "o", "aaaa|o", 1, 60000))   -- A, master 3 alone
