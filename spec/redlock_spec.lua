@@ -363,4 +363,64 @@ describe("a shared owner on Redlock", function()
     assert(lb:release())
     b:close()
   end)
+
+  -- Found by review of the founders as first written (by each mint): a
+  -- late copy of one attempt minted on a second master with the same
+  -- founder as its first copy, and the two agreed though no quorum
+  -- granted them. Only a grant's fence writes a founder now.
+  it("gives no grant that joins a late copy of one attempt a token below one granted since", function()
+    local h = by_hand("late")
+    local srvs, keys = h.srvs, h.keys
+    srvs[1].cli("set", keys.counter, "10"); srvs[2].cli("set", keys.counter, "9")
+    srvs[3].cli("set", keys.counter, "12")
+    assert.same({ 1, 1, 11 }, h.acq(1, "o", "aaaa|o", 5, 60000))  -- X's attempt 5
+    assert.same({ 1, 1, 10 }, h.acq(2, "p", "p", 1, 300))          -- p: 10 and 13,
+    assert.same({ 1, 1, 13 }, h.acq(3, "p", "p", 1, 300))          -- granted 13
+    h.fence(1, 13, "p", 1); h.fence(3, 13, "p", 1)
+    assert(helper.wait_for(function() return h.gone(2) and h.gone(3) end, 5, 0.02))
+    assert.same({ 1, 1, 11 }, h.acq(2, "o", "aaaa|o", 5, 60000))  -- its late copy
+    local y = assert(dlock.connect{ servers = { srvs[1].url, srvs[2].url, srvs[3].url },
+                                    command_timeout = 0.3 })
+    finally(function() y:close() end)
+    local ly = y:lock(h.name, { owner = "o" })
+    assert(ly:acquire{ wait = 0 })
+    assert.is_true(ly:token() > 13, "Y's token " .. ly:token() .. " after p's 13")
+    assert(ly:release())
+  end)
+
+  -- The same with a fair lock's grant: a release passed the lock on to a
+  -- queued registration of that attempt on a second master.
+  it("gives no fair grant that joins a waiter's leftover grant a token below one granted since",
+     function()
+    local h = by_hand("fairlate")
+    local srvs, keys, name = h.srvs, h.keys, h.name
+    keys.queue = keys.lock .. ":q"
+    local sha = {}
+    for i = 1, 3 do sha[i] = helper.load_scripts(srvs[i]) end
+    local function facq(i, owner, req, seq)
+      return helper.ints(helper.evalsha(srvs[i], sha[i], "fair_acquire", keys, { owner = owner,
+        req = req, seq = tostring(seq), lease_ms = "60000", expect = "0", token = "0",
+        waits = "1", pub = "PUBLISH", secret = "0123456789abcdef" }))
+    end
+    local function frel(i, owner, req, seq, tok)
+      return helper.evalsha(srvs[i], sha[i], "fair_release", keys, { owner = owner, req = req,
+        seq = tostring(seq), token = tostring(tok), keep_ms = "100",
+        chan = keys.lock .. ":ch:" .. req, pub = "PUBLISH" })
+    end
+    srvs[1].cli("set", keys.counter, "10"); srvs[2].cli("set", keys.counter, "9")
+    srvs[3].cli("set", keys.counter, "12")
+    assert.same({ 1, 1, 11 }, facq(1, "o", "aaaa|o", 5))      -- X's attempt 5
+    assert.same({ 1, 1, 10 }, facq(2, "p", "p", 1))           -- p: 10 and 13
+    assert.same({ 1, 1, 13 }, facq(3, "p", "p", 1))
+    assert.equals(0, facq(2, "o", "aaaa|o", 5)[1])            -- X queued on 2
+    h.fence(1, 13, "p", 1); h.fence(3, 13, "p", 1)             -- p granted 13
+    frel(2, "p", "p", 2, 10); frel(3, "p", "p", 2, 13)         -- 2: on to X (11)
+    local y = assert(dlock.connect{ servers = { srvs[1].url, srvs[2].url, srvs[3].url },
+                                    command_timeout = 0.3 })
+    finally(function() y:close() end)
+    local ly = y:fair_lock(name, { owner = "o" })
+    assert(ly:acquire{ wait = 0 })
+    assert.is_true(ly:token() > 13, "Y's token " .. ly:token() .. " after p's 13")
+    assert(ly:release())
+  end)
 end)

@@ -322,8 +322,9 @@ static int split_tenancy(const int64_t *xs, size_t yes, size_t q)
  * founder too: holds that no quorum granted together (each left on one
  * master by a co-owner's attempt that failed and was never undone) may
  * agree on a token by chance, one below or equal to a token another
- * owner was granted meanwhile (found in review); they never agree on who
- * began them. Otherwise a token above every counter the votes saw: the
+ * owner was granted meanwhile (found in review); only the fence of a
+ * grant writes a founder, on the quorum it reached, so they have none
+ * (lib/founder.lua). Otherwise a token above every counter the votes saw: the
  * highest fresh mint, or one past the highest joined counter (an earlier
  * grant raised the counter of a master in every quorum), which the fence
  * writes to every master. */
@@ -363,13 +364,10 @@ static dl_status run_all(dl_topology *t, const dl_scripts *s, dl_op *op,
     int64_t token = op->one_tenancy ? grant_token(xs, ys, cs, fs, tl.yes, q,
                                                   tl.ymax, &founder)
                                     : tl.ymax;
-    int fresh = 0;              /* a yes vote began a tenancy of its own */
-    for (size_t i = 0; i < tl.yes; i++)
-        fresh |= xs[i] == 1;
-    /* a joined tenancy's founder goes to the fresh votes even where their
-     * token is already its (fence.lua) */
+    /* A shared owner's grant is fenced always: the fence alone writes its
+     * founder, on the quorum that granted it (fence.lua). */
     if (tl.yes >= q && ok &&
-        (tl.ymin != token || tl.ymax != token || (founder[0] && fresh)) &&
+        (tl.ymin != token || tl.ymax != token || op->one_tenancy) &&
         dl_op_unify(op, token, founder, &fence)) {
         dl_tally ft;
         fan(t, s, &fence, &ft, NULL, NULL, NULL, NULL, rerr, sizeof rerr);

@@ -23,7 +23,6 @@
 --#include lib/now.lua
 --#include lib/prune.lua
 --#include lib/mint.lua
---#include lib/founder.lua
 --#include lib/request.lua
 --#include lib/reentry_lost.lua
 --#include lib/drop_unknown.lua
@@ -84,7 +83,7 @@ if n <= 0 then
   redis.call('hset', k, 'n', 1, of, 1, qf, seq, 't',
              string.format('%d', c), 'g', req,
              'k' .. req, now + 2 * lease)
-  if hf then redis.call('hset', k, hf, 1, 'f', founder(req, seq)) end
+  if hf then redis.call('hset', k, hf, 1, 'f', '') end   -- (fence.lua)
   redis.call('pexpire', k, lease)
   return {1, 1, c}
 end

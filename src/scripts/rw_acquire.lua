@@ -23,7 +23,6 @@
 --#include lib/now.lua
 --#include lib/prune.lua
 --#include lib/mint.lua
---#include lib/founder.lua
 --#include lib/request.lua
 --#include lib/reentry_lost.lua
 --#include lib/drop_unknown.lua
@@ -64,7 +63,7 @@ end
 prune(k, now, qf)
 if n <= 0 then
   t = mint(KEYS[2], t)
-  redis.call('hset', k, 't', string.format('%d', t), 'f', founder(req, seq))
+  redis.call('hset', k, 't', string.format('%d', t), 'f', '')  -- (fence.lua)
   redis.call('hdel', k, 'w')
 end
 mine = redis.call('hincrby', k, of, 1)

@@ -1,7 +1,6 @@
 --#include lib/now.lua
 --#include lib/prune.lua
 --#include lib/mint.lua
---#include lib/founder.lua
 --#include lib/request.lua
 --#include lib/reentry_lost.lua
 --#include lib/drop_unknown.lua
@@ -54,7 +53,7 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
     t, mine = mint(counter, t), 1
     if hf then                          -- (only a shared owner's is joined)
       redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t),
-                 'f', founder(req, seq), hf, '1')
+                 'f', '', hf, '1')     -- (founded once granted: fence.lua)
     else
       redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t))
     end

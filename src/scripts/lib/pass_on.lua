@@ -1,7 +1,6 @@
 --#include lib/now.lua
 --#include lib/prune.lua
 --#include lib/mint.lua
---#include lib/founder.lua
 --#include lib/unqueue.lua
 --#include lib/holder.lua
 -- A freed fair lock goes to its first live waiter (README.md, THE FAIR
@@ -59,7 +58,7 @@ local function pass_on(k, counter, q, me, pub, keep, now)
   redis.call('hset', k, 'n', 1, 'o' .. owner, 1,
              'q' .. r, seq, 'k' .. r, now + 2 * tonumber(ms), 't', tok, 'g', r)
   local hf = holder_field(owner, r)     -- (lib/holder.lua)
-  if hf then redis.call('hset', k, hf, 1, 'f', founder(r, seq)) end
+  if hf then redis.call('hset', k, hf, 1, 'f', '') end   -- (fence.lua)
   redis.call('pexpire', k, math.min(tonumber(ms), GRANT_MS))
   if secret ~= '' then secret = secret .. ':' end
   redis.call(pub, k .. ':ch:' .. r:match('^[^|:]*'), seq .. ':' .. secret .. tok)
