@@ -40,7 +40,7 @@ local function extend(req, lease_ms, token)
   return d.call("extend", { req = req, lease_ms = lease_ms, token = token })[1]
 end
 local function fence_to(token, req, seq)   -- (seq: the acquire's; "0": none)
-  return d.call("fence", { token = token, req = req, seq = seq or "0", founder = "" })[1]
+  return d.call("fence", { token = token, req = req, seq = seq or "0" })[1]
 end
 local function renew(req, lease_ms, token)
   return d.call("renew", { req = req, lease_ms = lease_ms, token = token })

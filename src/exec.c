@@ -215,7 +215,7 @@ static dl_status run_one(dl_topology *t, const dl_scripts *s, dl_op *op,
     }
     if (st != DL_OK)
         return st;
-    dl_vote v = { DL_V_BAD, 0, 0, 0, "" };
+    dl_vote v = { DL_V_BAD, 0, 0, 0 };
     dl_tally tl;
     memset(&tl, 0, sizeof tl);
     op->decode(r, &v);
@@ -250,14 +250,14 @@ static int desc(const void *a, const void *b)
  * neither) get the x and the y of each yes vote. */
 static void fan(dl_topology *t, const dl_scripts *s, dl_op *op,
                 dl_tally *tl, int64_t *xs, int64_t *ys, int64_t *cs,
-                char (*fs)[64], char *rerr, size_t rerrlen)
+                char *rerr, size_t rerrlen)
 {
     redisReply *rs[DL_MAX_NODES];
     memset(tl, 0, sizeof *tl);
     dl_topology_fan(t, s, op->wd, op->id, op->nkeys, op->argc,
                     DL_OP_ARGV(op), DL_OP_LENS(op), rs);
     for (size_t i = 0; i < t->nnodes; i++) {
-        dl_vote v = { DL_V_NONE, 0, 0, 0, "" };
+        dl_vote v = { DL_V_NONE, 0, 0, 0 };
         if (rs[i] && rs[i]->type == REDIS_REPLY_ERROR) {
             dl_reply_error(rs[i], rerr, rerrlen);
             v.kind = DL_V_BAD;
@@ -268,7 +268,6 @@ static void fan(dl_topology *t, const dl_scripts *s, dl_op *op,
             xs[tl->yes] = v.x;
             ys[tl->yes] = v.y;
             cs[tl->yes] = v.c;
-            memcpy(fs[tl->yes], v.f, sizeof v.f);
         }
         dl_tally_add(tl, &v);
         if (op->keep) {                 /* the caller's now */
@@ -306,42 +305,38 @@ static int split_tenancy(const int64_t *xs, size_t yes, size_t q)
     return fresh < q && yes - fresh < q;
 }
 
-/* The token of a shared owner's grant that is not split (xs, ys, cs, fs:
- * the counts, tokens and, for joined votes, the slot counters and the
- * tenancies' founders of the yes votes), and in *founder the founder of
- * the tenancy it is ("": this request's). Where a quorum joined one
- * tenancy of the owner (joined votes that agree on its token and on who
- * began it), that one's, whatever a minority of fresh tenancies minted:
- * the fence then gives it to this request's own fresh holds too, where
- * nobody joined them yet (fence.lua), so each master counts the one
- * tenancy. Fenced to a fresh minority's higher token instead, the joined
- * masters would take it away from the other clients of the owner, and
- * tell them lost at their next renewal (found in review). Agreement, not
- * the highest joined: a fresh hold whose fence was lost keeps its own
- * token, and a later acquire that joins it must not count that one. The
- * founder too: holds that no quorum granted together (each left on one
- * master by a co-owner's attempt that failed and was never undone) may
- * agree on a token by chance, one below or equal to a token another
- * owner was granted meanwhile (found in review); only the fence of a
- * grant writes a founder, on the quorum it reached, so they have none
- * (lib/founder.lua). Otherwise a token above every counter the votes saw: the
- * highest fresh mint, or one past the highest joined counter (an earlier
- * grant raised the counter of a master in every quorum), which the fence
- * writes to every master. */
+/* The token of a shared owner's grant that is not split (xs, ys, cs:
+ * the counts, tokens and, for joined votes, the slot counters of the yes
+ * votes). Where a quorum joined one tenancy of the owner (a token that
+ * many joined votes agree on), that one's, whatever a minority of fresh
+ * tenancies minted: the fence then gives it to this request's own fresh
+ * holds too, where nobody joined them yet (fence.lua), so each master
+ * counts the one tenancy. Fenced to a fresh minority's higher token
+ * instead, the joined masters would take it away from the other clients
+ * of the owner, and tell them lost at their next renewal (found in
+ * review). Agreement, not the highest joined: a fresh hold whose fence
+ * was lost keeps its own token, and a later acquire that joins it must
+ * not count that one.
+ *   But only where that quorum's counters stand at the token itself:
+ * holds that no quorum granted together (each left by a co-owner's
+ * attempt that reached one master and was never undone) may agree by
+ * chance, on a token below one a later owner was granted meanwhile; that
+ * grant raised the counter of a master in every quorum (its mint or its
+ * fence), so some counter is above the token (found in review). Then,
+ * as where no quorum joined: a token above every counter seen, the
+ * highest fresh mint or one past the highest joined counter, which the
+ * fence writes to every master (counters then stand at it). */
 static int64_t grant_token(const int64_t *xs, const int64_t *ys,
-                           const int64_t *cs, char (*fs)[64], size_t yes,
-                           size_t q, int64_t ymax, const char **founder)
+                           const int64_t *cs, size_t yes, size_t q,
+                           int64_t ymax)
 {
     int64_t top = ymax;
-    *founder = "";
     for (size_t i = 0; i < yes; i++) {
         size_t agree = 0;
-        for (size_t j = 0; j < yes && xs[i] > 1 && fs[i][0]; j++)
-            agree += xs[j] > 1 && ys[j] == ys[i] && strcmp(fs[j], fs[i]) == 0;
-        if (agree >= q) {
-            *founder = fs[i];
+        for (size_t j = 0; j < yes && xs[i] > 1; j++)
+            agree += xs[j] > 1 && ys[j] == ys[i] && cs[j] == ys[i];
+        if (agree >= q)
             return ys[i];
-        }
         if (xs[i] > 1 && cs[i] >= top)
             top = cs[i] + 1;
     }
@@ -353,24 +348,19 @@ static dl_status run_all(dl_topology *t, const dl_scripts *s, dl_op *op,
 {
     size_t q = (size_t)t->quorum;
     int64_t xs[DL_MAX_NODES], ys[DL_MAX_NODES], cs[DL_MAX_NODES];
-    char fs[DL_MAX_NODES][64];
-    const char *founder = "";
     char rerr[DL_ERRLEN] = "";
     dl_tally tl;
     dl_op fence;
-    fan(t, s, op, &tl, xs, ys, cs, fs, rerr, sizeof rerr);
+    fan(t, s, op, &tl, xs, ys, cs, rerr, sizeof rerr);
     int mixed = op->one_tenancy && split_tenancy(xs, tl.yes, q);
     int ok = valid(t, op, res->t0) && !mixed;
-    int64_t token = op->one_tenancy ? grant_token(xs, ys, cs, fs, tl.yes, q,
-                                                  tl.ymax, &founder)
+    int64_t token = op->one_tenancy ? grant_token(xs, ys, cs, tl.yes, q,
+                                                  tl.ymax)
                                     : tl.ymax;
-    /* A shared owner's grant is fenced always: the fence alone writes its
-     * founder, on the quorum that granted it (fence.lua). */
-    if (tl.yes >= q && ok &&
-        (tl.ymin != token || tl.ymax != token || op->one_tenancy) &&
-        dl_op_unify(op, token, founder, &fence)) {
+    if (tl.yes >= q && ok && (tl.ymin != token || tl.ymax != token) &&
+        dl_op_unify(op, token, &fence)) {
         dl_tally ft;
-        fan(t, s, &fence, &ft, NULL, NULL, NULL, NULL, rerr, sizeof rerr);
+        fan(t, s, &fence, &ft, NULL, NULL, NULL, rerr, sizeof rerr);
         ok = ft.yes >= q && valid(t, op, res->t0); /* cannot vouch for it */
     }
     if (tl.yes >= q) {

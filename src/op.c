@@ -131,25 +131,19 @@ static int shaped(const redisReply *r, size_t n, int64_t *code)
            (size_t)(*code == 1 ? n : *code == 0 && n == 3 ? 2 : 1);
 }
 
-/* {1, count, token[, counter, founder]} | {0, pttl} | {-1} lost | {-2}
- * refused: try again */
+/* {1, count, token[, counter]} | {0, pttl} | {-1} lost | {-2} refused:
+ * try again */
 static void acquire_vote(const redisReply *r, dl_vote *v)
 {
     int64_t code;
-    int joined = r && r->type == REDIS_REPLY_ARRAY && r->elements == 5;
+    int joined = r && r->type == REDIS_REPLY_ARRAY && r->elements == 4;
     v->kind = DL_V_BAD;
     v->c = 0;
-    v->f[0] = '\0';
-    if (!shaped(r, joined ? 5 : 3, &code))
+    if (!shaped(r, joined ? 4 : 3, &code))
         return;
     if (code == 1 && !dl_reply_int(r, 1, &v->x) && !dl_reply_int(r, 2, &v->y) &&
-        (!joined || (!dl_reply_int(r, 3, &v->c) &&
-                     r->element[4]->type == REDIS_REPLY_STRING &&
-                     r->element[4]->len < sizeof v->f))) {
+        (!joined || !dl_reply_int(r, 3, &v->c)))
         v->kind = DL_V_YES;
-        if (joined)
-            memcpy(v->f, r->element[4]->str, r->element[4]->len + 1);
-    }
     else if (code == 0 && !dl_reply_int(r, 1, &v->x))
         v->kind = DL_V_BUSY, v->x = v->x < 0 ? 0 : v->x;  /* the TTL */
     else if (code == -1)
@@ -308,8 +302,7 @@ int dl_op_one_key(const dl_op *op, dl_op *alt)
     return 1;
 }
 
-int dl_op_unify(const dl_op *op, int64_t token, const char *founder,
-                dl_op *fence)
+int dl_op_unify(const dl_op *op, int64_t token, dl_op *fence)
 {
     const dl_lockref *l = op->lock;
     if (op->id != DL_S_ACQUIRE && op->id != DL_S_ACQUIRE1 &&
@@ -321,7 +314,6 @@ int dl_op_unify(const dl_op *op, int64_t token, const char *founder,
     arg(fence, DL_ARG_REQ, l->ident.req, l->ident.reqlen);
     int seq = arg_slot(op, DL_ARG_SEQ);     /* (op outlives its fence) */
     arg(fence, DL_ARG_SEQ, op->argv[seq], op->lens[seq]);
-    arg(fence, DL_ARG_FOUNDER, founder, strlen(founder));
     done(fence);
     fence->wd = op->wd;
     return 1;

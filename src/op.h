@@ -42,8 +42,6 @@ typedef struct dl_vote {
     int64_t c;                  /* acquire that joined its owner's
                                    tenancy: the slot's counter (0: not
                                    told) */
-    char f[64];                 /* ... and that tenancy's founder ("":
-                                   not told) */
 } dl_vote;
 
 typedef void (*dl_decode_fn)(const redisReply *r, dl_vote *v);
@@ -113,10 +111,8 @@ void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
 int dl_op_one_key(const dl_op *op, dl_op *alt);
 /* Raise the fencing counter (and l's token, where l's requester holds
  * it; where op is its last request and its hold the only one, even down:
- * fence.lua) to token, of the tenancy founder began ("": op's own): 1
- * when op's grants carry tokens that must agree. */
-int dl_op_unify(const dl_op *op, int64_t token, const char *founder,
-                dl_op *fence);
+ * fence.lua) to token: 1 when op's grants carry tokens that must agree. */
+int dl_op_unify(const dl_op *op, int64_t token, dl_op *fence);
 
 /* Release one hold of l with token; a freed lock keeps its record keep_ms
  * and announces it with pub ("publish" or "spublish"). */

@@ -48,7 +48,6 @@ enum {
     DL_ARG_CMD,
     DL_ARG_COUNT,
     DL_ARG_EXPECT,
-    DL_ARG_FOUNDER,
     DL_ARG_FRESH,
     DL_ARG_KEEP_MS,
     DL_ARG_KIND,
@@ -124,10 +123,9 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
           [DL_ARG_KEEP_MS] = 4, [DL_ARG_CHAN] = 5, [DL_ARG_PUB] = 6,
           [DL_ARG_FRESH] = 7 } },
-    [DL_S_FENCE] = { "fence", 2, 4, 0,
+    [DL_S_FENCE] = { "fence", 2, 3, 0,
         { [DL_KEY_COUNTER] = 1, [DL_KEY_LOCK] = 2 },
-        { [DL_ARG_TOKEN] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
-          [DL_ARG_FOUNDER] = 4 } },
+        { [DL_ARG_TOKEN] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3 } },
     [DL_S_FORCE] = { "force", 1, 6, 0,
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_REQ] = 1, [DL_ARG_SEQ] = 2, [DL_ARG_KEEP_MS] = 3,
@@ -277,10 +275,9 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  if req == owner then return nil end\n"
         "  return 'h' .. req\n"
         "end\n"
-        "local function took(k, counter, expect, mine, t)\n"
+        "local function took(counter, expect, mine, t)\n"
         "  if counter and expect == 0 and mine > 1 then\n"
-        "    return {1, mine, t, tonumber(redis.call('get', counter) or '0'),\n"
-        "            redis.call('hget', k, 'f') or ''}\n"
+        "    return {1, mine, t, tonumber(redis.call('get', counter) or '0')}\n"
         "  end\n"
         "  return {1, mine, t}\n"
         "end\n"
@@ -312,9 +309,8 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "    end\n"
         "    if not counter then return {0, 10} end\n"
         "    t, mine = mint(counter, t), 1\n"
-        "    if hf then                          -- (only a shared owner's is joined)\n"
-        "      redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t),\n"
-        "                 'f', '', hf, '1')     -- (founded once granted: fence.lua)\n"
+        "    if hf then\n"
+        "      redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t), hf, '1')\n"
         "    else\n"
         "      redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t))\n"
         "    end\n"
@@ -331,7 +327,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  if hf then redis.call('hincrby', k, hf, 1) end\n"
         "  redis.call('hset', k, 'n', n + 1, qf, seq)\n"
         "  raise_ttl(k, lease)\n"
-        "  return took(k, counter, expect, mine, t)\n"
+        "  return took(counter, expect, mine, t)\n"
         "end\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
@@ -437,10 +433,9 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  if req == owner then return nil end\n"
         "  return 'h' .. req\n"
         "end\n"
-        "local function took(k, counter, expect, mine, t)\n"
+        "local function took(counter, expect, mine, t)\n"
         "  if counter and expect == 0 and mine > 1 then\n"
-        "    return {1, mine, t, tonumber(redis.call('get', counter) or '0'),\n"
-        "            redis.call('hget', k, 'f') or ''}\n"
+        "    return {1, mine, t, tonumber(redis.call('get', counter) or '0')}\n"
         "  end\n"
         "  return {1, mine, t}\n"
         "end\n"
@@ -472,9 +467,8 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "    end\n"
         "    if not counter then return {0, 10} end\n"
         "    t, mine = mint(counter, t), 1\n"
-        "    if hf then                          -- (only a shared owner's is joined)\n"
-        "      redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t),\n"
-        "                 'f', '', hf, '1')     -- (founded once granted: fence.lua)\n"
+        "    if hf then\n"
+        "      redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t), hf, '1')\n"
         "    else\n"
         "      redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t))\n"
         "    end\n"
@@ -491,7 +485,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  if hf then redis.call('hincrby', k, hf, 1) end\n"
         "  redis.call('hset', k, 'n', n + 1, qf, seq)\n"
         "  raise_ttl(k, lease)\n"
-        "  return took(k, counter, expect, mine, t)\n"
+        "  return took(counter, expect, mine, t)\n"
         "end\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
@@ -682,16 +676,15 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  redis.call('hset', k, 'n', 1, 'o' .. owner, 1,\n"
         "             'q' .. r, seq, 'k' .. r, now + 2 * tonumber(ms), 't', tok, 'g', r)\n"
         "  local hf = holder_field(owner, r)     -- (lib/holder.lua)\n"
-        "  if hf then redis.call('hset', k, hf, 1, 'f', '') end   -- (fence.lua)\n"
+        "  if hf then redis.call('hset', k, hf, 1) end\n"
         "  redis.call('pexpire', k, math.min(tonumber(ms), GRANT_MS))\n"
         "  if secret ~= '' then secret = secret .. ':' end\n"
         "  redis.call(pub, k .. ':ch:' .. r:match('^[^|:]*'), seq .. ':' .. secret .. tok)\n"
         "  return r\n"
         "end\n"
-        "local function took(k, counter, expect, mine, t)\n"
+        "local function took(counter, expect, mine, t)\n"
         "  if counter and expect == 0 and mine > 1 then\n"
-        "    return {1, mine, t, tonumber(redis.call('get', counter) or '0'),\n"
-        "            redis.call('hget', k, 'f') or ''}\n"
+        "    return {1, mine, t, tonumber(redis.call('get', counter) or '0')}\n"
         "  end\n"
         "  return {1, mine, t}\n"
         "end\n"
@@ -736,7 +729,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  redis.call('hset', k, 'n', 1, of, 1, qf, seq, 't',\n"
         "             string.format('%d', c), 'g', req,\n"
         "             'k' .. req, now + 2 * lease)\n"
-        "  if hf then redis.call('hset', k, hf, 1, 'f', '') end   -- (fence.lua)\n"
+        "  if hf then redis.call('hset', k, hf, 1) end\n"
         "  redis.call('pexpire', k, lease)\n"
         "  return {1, 1, c}\n"
         "end\n"
@@ -754,7 +747,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "if f[5] == req then redis.call('hdel', k, 'g') end\n"
         "raise_ttl(k, lease)\n"
         "unqueue(q, req)\n"
-        "return took(k, counter, expect, mine, t)\n",
+        "return took(counter, expect, mine, t)\n",
     /* src/scripts/fair_drop.lua */
     [DL_S_FAIR_DROP] =
         "local function holder_field(owner, req)\n"
@@ -868,7 +861,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  redis.call('hset', k, 'n', 1, 'o' .. owner, 1,\n"
         "             'q' .. r, seq, 'k' .. r, now + 2 * tonumber(ms), 't', tok, 'g', r)\n"
         "  local hf = holder_field(owner, r)     -- (lib/holder.lua)\n"
-        "  if hf then redis.call('hset', k, hf, 1, 'f', '') end   -- (fence.lua)\n"
+        "  if hf then redis.call('hset', k, hf, 1) end\n"
         "  redis.call('pexpire', k, math.min(tonumber(ms), GRANT_MS))\n"
         "  if secret ~= '' then secret = secret .. ':' end\n"
         "  redis.call(pub, k .. ':ch:' .. r:match('^[^|:]*'), seq .. ':' .. secret .. tok)\n"
@@ -1022,7 +1015,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  redis.call('hset', k, 'n', 1, 'o' .. owner, 1,\n"
         "             'q' .. r, seq, 'k' .. r, now + 2 * tonumber(ms), 't', tok, 'g', r)\n"
         "  local hf = holder_field(owner, r)     -- (lib/holder.lua)\n"
-        "  if hf then redis.call('hset', k, hf, 1, 'f', '') end   -- (fence.lua)\n"
+        "  if hf then redis.call('hset', k, hf, 1) end\n"
         "  redis.call('pexpire', k, math.min(tonumber(ms), GRANT_MS))\n"
         "  if secret ~= '' then secret = secret .. ':' end\n"
         "  redis.call(pub, k .. ':ch:' .. r:match('^[^|:]*'), seq .. ':' .. secret .. tok)\n"
@@ -1171,7 +1164,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  redis.call('hset', k, 'n', 1, 'o' .. owner, 1,\n"
         "             'q' .. r, seq, 'k' .. r, now + 2 * tonumber(ms), 't', tok, 'g', r)\n"
         "  local hf = holder_field(owner, r)     -- (lib/holder.lua)\n"
-        "  if hf then redis.call('hset', k, hf, 1, 'f', '') end   -- (fence.lua)\n"
+        "  if hf then redis.call('hset', k, hf, 1) end\n"
         "  redis.call('pexpire', k, math.min(tonumber(ms), GRANT_MS))\n"
         "  if secret ~= '' then secret = secret .. ':' end\n"
         "  redis.call(pub, k .. ':ch:' .. r:match('^[^|:]*'), seq .. ':' .. secret .. tok)\n"
@@ -1209,22 +1202,17 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  if req == owner then return nil end\n"
         "  return 'h' .. req\n"
         "end\n"
-        "local function founder(req, seq)\n"
-        "  return req:match('^[^|:]*') .. ':' .. seq\n"
-        "end\n"
         "local token, req, seq = tonumber(ARGV[1]), ARGV[2], ARGV[3]\n"
-        "local f0 = ARGV[4] ~= '' and ARGV[4] or founder(req, seq)\n"
         "local counter, k = KEYS[1], KEYS[2]\n"
         "local owner = owner_of(req)\n"
         "local of = 'o' .. owner\n"
         "if tonumber(redis.call('get', counter) or '0') < token then\n"
         "  redis.call('set', counter, ARGV[1])\n"
         "end\n"
-        "local f = redis.call('hmget', k, of, holder_field(owner, req) or of, 't', 'n', 'q' .. req, 'f')\n"
+        "local f = redis.call('hmget', k, of, holder_field(owner, req) or of, 't', 'n', 'q' .. req)\n"
         "local t = tonumber(f[3] or '0')\n"
-        "local own = f[4] == '1' and f[5] == seq\n"
-        "if f[1] and f[2] and (t < token or (own and (t > token or f[6] ~= f0))) then\n"
-        "  redis.call('hset', k, 't', ARGV[1], 'f', f0)\n"
+        "if f[1] and f[2] and (t < token or (t > token and f[4] == '1' and f[5] == seq)) then\n"
+        "  redis.call('hset', k, 't', ARGV[1])\n"
         "end\n"
         "return 1\n",
     /* src/scripts/force.lua */
@@ -1520,10 +1508,9 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  if req == owner then return nil end\n"
         "  return 'h' .. req\n"
         "end\n"
-        "local function took(k, counter, expect, mine, t)\n"
+        "local function took(counter, expect, mine, t)\n"
         "  if counter and expect == 0 and mine > 1 then\n"
-        "    return {1, mine, t, tonumber(redis.call('get', counter) or '0'),\n"
-        "            redis.call('hget', k, 'f') or ''}\n"
+        "    return {1, mine, t, tonumber(redis.call('get', counter) or '0')}\n"
         "  end\n"
         "  return {1, mine, t}\n"
         "end\n"
@@ -1560,7 +1547,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "prune(k, now, qf)\n"
         "if n <= 0 then\n"
         "  t = mint(KEYS[2], t)\n"
-        "  redis.call('hset', k, 't', string.format('%d', t), 'f', '')  -- (fence.lua)\n"
+        "  redis.call('hset', k, 't', string.format('%d', t))\n"
         "  redis.call('hdel', k, 'w')\n"
         "end\n"
         "mine = redis.call('hincrby', k, of, 1)\n"
@@ -1575,7 +1562,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "if n <= 0 or redis.call('pttl', k) < lease then\n"
         "  redis.call('pexpire', k, lease)   -- a new tenancy: its own\n"
         "end\n"
-        "return took(k, KEYS[2], expect, mine, t)\n",
+        "return took(KEYS[2], expect, mine, t)\n",
     /* src/scripts/rw_renew.lua */
     [DL_S_RW_RENEW] =
         "local function now_ms()\n"

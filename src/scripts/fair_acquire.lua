@@ -83,7 +83,7 @@ if n <= 0 then
   redis.call('hset', k, 'n', 1, of, 1, qf, seq, 't',
              string.format('%d', c), 'g', req,
              'k' .. req, now + 2 * lease)
-  if hf then redis.call('hset', k, hf, 1, 'f', '') end   -- (fence.lua)
+  if hf then redis.call('hset', k, hf, 1) end
   redis.call('pexpire', k, lease)
   return {1, 1, c}
 end
@@ -101,4 +101,4 @@ redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)
 if f[5] == req then redis.call('hdel', k, 'g') end
 raise_ttl(k, lease)
 unqueue(q, req)
-return took(k, counter, expect, mine, t)
+return took(counter, expect, mine, t)

@@ -12,14 +12,10 @@
 --   token even if lower: a shared owner's grant that joined another
 --   tenancy on a quorum takes that one's token (exec.c grant_token), and
 --   this tenancy's own was granted to nobody
--- ARGV[4] founder: the founder of the tenancy the token is the grant's
---   (lib/founder.lua), written with it; '': this request's own
 -- returns: 1
 --#include lib/requester.lua
 --#include lib/holder.lua
---#include lib/founder.lua
 local token, req, seq = tonumber(ARGV[1]), ARGV[2], ARGV[3]
-local f0 = ARGV[4] ~= '' and ARGV[4] or founder(req, seq)
 local counter, k = KEYS[1], KEYS[2]
 local owner = owner_of(req)
 local of = 'o' .. owner
@@ -30,12 +26,9 @@ end
 -- tenancy's fence must not lower a later tenancy's token (its release
 -- would then be told "lost"), and a later request has another seq. The
 -- requester's hold: its owner's, and its own (h, for a shared owner).
--- That one hold also takes the founder where its token is already the
--- grant's (a minority that minted the very token a quorum joined).
-local f = redis.call('hmget', k, of, holder_field(owner, req) or of, 't', 'n', 'q' .. req, 'f')
+local f = redis.call('hmget', k, of, holder_field(owner, req) or of, 't', 'n', 'q' .. req)
 local t = tonumber(f[3] or '0')
-local own = f[4] == '1' and f[5] == seq
-if f[1] and f[2] and (t < token or (own and (t > token or f[6] ~= f0))) then
-  redis.call('hset', k, 't', ARGV[1], 'f', f0)
+if f[1] and f[2] and (t < token or (t > token and f[4] == '1' and f[5] == seq)) then
+  redis.call('hset', k, 't', ARGV[1])
 end
 return 1

@@ -63,7 +63,7 @@ end
 prune(k, now, qf)
 if n <= 0 then
   t = mint(KEYS[2], t)
-  redis.call('hset', k, 't', string.format('%d', t), 'f', '')  -- (fence.lua)
+  redis.call('hset', k, 't', string.format('%d', t))
   redis.call('hdel', k, 'w')
 end
 mine = redis.call('hincrby', k, of, 1)
@@ -78,4 +78,4 @@ end
 if n <= 0 or redis.call('pttl', k) < lease then
   redis.call('pexpire', k, lease)   -- a new tenancy: its own
 end
-return took(k, KEYS[2], expect, mine, t)
+return took(KEYS[2], expect, mine, t)

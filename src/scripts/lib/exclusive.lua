@@ -51,9 +51,8 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
     end
     if not counter then return {0, 10} end
     t, mine = mint(counter, t), 1
-    if hf then                          -- (only a shared owner's is joined)
-      redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t),
-                 'f', '', hf, '1')     -- (founded once granted: fence.lua)
+    if hf then
+      redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t), hf, '1')
     else
       redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t))
     end
@@ -70,5 +69,5 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
   if hf then redis.call('hincrby', k, hf, 1) end
   redis.call('hset', k, 'n', n + 1, qf, seq)
   raise_ttl(k, lease)
-  return took(k, counter, expect, mine, t)
+  return took(counter, expect, mine, t)
 end

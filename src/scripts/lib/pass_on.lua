@@ -58,7 +58,7 @@ local function pass_on(k, counter, q, me, pub, keep, now)
   redis.call('hset', k, 'n', 1, 'o' .. owner, 1,
              'q' .. r, seq, 'k' .. r, now + 2 * tonumber(ms), 't', tok, 'g', r)
   local hf = holder_field(owner, r)     -- (lib/holder.lua)
-  if hf then redis.call('hset', k, hf, 1, 'f', '') end   -- (fence.lua)
+  if hf then redis.call('hset', k, hf, 1) end
   redis.call('pexpire', k, math.min(tonumber(ms), GRANT_MS))
   if secret ~= '' then secret = secret .. ':' end
   redis.call(pub, k .. ':ch:' .. r:match('^[^|:]*'), seq .. ':' .. secret .. tok)
