@@ -31,22 +31,8 @@ local TMP = assert(os.getenv("DLOCK_TMP"), "run me with tools/with-tmp.sh")
 local DIR = arg[0]:match("^(.*)/[^/]*$") or "."
 package.path = DIR .. "/?.lua;" .. package.path
 
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function sh(cmd)
-  local f = assert(io.popen(cmd))
-  local out = f:read("*a")
-  f:close()
-  return out
-end
-
-local function readf(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
+local util = require "util"
+local q, sh, readf = util.q, util.sh, util.readf
 
 if not sh("command -v callgrind_control"):match("callgrind_control") then
   io.stderr:write("bench-instr: needs valgrind (sudo apt-get install -y valgrind)\n")
@@ -100,8 +86,8 @@ local function calls_to(path, fn)
       if name == fn then id = cid end
       hit = c == "c" and cid == id
     elseif hit then
-      local c = line:match("^calls=(%d+)")
-      if c then n, hit = n + tonumber(c), false end
+      local k = line:match("^calls=(%d+)")
+      if k then n, hit = n + tonumber(k), false end
     end
   end
   return n

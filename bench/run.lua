@@ -67,22 +67,8 @@ local LOAD0 = loadavg()                   -- other work on the host skews everyt
 
 -- ---- small helpers ---------------------------------------------------------
 
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function sh(cmd)
-  local f = assert(io.popen(cmd))
-  local out = f:read("*a")
-  f:close()
-  return out
-end
-
-local function readf(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("*a")
-  f:close()
-  return s
-end
+local util = require "util"
+local q, sh, readf = util.q, util.sh, util.readf
 
 local function writef(path, s)            -- atomic: readers never see half
   local f = assert(io.open(path .. ".tmp", "wb"))
