@@ -325,9 +325,11 @@ end)
 
 describe("found by the checker: a reentry whose reply comes after the loss", function()
   it("goes on with both counts when Redis still had the tenancy #slow", function()
-    -- A fixed 3 s lease; the reentry is sent at 1.5 s, its reply held back
-    -- 2.1 s by a proxy: the client declares the hold lost at 3 s, then
-    -- hears at 3.6 s that the reentry joined it (the key lives to 4.5 s).
+    -- A fixed 6 s lease; the reentry is sent at 3 s, its reply held back
+    -- 4.2 s by a proxy: the client declares the hold lost at 6 s, then
+    -- hears at 7.2 s that the reentry joined it (the key lives to 9 s).
+    -- (Twice the 3 s of its first form, whose 0.6 s between the loss and
+    -- the reply a loaded run once did not give the watchdog.)
     local srv = helper.redis()
     local proxy = helper.proxy(srv)
     if not proxy then pending("cqueues for Lua 5.4 is missing") return end
@@ -336,14 +338,14 @@ describe("found by the checker: a reentry whose reply comes after the loss", fun
                                     on_lost = function(_, why) lost[#lost + 1] = why end })
     finally(function() proxy.set("pass"); c:close(); proxy.stop() end)
     local name = helper.unique_name("late")
-    local l = c:lock(name, { expire = 3 })
+    local l = c:lock(name, { expire = 6 })
     local t0 = dlock.now()
     assert(l:acquire())
     local tok = l:token()
-    proxy.set("delay 2.1")
-    dlock.sleep(1.5 - (dlock.now() - t0))
+    proxy.set("delay 4.2")
+    dlock.sleep(3 - (dlock.now() - t0))
     assert(l:acquire())
-    assert.is_true(dlock.now() - t0 > 3.1, "the reply came before the loss: no test")
+    assert.is_true(dlock.now() - t0 > 6.2, "the reply came before the loss: no test")
     proxy.set("pass")
     c:poll()
     assert.equals(1, #lost)                      -- the loss was declared
