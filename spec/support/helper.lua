@@ -504,6 +504,53 @@ function helper.load_script(srv, name, src)
   return sha
 end
 
+--- Send commands (each a list of arguments) to plain server srv in one
+--- write, so that the server runs them back to back at its own speed,
+--- however slow this process is (a sanitizer, a loaded machine); returns
+--- the replies in order: integers as numbers, strings, errors as
+--- { err = text }, arrays as lists.
+function helper.pipeline(srv, cmds)
+  local req = {}
+  for _, c in ipairs(cmds) do
+    req[#req + 1] = "*" .. #c .. "\r\n"
+    for _, a in ipairs(c) do
+      a = tostring(a)
+      req[#req + 1] = "$" .. #a .. "\r\n" .. a .. "\r\n"
+    end
+  end
+  req[#req + 1] = "*1\r\n$4\r\nQUIT\r\n"        -- its +OK, then EOF
+  n = n + 1
+  local base = ("%s/pipe-%d-%d"):format(tmp, n, math.random(1, 1e9))
+  local f = assert(io.open(base .. ".in", "wb"))
+  f:write(table.concat(req))
+  f:close()
+  assert(sh(("bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d && cat %s.in >&3 && " ..
+             "timeout 60 cat <&3 >%s.out'"):format(srv.port, base, base)))
+  local s, pos = assert(helper.read_file(base .. ".out")), 1
+  local function value()
+    local t, line = s:sub(pos, pos), s:match("^[^\r]*", pos + 1)
+    pos = pos + #line + 3
+    if t == ":" then return tonumber(line) end
+    if t == "+" then return line end
+    if t == "-" then return { err = line } end
+    if t == "$" then
+      local len = tonumber(line)
+      if len < 0 then return false end
+      local v = s:sub(pos, pos + len - 1)
+      pos = pos + len + 2
+      return v
+    end
+    assert(t == "*", "unexpected reply byte " .. t)
+    local r = {}
+    for i = 1, tonumber(line) do r[i] = value() end
+    return r
+  end
+  local r = {}
+  for i = 1, #cmds do r[i] = value() end
+  assert(value() == "OK", "no reply to QUIT")
+  return r
+end
+
 --- The integers in redis-cli's output of a script's reply, in order.
 function helper.ints(out)
   local r = {}
