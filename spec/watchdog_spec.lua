@@ -263,6 +263,28 @@ describe("max_hold", function()
     assert(helper.wait_for(function() return not probe:lock(name):ttl() end, 2))
     c:close(); probe:close()
   end)
+
+  -- (an extend(20) used to carry the hold past max_hold: still held at 8 s)
+  for _, mode in ipairs({ "watchdog", "expire", "owner" }) do
+    it("is a ceiling on extend and on a fixed lease too (" .. mode .. ")", function()
+      local c = assert(helper.client{ lease = 1, max_hold = 1.5 })
+      local probe = assert(helper.client())
+      finally(function() c:close(); probe:close() end)
+      local name = helper.unique_name("capx")
+      local l = c:lock(name, mode == "owner" and { owner = "job" } or nil)
+      local t0 = dlock.now()
+      assert(l:acquire{ expire = mode == "expire" and 20 or nil })
+      assert.is_true(probe:lock(name):ttl() <= 1.5)
+      assert(l:extend(20))
+      assert.is_true(probe:lock(name):ttl() <= 1.5)
+      assert(helper.wait_for(function() return not probe:lock(name):ttl() end, 5))
+      assert.is_true(dlock.now() - t0 >= 1.4, "freed before max_hold")
+      assert(helper.wait_for(function() return not l:held() end, 2))
+      local other = probe:lock(name)
+      assert(other:acquire())
+      assert(other:release())
+    end)
+  end
 end)
 
 -- force.lua tells every client of the prefix (its notice channel); a

@@ -137,7 +137,7 @@ static void plan_attempt(dl_client *c, dl_hold *h, const dl_acquire *op,
         *ms = !*watchdog ? a->lease_ms : a->renew_ms ? a->renew_ms
                                                      : c->opts.lease_ms;
     }
-    if (*watchdog && left_us > 0 && *ms * 1000 > left_us)
+    if (left_us > 0 && *ms * 1000 > left_us)
         *ms = left_us / 1000;               /* never past max_hold */
 }
 

@@ -111,14 +111,22 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
     return st;
 }
 
-/* The lock's token as this owner holds it: 0 when not held. */
+/* The lock's token as this owner holds it (0 when not held), and the
+ * most an extend may ask for: what is left of max_hold, at least 1 ms
+ * (INT64_MAX: no cap). */
 static int64_t held_token(dl_client *c, const dl_lockref *l,
-                          const char **lost)
+                          const char **lost, int64_t *cap_ms)
 {
     pthread_mutex_lock(&c->mu);
     dl_hold *h = dl_registry_find(&c->reg, &l->ident);
     int64_t tok = h && h->count > 0 ? h->token : 0;
     *lost = h && h->count > 0 ? h->lost : NULL;
+    *cap_ms = INT64_MAX;
+    if (tok && c->opts.max_hold_ms > 0) {
+        int64_t left = h->acquired_us + c->opts.max_hold_ms * 1000 -
+                       dl_now_us();
+        *cap_ms = left < 1000 ? 1 : left / 1000;
+    }
     pthread_mutex_unlock(&c->mu);
     return tok;
 }
@@ -127,11 +135,15 @@ dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
                            int64_t lease_ms, char *err, size_t errlen)
 {
     const char *lost;
-    int64_t tok = held_token(c, l, &lost);
+    int64_t cap_ms;
+    int64_t tok = held_token(c, l, &lost, &cap_ms);
     if (!tok)
         return dl_fail(err, errlen, DL_ENOTHELD, "not held");
     if (lost)
         return dl_fail(err, errlen, DL_ELOST, "%s", lost);
+    int capped = lease_ms > cap_ms;         /* max_hold: a ceiling here too */
+    if (capped)
+        lease_ms = cap_ms;
 
     /* A coroutine owner's extend may set a TTL below the one the last
      * renewal left (dl_op_extend_lowers), and may run even when its reply
@@ -179,7 +191,10 @@ dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
         if (!h->watchdog && (lowers || lease_ms > h->lease_ms))
             h->lease_ms = lease_ms;
         h->renew_at_us = t0 + lease_ms * 1000 / 3;
-        dl_watchdog_poke(c, h->watchdog ? h->renew_at_us : h->deadline_us);
+        if (capped && h->watchdog)          /* its last lease: no renewal */
+            h->final = 1;
+        dl_watchdog_poke(c, h->watchdog && !h->final ? h->renew_at_us
+                                                      : h->deadline_us);
     } else {
         dl_client_lose(c, h, LOST_GONE);
         st = dl_fail(err, errlen, DL_ELOST, "%s", h->lost);
