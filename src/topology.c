@@ -415,11 +415,39 @@ static int probe_open(dl_topology *t)
     return 0;
 }
 
-int dl_topology_wd_listen_at(dl_topology *t, dl_endpoint *ep)
+size_t dl_topology_wd_listen_at(dl_topology *t, dl_endpoint *eps,
+                                size_t max)
 {
-    const dl_node *n = t->nodes[0];
-    return dl_endpoint_copy(ep, t->kind == DL_TOPO_SENTINEL ? &n->wd.ep
-                                                           : &n->ep);
+    size_t n = 0;
+    if (t->kind == DL_TOPO_SENTINEL)    /* the master it renews on */
+        return dl_endpoint_copy(&eps[0], &t->nodes[0]->wd.ep) == 0;
+    if (t->kind != DL_TOPO_CLUSTER) {   /* the server, or every master */
+        for (size_t i = 0; i < t->nnodes && n < max; i++)
+            if (dl_endpoint_copy(&eps[n], &t->nodes[i]->ep) == 0)
+                n++;
+        return n;
+    }
+    /* Cluster: every node that owns a slot (a PUBLISH reaches the whole
+     * cluster, so each one hears every force while any of them lives);
+     * before a map is learnt, the first seed. */
+    unsigned char seen[DL_MAX_NODES] = { 0 };
+    for (size_t sl = 0; sl < DL_SLOTS; sl++)
+        if (t->slots[sl] != DL_NO_NODE && t->slots[sl] < DL_MAX_NODES)
+            seen[t->slots[sl]] = 1;
+    for (size_t i = 0; i < t->nnodes && n < max; i++)
+        if (seen[i] && dl_endpoint_copy(&eps[n], &t->nodes[i]->ep) == 0)
+            n++;
+    if (n == 0 && dl_endpoint_copy(&eps[0], &t->nodes[0]->ep) == 0)
+        n = 1;
+    return n;
+}
+
+void dl_topology_wd_resolve(dl_topology *t)
+{
+    char err[DL_ERRLEN];
+    if (t->kind == DL_TOPO_SENTINEL && !t->nodes[0]->wd.ep.host &&
+        !t->nodes[0]->wd.ep.path)
+        (void)dl_conn_ensure(&t->nodes[0]->wd, err, sizeof err);
 }
 
 void dl_topology_wd_follow(dl_topology *t)

@@ -116,10 +116,18 @@ int dl_topology_probe_check(dl_topology *t, int sent, int64_t until_us);
  * goes to it before its next use. Elsewhere a no-op. */
 void dl_topology_wd_follow(dl_topology *t);
 
-/* Watchdog thread, with t->mu held: where it listens for broadcasts
- * (node 0: on Sentinel, the master its connection found), copied into ep.
- * 0, or -1 when out of memory. */
-int dl_topology_wd_listen_at(dl_topology *t, dl_endpoint *ep);
+/* Watchdog thread, with t->mu held: every place a forced release can be
+ * announced, copied into eps (room for max): the server; every Redlock
+ * master; every Cluster node that owns slots; on Sentinel, the master the
+ * watchdog's connection found (none before it found one). Returns how
+ * many (fewer when out of memory). */
+size_t dl_topology_wd_listen_at(dl_topology *t, dl_endpoint *eps,
+                                size_t max);
+
+/* Watchdog thread, without t->mu: on Sentinel, ask the sentinels where
+ * the master is if the watchdog's connection has not yet (it connects),
+ * so that a client with no renewal to send still listens there. */
+void dl_topology_wd_resolve(dl_topology *t);
 
 /* CRC16 hash slot of key, honouring a {hash tag}. */
 unsigned dl_key_slot(const char *key, size_t len);

@@ -2,8 +2,8 @@
  * watchdog.c: the renewal thread.
  *
  * DESIGN. One thread per client, its own hiredis connection to each node,
- * one mutex (the client's) and one condition variable on CLOCK_MONOTONIC,
- * in the shape of Redis's bio.c: the loop starts with the mutex held,
+ * one mutex (the client's) and a pipe that wakes it from poll(), in the
+ * shape of Redis's bio.c: the loop starts with the mutex held,
  * scans the registry, drops the mutex for the network, and retakes it to
  * record what Redis said. Each pass:
  *   1. marks lost every hold whose local deadline has passed (the lease
@@ -27,9 +27,14 @@
  *      (or found lost), whether or not the Lua thread heard of it;
  *   6. sleeps until the earliest renewal or deadline, a poke (a byte on
  *      its pipe), or a message on the client's notice channel: a forced
- *      release somewhere (force.lua). Then every watchdog-mode hold is
- *      renewed at once, and a hold that was forced is found lost within
- *      a round trip, not at its next renewal (lease/3 later).
+ *      release somewhere (force.lua). It listens wherever one can be
+ *      announced (every Redlock master, every Cluster node with slots,
+ *      the Sentinel master) and wakes to subscribe again where that
+ *      failed. After a notice (or a new subscription: one may have been
+ *      missed) every watchdog-mode hold is renewed at once, and every
+ *      other one asked whether it is still its own, so a hold that was
+ *      forced is found lost within a round trip, not at its next renewal
+ *      or the end of its fixed lease; at most one such pass per 50 ms.
  * The thread runs no Lua, blocks every signal, and is joined by close.
  */
 #define _GNU_SOURCE
@@ -388,104 +393,173 @@ static int same_place(const dl_endpoint *a, const dl_endpoint *b)
            !strcmp(a->path ? a->path : "", b->path ? b->path : "");
 }
 
-/* Without the mutex: the notice subscription, (re)made at ep (or where
- * the master moved) if it is not there. After a failure it is not tried
- * again for a while (1 s, doubling to a minute): a server that does not
- * answer must not hold up the renewals of the others. Returns its
- * socket, or -1. */
-static int notice_fd(dl_client *c, const dl_endpoint *ep)
+static void listener_free(dl_listener *l)
+{
+    if (l && l->init)
+        dl_waiter_free(&l->sub);
+    free(l);
+}
+
+/* Whether some place has no subscription and may be tried now. */
+static int listen_due(const dl_watchdog *w, int64_t now)
+{
+    if (w->nplaces == 0)
+        return 1;
+    for (size_t i = 0; i < w->nplaces; i++) {
+        const dl_listener *l = w->listen[i];
+        if ((!l || !l->init || !l->sub.conn.ctx) &&
+            (!l || now >= l->retry_us))
+            return 1;
+    }
+    return 0;
+}
+
+/* When the next failed subscription may be tried again (INT64_MAX:
+ * none is waiting). */
+static int64_t listen_retry(const dl_watchdog *w)
+{
+    int64_t at = INT64_MAX;
+    for (size_t i = 0; i < w->nplaces; i++) {
+        const dl_listener *l = w->listen[i];
+        if (l && !(l->init && l->sub.conn.ctx) && l->retry_us < at)
+            at = l->retry_us;
+    }
+    return at;
+}
+
+/* Without the mutex: the notice subscription at place i, (re)made if it
+ * is not there (or the place moved: a new master). After a failure it
+ * is not tried again for a while (1 s, doubling to a minute): a server
+ * that does not answer must not hold up the renewals of the others; the
+ * thread wakes for the retry (listen_retry). Returns its socket, or -1;
+ * *fresh = 1 when it subscribed now (a notice may have been missed
+ * before: the holds are checked as after one). */
+static int notice_fd(dl_client *c, size_t i, int *fresh)
 {
     dl_watchdog *w = c->wd;
-    dl_waiter *wp = &w->notice;
+    const dl_endpoint *ep = &w->places[i];
     char err[DL_ERRLEN];
     size_t live;
-    if (dl_waiter_subscribed(wp, c->notice, c->noticelen))
-        return wp->conn.ctx ? wp->conn.ctx->fd : -1;
-    if (!ep->host && !ep->path)
+    if (!w->listen[i] && !(w->listen[i] = calloc(1, sizeof *w->listen[i])))
         return -1;
-    int64_t now = dl_now_us();
-    if (now < w->notice_retry_us)
-        return -1;
-    if (w->notice_init && !same_place(&wp->conn.ep, ep)) {
-        dl_waiter_free(wp);                 /* the master moved */
-        w->notice_init = 0;
+    dl_listener *l = w->listen[i];
+    if (l->init && !same_place(&l->sub.conn.ep, ep)) {
+        dl_waiter_free(&l->sub);            /* the place moved */
+        l->init = 0;
     }
-    if (!w->notice_init)
-        w->notice_init = dl_waiter_init(wp, ep, c->topo.wd_timeout_us, 0)
-                         == 0;
-    if (!w->notice_init ||
-        dl_waiter_subscribe(wp, c->notice, c->noticelen, err, sizeof err)
-            != DL_OK) {
-        w->notice_backoff_us = w->notice_backoff_us
-            ? (w->notice_backoff_us < 30000000 ? 2 * w->notice_backoff_us
-                                               : 60000000)
+    if (l->init && dl_waiter_subscribed(&l->sub, c->notice, c->noticelen))
+        return l->sub.conn.ctx ? l->sub.conn.ctx->fd : -1;
+    if (dl_now_us() < l->retry_us)
+        return -1;
+    if (!l->init && (ep->host || ep->path))
+        l->init = dl_waiter_init(&l->sub, ep, c->topo.wd_timeout_us, 0) == 0;
+    if (!l->init ||                         /* (or no address yet) */
+        dl_waiter_subscribe(&l->sub, c->notice, c->noticelen, err,
+                            sizeof err) != DL_OK) {
+        l->backoff_us = l->backoff_us
+            ? (l->backoff_us < 30000000 ? 2 * l->backoff_us : 60000000)
             : 1000000;
-        w->notice_retry_us = dl_now_us() + w->notice_backoff_us;
+        l->retry_us = dl_now_us() + l->backoff_us;
         return -1;
     }
-    w->notice_backoff_us = 0;
-    w->notices = dl_waiter_count(&wp, 1, c->notice, c->noticelen, &live);
-    return wp->conn.ctx ? wp->conn.ctx->fd : -1;
+    l->backoff_us = 0;
+    dl_waiter *wp = &l->sub;
+    l->count = dl_waiter_count(&wp, 1, c->notice, c->noticelen, &live);
+    *fresh = 1;
+    return l->sub.conn.ctx ? l->sub.conn.ctx->fd : -1;
+}
+
+/* With c->mu held: the places to listen at, asked of the topology again
+ * (on Sentinel, once the master is found). The mutex is dropped while
+ * the sentinels may be asked. */
+static void find_places(dl_client *c)
+{
+    dl_watchdog *w = c->wd;
+    pthread_mutex_unlock(&c->mu);
+    dl_topology_wd_resolve(&c->topo);       /* (Sentinel only) */
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < w->nplaces; i++)
+        dl_endpoint_free(&w->places[i]);
+    w->nplaces = dl_topology_wd_listen_at(&c->topo, w->places,
+                                          DL_MAX_NODES);
+    for (size_t i = w->nplaces; i < DL_MAX_NODES && w->listen[i]; i++) {
+        listener_free(w->listen[i]);        /* a place no longer */
+        w->listen[i] = NULL;
+    }
+}
+
+/* With c->mu held: a notice came (or one came within the last
+ * DL_FORCED_GAP_US, and that gap is over): every watchdog-mode hold is due
+ * at once, and every other one is asked whether it is still its own.
+ * At most one such pass per gap: a flood of messages, which anyone
+ * allowed to PUBLISH can send, costs no more. */
+static void forced_pass(dl_client *c)
+{
+    dl_watchdog *w = c->wd;
+    int64_t now = dl_now_us();
+    if (!w->forced_wanted || now < w->forced_us + DL_FORCED_GAP_US)
+        return;
+    w->forced_wanted = 0;
+    w->forced_us = now;
+    dl_hold *h;
+    for (DL_REGISTRY_EACH(&c->reg, i, h)) {
+        if (h->lost || h->count <= 0)
+            continue;
+        if (!h->watchdog || h->final)
+            h->check = 1;
+        else if (h->renew_at_us > now) {
+            h->renew_at_us = now;
+            h->retry_at_us = 0;
+        }
+    }
 }
 
 /* With c->mu held: sleep until when_us, a poke, or a forced release
- * heard on the notice channel (while the client holds anything); after
- * one, every watchdog-mode hold is due at once. The mutex is dropped
- * while it sleeps. */
+ * heard on the notice channel (while the client holds anything). The
+ * mutex is dropped while it sleeps. */
 static void wait_until(dl_client *c, int64_t when_us)
 {
     dl_watchdog *w = c->wd;
     int listen = c->reg.count > 0;
-    if (listen && !(w->notice_init && dl_waiter_subscribed(&w->notice,
-                                                            c->notice,
-                                                            c->noticelen))
-        && dl_now_us() >= w->notice_retry_us) {
-        dl_endpoint_free(&w->notice_ep);
-        (void)dl_topology_wd_listen_at(&c->topo, &w->notice_ep);
-    }
     w->next_wake_us = when_us;
     w->sleeping = 1;
+    if (listen && listen_due(w, dl_now_us()))
+        find_places(c);
+    size_t np = listen ? w->nplaces : 0;
     pthread_mutex_unlock(&c->mu);
 
-    struct pollfd p[2] = { { w->wake[0], POLLIN, 0 }, { -1, POLLIN, 0 } };
-    if (listen)
-        p[1].fd = notice_fd(c, &w->notice_ep);
+    struct pollfd p[1 + DL_MAX_NODES];
+    p[0] = (struct pollfd){ w->wake[0], POLLIN, 0 };
+    int heard = 0;
+    for (size_t i = 0; i < np; i++)
+        p[1 + i] = (struct pollfd){ notice_fd(c, i, &heard), POLLIN, 0 };
+    if (np > 0 && listen_retry(w) < when_us)
+        when_us = listen_retry(w);          /* a subscription to try again */
+    if (w->forced_wanted && w->forced_us + DL_FORCED_GAP_US < when_us)
+        when_us = w->forced_us + DL_FORCED_GAP_US;
     int64_t now = dl_now_us();
     int timeout = when_us <= now ? 0 : dl_poll_ms(when_us - now);
                                             /* (idle: an hour at most) */
-    (void)poll(p, 2, timeout);
+    (void)poll(p, 1 + np, timeout);
     char buf[64];
     while (read(w->wake[0], buf, sizeof buf) > 0)
         ;                                   /* pokes: all seen */
-    int heard = 0;
-    if (p[1].fd >= 0 && p[1].revents) {
-        dl_waiter *wp = &w->notice;
+    for (size_t i = 0; i < np; i++) {
+        dl_listener *l = w->listen[i];
+        if (p[1 + i].fd < 0 || !p[1 + i].revents || !l)
+            continue;
+        dl_waiter *wp = &l->sub;
         size_t live;
         uint64_t n = dl_waiter_count(&wp, 1, c->notice, c->noticelen, &live);
-        heard = n != w->notices;
-        w->notices = n;
+        heard |= n != l->count;
+        l->count = n;
     }
 
     pthread_mutex_lock(&c->mu);
     w->sleeping = 0;
-    if (heard) {                            /* a forced release somewhere */
-        /* (at most one early pass per 50 ms: a flood of messages, which
-         * anyone allowed to PUBLISH can send, costs no more) */
-        now = dl_now_us();
-        int64_t at = now > w->forced_us + 50000 ? now : w->forced_us + 50000;
-        w->forced_us = at;
-        dl_hold *h;
-        for (DL_REGISTRY_EACH(&c->reg, i, h)) {
-            if (h->lost || h->count <= 0)
-                continue;
-            if (!h->watchdog || h->final)
-                h->check = h->check || at == now;   /* asked at once */
-            else if (h->renew_at_us > at) {
-                h->renew_at_us = at;
-                h->retry_at_us = 0;
-            }
-        }
-    }
+    if (heard)                              /* a forced release somewhere */
+        w->forced_wanted = 1;               /* (or a new subscription) */
+    forced_pass(c);
 }
 
 static void *run(void *arg)
@@ -599,8 +673,11 @@ void dl_watchdog_stop(dl_client *c)
     for (int i = 0; i < 2; i++)
         if (w->wake[i] >= 0)
             close(w->wake[i]);
-    dl_waiter_free(&w->notice);         /* (zeroed if never made) */
-    dl_endpoint_free(&w->notice_ep);
+    for (size_t i = 0; i < DL_MAX_NODES; i++) {
+        listener_free(w->listen[i]);
+        if (i < w->nplaces)
+            dl_endpoint_free(&w->places[i]);
+    }
     free(w->batch);
     free(w->gens);
     free(w->ms);

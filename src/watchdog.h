@@ -23,6 +23,17 @@
 struct dl_client;
 struct dl_pending;
 
+/* One subscription to the notice channel (watchdog thread only). */
+typedef struct dl_listener {
+    dl_waiter sub;
+    int init;                   /* sub was initialised */
+    uint64_t count;             /* messages counted there so far */
+    int64_t retry_us;           /* no new subscription before this */
+    int64_t backoff_us;         /* and the wait after the last failure */
+} dl_listener;
+
+#define DL_FORCED_GAP_US 50000  /* early passes for notices: one per */
+
 typedef struct dl_watchdog {
     pthread_t thread;
     int wake[2];                /* a pipe: a byte wakes the sleeping thread
@@ -35,16 +46,18 @@ typedef struct dl_watchdog {
                                    by pokes) */
     int64_t pass_next;          /* when the holds a pass renewed are next
                                    due, or earlier (record) */
-    dl_waiter notice;           /* subscribed to the client's notice
-                                   channel: forced releases (client.c) */
-    int notice_init;            /* notice was initialised */
-    dl_endpoint notice_ep;      /* where it was last asked to subscribe
-                                   (kept here, not on the thread's stack:
-                                   a fork's child frees it at close) */
-    uint64_t notices;           /* messages counted there so far */
-    int64_t forced_us;          /* the last early pass they asked for */
-    int64_t notice_retry_us;    /* no new subscription before this */
-    int64_t notice_backoff_us;  /* and the wait after the last failure */
+    dl_listener *listen[DL_MAX_NODES]; /* subscribed to the client's
+                                   notice channel (forced releases,
+                                   client.c) at each place one can be
+                                   announced; made when first needed */
+    dl_endpoint places[DL_MAX_NODES]; /* those places, as the topology
+                                   last gave them (kept here, not on the
+                                   thread's stack: a fork's child frees
+                                   them at close) */
+    size_t nplaces;
+    int64_t forced_us;          /* the last early pass notices asked for */
+    int forced_wanted;          /* a notice came since: a pass is due at
+                                   forced_us + DL_FORCED_GAP_US */
     dl_hold **batch;            /* holds being renewed (inflight) */
     uint64_t *gens;             /* their generations when sent */
     int64_t *ms;                /* the lease each is renewed for */
