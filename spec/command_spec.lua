@@ -230,6 +230,19 @@ describe("the dlock command", function()
     assert.truthy(waiter.output():find("second"))
   end)
 
+  -- (it ran on unlocked: the next copy got the lock while it still ran)
+  it("leaves no command running when dlock itself is killed (SIGKILL)", function()
+    local name = helper.unique_name("orphan")
+    local h, log, group = start_logged(name, "--lease 30",
+      [[echo "started $$" >>LOG; exec sleep 60]])
+    assert.equals(1, #group_members(group))
+    h.signal("KILL")
+    assert(helper.wait_for(function() return #group_members(group) == 0 end, 5),
+      "the command outlived dlock")
+    assert.is_false(helper.is_free(srv, key(name)))   -- held until its lease ends
+    assert.truthy(helper.read_file(log))
+  end)
+
   it("kills the command when the lock is deleted under it, and exits 124", function()
     local name = helper.unique_name("lost")
     local h, log = start_logged(name, "--lease 3",

@@ -20,12 +20,15 @@
 #include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 extern char **environ;
 
@@ -135,12 +138,44 @@ static int process_wait(lua_State *L)
     return 1;
 }
 
+/* Where execvp would find file: into buf (n bytes). Returns 0, or the
+ * errno execvp would fail with (ENOENT: nowhere; EACCES: found, but not
+ * executable). Searched here, before the fork: the child only execs. */
+static int find_program(const char *file, char *buf, size_t n)
+{
+    if (strchr(file, '/')) {
+        if (strlen(file) >= n)
+            return ENAMETOOLONG;
+        strcpy(buf, file);
+        return 0;
+    }
+    const char *path = getenv("PATH");
+    int found = ENOENT;
+    for (const char *p = path ? path : "/bin:/usr/bin"; ; p++) {
+        size_t len = strcspn(p, ":");
+        struct stat st;
+        if (snprintf(buf, n, "%.*s/%s", (int)(len ? len : 1),
+                     len ? p : ".", file) < (int)n && stat(buf, &st) == 0 &&
+            !S_ISDIR(st.st_mode)) {
+            if (access(buf, X_OK) == 0)
+                return 0;
+            found = EACCES;
+        }
+        p += len;
+        if (!*p)
+            break;
+    }
+    return found;
+}
+
 /* process.spawn(argv, env) -> pid | nil, message, errno name: runs
  * argv[1] (searched in PATH) with argv, in a process group of its own (its
  * pid is the group's id), with the environment plus env's NAME=value pairs
  * (which replace any of the same name), an empty signal mask, and the
  * signals dlock caught at their defaults (those ignored at start stay
- * ignored). */
+ * ignored). On Linux it dies with dlock (SIGKILL when dlock's thread that
+ * spawned it ends): a dlock killed by SIGKILL, which cannot release the
+ * lock, leaves no command running without it. */
 static int process_spawn(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -178,23 +213,62 @@ static int process_spawn(lua_State *L)
     }
     envp[k] = NULL;
 
-    posix_spawnattr_t attr;
-    sigset_t none, dflt;
+    sigset_t all, old, none;
+    sigfillset(&all);
     sigemptyset(&none);
-    sigemptyset(&dflt);
-    for (size_t i = 0; i < NTRAPPED; i++)
-        if (!sigismember(&ignored, SIGNALS[i].sig))
-            sigaddset(&dflt, SIGNALS[i].sig);
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP |
-                             POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &dflt);
-    pid_t pid;
-    int err = posix_spawnp(&pid, argv[0], NULL, &attr, (char *const *)argv,
-                           (char *const *)envp);
-    posix_spawnattr_destroy(&attr);
+    char path[4096];
+    int err = find_program(argv[0], path, sizeof path), ep[2];
+    if (err == 0 && pipe(ep) != 0)
+        err = errno;
+    if (err == 0 && (nonblock_cloexec(ep[1]) < 0 ||
+                     fcntl(ep[0], F_SETFD, FD_CLOEXEC) < 0)) {
+        err = errno;
+        close(ep[0]);
+        close(ep[1]);
+    }
+    pid_t pid = -1, parent = getpid();
+    if (err == 0) {
+        /* No handler of dlock's runs in the child: every signal is
+         * blocked across the fork, and the child sets its dispositions
+         * before it lets any in. */
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pid = fork();
+        if (pid == 0) {                 /* async-signal-safe calls only */
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = SIG_DFL;
+            for (size_t i = 0; i < NTRAPPED; i++)
+                if (!sigismember(&ignored, SIGNALS[i].sig))
+                    sigaction(SIGNALS[i].sig, &sa, NULL);
+            setpgid(0, 0);
+#ifdef __linux__
+            if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+                _exit(127);             /* dlock already died */
+#endif
+            sigprocmask(SIG_SETMASK, &none, NULL);
+            execve(path, (char *const *)argv, (char *const *)envp);
+            int e = errno;
+            ssize_t w = write(ep[1], &e, sizeof e);
+            (void)w;
+            _exit(127);
+        }
+        if (pid < 0)
+            err = errno;
+        else
+            setpgid(pid, pid);          /* (as the child does: no race) */
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        close(ep[1]);
+        int e;
+        ssize_t r;
+        while ((r = read(ep[0], &e, sizeof e)) < 0 && errno == EINTR)
+            ;
+        close(ep[0]);
+        if (pid > 0 && r == (ssize_t)sizeof e) {    /* exec failed */
+            err = e;
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        }
+    }
     if (err != 0) {
         lua_pushnil(L);
         lua_pushstring(L, strerror(err));
