@@ -124,7 +124,7 @@ function Lock:acquire(opts)
     local fd = nudge and self:_drained(step)
     if fd then nudge(fd) end            -- others may wait on what it read
     if done then return a, b, c end
-    wait(a, b)
+    wait(a, b, c)                       -- fd, seconds, the socket's serial
   end
 end
 

@@ -288,6 +288,44 @@ for _, kind in ipairs({ "table", "cqueues", "luv" }) do
       assert.is_true(dlock.now() - t0 < 5)
       c:close()
     end)
+
+    -- The core closes a broken subscriber socket and opens another, often
+    -- under the same number: a scheduler that still watched the old one
+    -- never saw the new one (a waiter woke 6 s after the release, at the
+    -- holder's TTL), and cqueues raised from its loop.
+    it("wakes waiters on release after their subscriber connection was killed mid-wait", function()
+      local k = new(); if not k then return end
+      local c = client(k)
+      local holder = assert(helper.client{ lease = 30 })
+      local srv = helper.redis()
+      local name = helper.unique_name("resub")
+      local hl = holder:lock(name, { owner = "holder" })  -- released from a coroutine
+      assert(hl:acquire())
+      local got, released = {}, nil
+      for i = 1, 3 do
+        k.spawn(function()
+          local lock = c:lock(name)
+          assert(lock:acquire{ wait = 20 })
+          got[#got + 1] = dlock.now() - released
+          assert(lock:release())
+        end)
+      end
+      k.spawn(function()
+        for _ = 1, 3 do                        -- each time, a new socket
+          k.sleep(0.3)
+          srv.cli("client", "kill", "type", "pubsub")
+        end
+        k.sleep(0.5)                           -- subscribed again meanwhile
+        released = dlock.now()
+        assert(hl:release())
+      end)
+      k.run(30)
+      assert.equals(3, #got)
+      for _, t in ipairs(got) do
+        assert.is_true(t < 2, ("a waiter got the lock %.2f s after the release"):format(t))
+      end
+      c:close(); holder:close()
+    end)
   end)
 end
 

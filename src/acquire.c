@@ -287,6 +287,7 @@ static dl_status wait_for(dl_acquire *op, const int *fds, size_t nfds,
                           int64_t until_us)
 {
     op->nfds = nfds;
+    op->serial = 0;                     /* (the caller's to set) */
     if (nfds)
         memcpy(op->fds, fds, nfds * sizeof *fds);
     op->wake_us = until_us < op->until_us ? until_us : op->until_us;
@@ -582,6 +583,8 @@ static int judge_subscribe(dl_client *c, const dl_lockref *l,
                                                  l->ident.keylen, s->now)))
         bound = 100000;
     s->st = wait_for(op, fds, nfds, s->now + bound);
+    op->serial = dl_waiter_serial(s->ws, s->nws, l->ident.chan,
+                                  l->ident.chanlen);
     return 0;
 }
 

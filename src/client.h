@@ -55,6 +55,7 @@ typedef struct dl_acquire {
     int64_t wake_us;            /* DL_EWAIT: come back by this time */
     int fds[DL_MAX_NODES];      /* ... or when one of these is readable */
     size_t nfds;
+    uint64_t serial;            /* the socket fds[0] is (conn.h) */
     int drained;                /* a socket the last step read messages
                                    from, that other waiters of this state
                                    may be waiting on; -1: none */

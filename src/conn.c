@@ -300,6 +300,8 @@ static dl_status setup_cmd(dl_conn *c, int argc, const char **argv,
     return st;
 }
 
+static uint64_t serials;        /* connections made in the process */
+
 /* Remember why a connect failed and, when the attempt cost time (a host
  * that does not answer), back off (bounded) before the next one, so that
  * a dead server costs one timeout, not one per call. A refused connection
@@ -452,6 +454,7 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
     c->backoff_us = 0;
     c->retry_at_us = 0;
     c->epoch++;
+    c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
     if (c->down_told || c->epoch > 1) {
         char addr[128];
         dl_log_say(c->log, DL_LOG_INFO, "%s connection to %s %sconnected",

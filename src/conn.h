@@ -56,6 +56,10 @@ typedef struct dl_conn {
     int stale;                  /* the last error was a dead link (EOF,
                                    reset), not a timeout */
     uint64_t epoch;             /* connections made so far */
+    uint64_t serial;            /* this connection's number in the
+                                   process (each connect takes the next):
+                                   its socket, whatever fd number the
+                                   kernel reused for it */
     uint64_t scripts_epoch;     /* the epoch whose server has our scripts
                                    (kept by script.c) */
     char why[96];               /* the last connect failure */

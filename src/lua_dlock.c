@@ -9,11 +9,15 @@
 #define _GNU_SOURCE
 #include "lua_dlock.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DLOCK_VERSION "dlock 1.0.0"
 
@@ -114,6 +118,56 @@ static int module_sleep(lua_State *L)
     return 0;
 }
 
+/* dlock.core._socket_copy(fd) -> a copy of socket fd (dup, close-on-exec)
+ * that the caller watches for its event loop, or nil, message. The loop
+ * watches the copy, not the core's fd: when the core replaces a broken
+ * socket, often under the same number, the copy stays the old socket
+ * until the loop has let go of it (cqueues and libuv must be told before
+ * a watched descriptor is closed; dlock/sched.lua). copy:fd() its number,
+ * copy:close() closes it (again: nothing); so does its collection. */
+#define SOCKET_COPY_MT "dlock.SocketCopy"
+static int copy_close(lua_State *L)
+{
+    int *fd = luaL_checkudata(L, 1, SOCKET_COPY_MT);
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+    return 0;
+}
+
+static int copy_fd(lua_State *L)
+{
+    int *fd = luaL_checkudata(L, 1, SOCKET_COPY_MT);
+    if (*fd < 0)
+        return luaL_error(L, "dlock: socket copy closed");
+    lua_pushinteger(L, *fd);
+    return 1;
+}
+
+static int module_socket_copy(lua_State *L)
+{
+    lua_Integer n = luaL_checkinteger(L, 1);
+    luaL_argcheck(L, n >= 0 && n <= INT_MAX, 1, "a file descriptor");
+    int *fd = lua_newuserdatauv(L, sizeof *fd, 0);
+    *fd = -1;
+    if (luaL_newmetatable(L, SOCKET_COPY_MT)) {
+        static const luaL_Reg m[] = {
+            { "close", copy_close }, { "fd", copy_fd }, { NULL, NULL }
+        };
+        luaL_newlib(L, m);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, copy_close);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    if ((*fd = fcntl((int)n, F_DUPFD_CLOEXEC, 0)) < 0) {
+        lua_pushnil(L);
+        lua_pushstring(L, strerror(errno));
+        return 2;
+    }
+    return 1;
+}
+
 int luaopen_dlock_core(lua_State *L);
 
 __attribute__((visibility("default")))
@@ -128,6 +182,7 @@ int luaopen_dlock_core(lua_State *L)
         { "scripts", module_scripts },
         { "slot_tag", module_slot_tag },
         { "sleep", module_sleep },
+        { "_socket_copy", module_socket_copy },
         { NULL, NULL }
     };
     dlua_client_open(L);                        /* methods */

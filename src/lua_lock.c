@@ -404,8 +404,10 @@ static int lock_step_new(lua_State *L)
     return 1;
 }
 
-/* lock:_step(op) -> true, acquire's results | false, fd or nil, seconds:
- * wait until fd is readable or the time has passed, then step again. */
+/* lock:_step(op) -> true, acquire's results | false, fd or nil, seconds,
+ * serial: wait until fd is readable or the time has passed, then step
+ * again. serial names the socket: another under the same fd number (the
+ * old one broke and was replaced) has another serial. */
 static int lock_step(lua_State *L)
 {
     lock_call k;
@@ -421,7 +423,8 @@ static int lock_step(lua_State *L)
             lua_pushnil(L);
         int64_t left = op->wake_us - dl_now_us();
         lua_pushnumber(L, left > 0 ? (lua_Number)left / 1e6 : 0);
-        return 3;
+        lua_pushinteger(L, (lua_Integer)op->serial);
+        return 4;
     }
     lua_pushboolean(L, 1);
     return 1 + acquired(L, st, &op->args, err);

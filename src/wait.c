@@ -266,6 +266,15 @@ size_t dl_waiter_fds(dl_waiter **ws, size_t n, const char *chan, size_t len,
     return k;
 }
 
+uint64_t dl_waiter_serial(dl_waiter **ws, size_t n, const char *chan,
+                          size_t len)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ws[i]->conn.ctx && find(ws[i], chan, len))
+            return ws[i]->conn.serial;
+    return 0;
+}
+
 int dl_waiter_alive(dl_waiter *w, int64_t interval_us, int64_t dead_us,
                     int64_t *next_ping_us)
 {

@@ -71,6 +71,11 @@ const char *dl_waiter_note(dl_waiter **ws, size_t n, const char *chan,
 size_t dl_waiter_fds(dl_waiter **ws, size_t n, const char *chan, size_t len,
                      int *fds);
 
+/* The serial (conn.h) of the socket dl_waiter_fds gives first: a new
+ * one under a reused fd number has another. 0 when it gives none. */
+uint64_t dl_waiter_serial(dl_waiter **ws, size_t n, const char *chan,
+                          size_t len);
+
 /* Liveness of an idle subscriber: send PING every interval_us (allowed
  * while subscribed); 0 when the server has answered something within
  * dead_us, -1 (and the connection dropped) when it has not: a server that

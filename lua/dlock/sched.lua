@@ -40,7 +40,8 @@ end
 -- coroutine that can yield, runs the core's acquire steps here and hands
 -- each wait to S: wait(fd, seconds) returns when the subscriber socket fd
 -- may be readable or the time has passed (early is fine; fd is nil when
--- there is no socket to watch). Elsewhere (the main coroutine, across a C
+-- there is no socket to watch). The built-in waits get a third argument,
+-- the socket's serial (above). Elsewhere (the main coroutine, across a C
 -- call) the acquire blocks in C as without a scheduler.
 --
 -- The coroutines of one client share its subscriber sockets, and whoever
@@ -54,6 +55,17 @@ local nudges = setmetatable({}, { __mode = "k" })
 
 local resume, yield = coroutine.resume, coroutine.yield
 
+-- A wait's socket is fd and serial (the socket's number in the process):
+-- the core replaces a broken socket with a new one, often under the same
+-- fd number, and cqueues and libuv must let go of a descriptor before it
+-- is closed, or they keep watching what epoll has dropped (and cqueues
+-- raises from its loop). So the loop watches a copy of the socket of its
+-- own (core._socket_copy) per serial, which it closes once the last wait
+-- on it is over, after telling the loop: the copy's number is never
+-- reused while it is watched. A wait that makes a new copy wakes the
+-- waits on the others, which may be of the socket it replaced.
+local core = require "dlock.core"
+
 -- cqueues: poll the socket from the running cqueue's coroutine. Several
 -- coroutines may wait on one socket, and the first to run after it turns
 -- readable reads it dry: so one polls the socket and, when it returns,
@@ -62,26 +74,39 @@ local function cqueues_wait()
   local ok, cqueues = pcall(require, "cqueues")
   if not ok then return nil, "cqueues is not installed" end
   local condition = require "cqueues.condition"
-  local watch = {}                      -- fd -> { cond, polling }
-  local function wait(fd, timeout)
-    if not fd then return cqueues.sleep(timeout) end
-    local w = watch[fd]
-    if not w then
-      w = { cond = condition.new() }
-      watch[fd] = w
+  local watch = {}                      -- serial -> { copy, fd, cond, polling, n }
+  local function wait(fd, timeout, serial)
+    local w = fd and watch[serial]
+    if fd and not w then
+      local copy = core._socket_copy(fd)
+      if not copy then return cqueues.sleep(math.min(timeout, 0.1)) end
+      -- A new socket: the one it replaced may be watched still, by waits
+      -- that would sleep through what now arrives here. They look again.
+      for _, other in pairs(watch) do other.cond:signal() end
+      w = { copy = copy, fd = fd, cond = condition.new(), n = 0 }
+      watch[serial] = w
     end
+    if not w then return cqueues.sleep(timeout) end
+    w.n = w.n + 1
     if w.polling then
       cqueues.poll(w.cond, timeout)
     else
       w.polling = true
-      cqueues.poll({ pollfd = fd, events = "r" }, w.cond, timeout)
+      cqueues.poll({ pollfd = w.copy:fd(), events = "r" }, w.cond, timeout)
       w.polling = false
       w.cond:signal()                   -- every other waiter looks again
     end
+    w.n = w.n - 1
+    if w.n == 0 then                    -- the last wait on it: let go
+      watch[serial] = nil
+      cqueues.cancel(w.copy:fd())
+      w.copy:close()
+    end
   end
   nudges[wait] = function(fd)
-    local w = watch[fd]
-    if w then w.cond:signal() end       -- the poller too: it polls cond
+    for _, w in pairs(watch) do
+      if w.fd == fd then w.cond:signal() end  -- the poller too: it polls cond
+    end
   end
   return wait
 end
@@ -92,7 +117,7 @@ end
 local function luv_wait()
   local ok, uv = pcall(require, "luv")
   if not ok then return nil, "luv is not installed" end
-  local polls = {}                      -- fd -> { handle, waiting = {w = true} }
+  local polls = {}                      -- serial -> { copy, fd, handle, waiting = {w = true} }
   -- End the wait w once, whoever ends it: a callback below, or another
   -- resume of the coroutine (then no callback may resume it later).
   local function finish(w)
@@ -100,13 +125,13 @@ local function luv_wait()
     w.done = true
     w.timer:stop()
     w.timer:close()
-    local p = w.fd and polls[w.fd]
+    local p = w.p
     if p then
       p.waiting[w] = nil
-      if next(p.waiting) == nil then
+      if next(p.waiting) == nil then    -- the last wait on it: let go
+        polls[w.serial] = nil
         p.handle:stop()
-        p.handle:close()
-        polls[w.fd] = nil
+        p.handle:close(function() p.copy:close() end)
       end
     end
     return true
@@ -121,30 +146,41 @@ local function luv_wait()
     for x in pairs(p.waiting) do all[#all + 1] = x end
     for _, x in ipairs(all) do wake(x) end
   end
-  local function wait(fd, timeout)
-    local w = { co = running(), fd = fd, timer = uv.new_timer() }
-    w.timer:start(math.ceil(timeout * 1000), 0, function() wake(w) end)
-    if fd then
-      local p = polls[fd]
-      if not p then
-        p = { handle = uv.new_socket_poll(fd), waiting = {} }
-        polls[fd] = p
-        p.handle:start("r", function() wake_all(p) end)
-      end
-      p.waiting[w] = true
-    end
-    yield()
-    finish(w)
-  end
-  nudges[wait] = function(fd)
-    local p = polls[fd]
-    if not p or p.nudged then return end
-    p.nudged = uv.new_timer()           -- from the loop, once per turn
+  local function nudge(p)               -- wake_all from the loop, once per turn
+    if p.nudged then return end
+    p.nudged = uv.new_timer()
     p.nudged:start(0, 0, function()
       p.nudged:close()
       p.nudged = nil
       wake_all(p)
     end)
+  end
+  local function wait(fd, timeout, serial)
+    local w = { co = running(), serial = serial, timer = uv.new_timer() }
+    local p = fd and polls[serial]
+    if fd and not p then
+      local copy = core._socket_copy(fd)
+      if copy then
+        for _, other in pairs(polls) do nudge(other) end  -- (as for cqueues)
+        p = { copy = copy, fd = fd, handle = uv.new_socket_poll(copy:fd()), waiting = {} }
+        polls[serial] = p
+        p.handle:start("r", function() wake_all(p) end)
+      else
+        timeout = math.min(timeout, 0.1)
+      end
+    end
+    w.timer:start(math.ceil(timeout * 1000), 0, function() wake(w) end)
+    if p then
+      p.waiting[w] = true
+      w.p = p
+    end
+    yield()
+    finish(w)
+  end
+  nudges[wait] = function(fd)
+    for _, p in pairs(polls) do
+      if p.fd == fd then nudge(p) end
+    end
   end
   return wait
 end
