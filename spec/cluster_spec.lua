@@ -91,3 +91,50 @@ describe("live slot migration", function()
     cl.stop()
   end)
 end)
+
+-- A master that dies answers nothing: no MOVED tells the client where its
+-- slots went. (The client used to learn the map only on MOVED, an unknown
+-- redirect or connect: after its replica took over, acquires failed with
+-- "Connection refused" for good, while a fresh client got the lock.)
+describe("a Cluster master that dies", function()
+  it("is replaced by its promoted replica, on the Lua thread and in the watchdog", function()
+    local topology = require "topology"
+    local cl = topology.cluster(3, { replicas = 1 })
+    finally(function() cl.stop() end)
+    -- (a lease longer than the failover takes: no renewal can be
+    -- confirmed while no master serves the slot)
+    local opts = { cluster = cl.urls, lease = 15, connect_timeout = 0.3, command_timeout = 0.5 }
+    local c = assert(dlock.connect(opts))
+    finally(function() c:close() end)
+    local name, kept = helper.unique_name("dies"), nil
+    local slot = cl.keyslot("dlock:{" .. name .. "}")
+    local m = cl.owner(slot)
+    -- a lock held across the failover, on the same master's slots
+    for i = 1, 200 do
+      local k = helper.unique_name("kept" .. i)
+      if cl.owner(cl.keyslot("dlock:{" .. k .. "}")) == m then kept = k; break end
+    end
+    local l = c:lock(name)
+    assert(l:acquire())
+    assert(l:release())
+    local lk = c:lock(kept)
+    assert(lk:acquire())
+    dlock.sleep(0.3)                         -- replicated
+    cl.kill_master(m)
+    -- the watchdog renews the kept hold on the new master, before the Lua
+    -- thread has sent anything there: its TTL comes back up to the lease
+    local probe = assert(dlock.connect(opts))
+    finally(function() probe:close() end)
+    local renewed = helper.wait_for(function()
+      local ttl = probe:lock(kept):ttl()
+      return ttl and ttl > 14
+    end, 10, 0.1)
+    assert.is_truthy(renewed, "the kept hold was not renewed on the new master")
+    assert.is_true(lk:held())
+    assert(lk:release())
+    -- and the Lua thread's own calls go there too
+    local ok, err = l:acquire{ wait = 5 }
+    assert.is_truthy(ok, "after the failover: " .. tostring(err))
+    assert(l:release())
+  end)
+end)

@@ -275,6 +275,8 @@ size_t dl_exec_batch(dl_topology *t, const dl_scripts *s, int wd,
     for (size_t n = 0; n < nnodes; n++) {
         if (what[n] & MOVED)            /* Cluster: the map moved */
             (void)dl_topology_refresh(t, n, wd, err, sizeof err);
+        else if (!ok[n])                /* Cluster: a node gone? */
+            (void)dl_topology_remap(t, n, wd);
         if (what[n] & DEMOTED)          /* ask the sentinels again */
             dl_conn_retarget(conn_of(t, wd, n));
     }

@@ -724,6 +724,35 @@ dl_status dl_topology_refresh(dl_topology *t, size_t via, int wd,
     return DL_OK;
 }
 
+int dl_topology_remap(dl_topology *t, size_t failed, int wd)
+{
+    char err[DL_ERRLEN];
+    int64_t now = dl_now_us();
+    if (t->kind != DL_TOPO_CLUSTER || now - t->remap_us[!!wd] <
+                                          DL_REMAP_GAP_US)
+        return 0;
+    t->remap_us[!!wd] = now;
+    pthread_mutex_lock(t->mu);
+    size_t n = t->nnodes;
+    pthread_mutex_unlock(t->mu);
+    /* From the node after the failed one, so that a dead first seed is
+     * not where every remap starts; bounded by the command timeout. */
+    for (size_t k = 1; k <= n; k++) {
+        size_t i = (failed + k) % n;
+        if (i == failed && n > 1)
+            continue;
+        if (dl_topology_refresh(t, i, wd, err, sizeof err) == DL_OK) {
+            dl_log_say(t->log, DL_LOG_INFO, "cluster: slot map learnt "
+                       "again after a node failed");
+            return 1;
+        }
+        if (t->command_timeout_us > 0 &&
+            dl_now_us() - now > t->command_timeout_us)
+            break;
+    }
+    return 0;
+}
+
 /* Cluster: whether the cluster, asked through node `via`, names
  * host:port among its members (CLUSTER NODES: "<id> <ip:port@cport[,
  * hostname]> <flags> ..."); if so, the node is added. A slot being
@@ -864,6 +893,16 @@ dl_status dl_topology_run(dl_topology *t, const dl_scripts *s, int wd,
     for (int hop = 0; hop < 5; hop++) {
         dl_status st = run_once(t, s, wd, idx, asking, id, nkeys, argc,
                                 argv, lens, out, err, errlen);
+        if ((st == DL_ECONN || st == DL_EDOWN) && !asking &&
+            dl_topology_remap(t, idx, wd)) {
+            /* The node is gone; if the map now gives the slot to
+             * another (its replica, promoted), go there. */
+            size_t to = dl_topology_route(t, key, keylen);
+            if (to != idx) {
+                idx = to;
+                continue;
+            }
+        }
         if (st == DL_EREDIS && t->kind == DL_TOPO_CLUSTER &&
             strncmp(err, "TRYAGAIN", 8) == 0)
             /* A multi-key script while its slot migrates: the keys are

@@ -75,6 +75,9 @@ typedef struct dl_topology {
     size_t probe_from;          /* which sentinel it goes to */
     int64_t connect_timeout_us, command_timeout_us, wd_timeout_us;
     dl_log *log;                /* the client's (log.h), or NULL */
+    int64_t remap_us[2];        /* Cluster: the last dl_topology_remap of
+                                   the Lua thread [0] and the watchdog [1]
+                                   (each its own thread's) */
 } dl_topology;
 
 /* Set up t for kind over eps (url | servers | sentinels | cluster seeds);
@@ -179,6 +182,15 @@ size_t dl_topology_fan(dl_topology *t, const dl_scripts *s, int wd, int id,
  * node `via`). Returns DL_OK or an error. */
 dl_status dl_topology_refresh(dl_topology *t, size_t via, int wd,
                               char *err, size_t errlen);
+
+/* Cluster, after a connection failure to node `failed` (a master that
+ * died: it answers nothing, so no MOVED comes): learn the slot map from
+ * the other nodes, the first that answers, on the Lua thread's
+ * connections or the watchdog's (wd). At most once per DL_REMAP_GAP_US
+ * per thread, however many calls fail; elsewhere a no-op. Returns 1 if a
+ * map was learnt. */
+#define DL_REMAP_GAP_US 100000
+int dl_topology_remap(dl_topology *t, size_t failed, int wd);
 
 /* Cluster: the node index for host:port, created (no I/O) if new: in a
  * free entry, else in that of a node the last map learnt did not name

@@ -327,12 +327,16 @@ function topology.keyslot(c, key)
   error("topology: no live cluster node")
 end
 
---- n masters (default 3), no replicas, all 16384 slots assigned by
---- `redis-cli --cluster create`. opts: timeout (s, default 30),
---- node_timeout_ms (2000), tls.
+--- n masters (default 3), each with opts.replicas replicas (default 0),
+--- all 16384 slots assigned by `redis-cli --cluster create`. opts:
+--- timeout (s, default 30), node_timeout_ms (2000), tls, replicas.
+--- With replicas, c.kill_master(i) kills master c.nodes[i] and waits
+--- until a replica has taken over its slots.
 function topology.cluster(n, opts)
-  n = n or 3
   opts = opts or {}
+  local masters = n or 3
+  local replicas = opts.replicas or 0
+  n = masters * (1 + replicas)
   local timeout = opts.timeout or 30
   local c = { nodes = {}, urls = {}, ids = {} }
   local confs = {}
@@ -370,8 +374,8 @@ function topology.cluster(n, opts)
     local addrs = {}
     for i, h in ipairs(c.nodes) do addrs[i] = "127.0.0.1:" .. h.port end
     local f = assert(io.popen(("timeout %d redis-cli %s --cluster create %s " ..
-      "--cluster-replicas 0 --cluster-yes 2>&1; echo \"exit $?\""):format(math.ceil(timeout),
-      helper.cli_flags[c.nodes[1].port] or "", table.concat(addrs, " "))))
+      "--cluster-replicas %d --cluster-yes 2>&1; echo \"exit $?\""):format(math.ceil(timeout),
+      helper.cli_flags[c.nodes[1].port] or "", table.concat(addrs, " "), replicas)))
     local out = f:read("*a")
     f:close()
     local code = tonumber(out:match("exit (%d+)%s*$"))
@@ -386,6 +390,17 @@ function topology.cluster(n, opts)
         out .. "\n" .. table.concat(diag, "\n"), 0)
     end
     for i, h in ipairs(c.nodes) do c.ids[i] = rcli(h.port, "cluster", "myid") end
+    if replicas > 0 then
+      await("every replica in sync", timeout, function()
+        for _, h in ipairs(c.nodes) do
+          if info_field(h.port, "replication", "role") == "slave" then
+            local ok2, why = link_up(h)
+            if not ok2 then return false, ("node %d: %s"):format(h.port, why) end
+          end
+        end
+        return true
+      end)
+    end
     await("cluster_state:ok on every node", timeout, function()
       for _, h in ipairs(c.nodes) do
         local s = rcli(h.port, "cluster", "info")
@@ -417,6 +432,35 @@ function topology.cluster(n, opts)
       end
     end
     return true
+  end
+
+  --- Whether c.nodes[i] is a master now.
+  function c.is_master(i)
+    return c.nodes[i].pid and info_field(c.nodes[i].port, "replication", "role") == "master"
+  end
+
+  --- Kill master c.nodes[i] (SIGKILL) and wait until one of its replicas
+  --- has been promoted and the live nodes say the cluster is ok again.
+  function c.kill_master(i, ktimeout)
+    local port = c.nodes[i].port
+    c.nodes[i].stop()
+    await("a replica of " .. port .. " promoted, cluster_state:ok", ktimeout or timeout, function()
+      for _, h in ipairs(c.nodes) do
+        if h.pid then
+          local s2 = rcli(h.port, "cluster", "info")
+          if not s2:find("cluster_state:ok", 1, true) then
+            return false, ("node %d: %s"):format(h.port, s2:gsub("\r?\n", " "):sub(1, 120))
+          end
+          local nodes = cluster_nodes(h.port)
+          for _, x in pairs(nodes) do
+            if x.port == port and not x.flags:find("fail", 1, true) then
+              return false, ("node %d does not see %d failed yet"):format(h.port, port)
+            end
+          end
+        end
+      end
+      return true
+    end)
   end
 
   --- Move `slot` and its keys to c.nodes[to_index]: IMPORTING on the
