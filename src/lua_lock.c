@@ -6,7 +6,8 @@
  * builds the lock's identity (lockid.h: its keys, the owner and the
  * requester) on its own stack: a lock object costs little more than its
  * name, whatever it holds (100,000 held locks: doc/performance.md). The
- * owner of a call is the explicit owner, or the running coroutine's
+ * owner of a call is the explicit owner (new_lock refuses one on a
+ * Redlock client), or the running coroutine's
  * (dlua_owner numbers it; lockid.c builds the string).
  */
 #include "lua_dlock.h"
@@ -145,7 +146,7 @@ static void read_timing(lua_State *L, int t, const char *fname,
  * name at 2, opts at 3). */
 static void new_lock(lua_State *L, const char *fname, int kind)
 {
-    dlua_client(L, 1, fname);           /* (checks it) */
+    lua_client *lc = dlua_client(L, 1, fname);
     size_t namelen, ownerlen = 0;
     if (lua_type(L, 2) != LUA_TSTRING)      /* no number coercion */
         dlua_arg_error(L, 1, fname, lua_pushfstring(L, "lock name (a "
@@ -171,6 +172,14 @@ static void new_lock(lua_State *L, const char *fname, int kind)
                            "coroutine's owner (<client id>:<n>)");
         lua_pop(L, 1);                  /* (opts keeps it: copied below) */
     }
+    /* A semaphore's permits name their own owners (and semaphores are
+     * refused on Redlock before this). */
+    if (owner && kind != DL_KIND_SEM && dl_client_fans_out(lc->c))
+        dlua_error(L, "calling '%s' with an explicit owner on a Redlock "
+                   "client (servers = ...): each master counts a shared "
+                   "owner's holds on its own, and a lost message can give "
+                   "two holders or a repeated token; use coroutine owners, "
+                   "or one server, Sentinel or Cluster", fname);
     if (namelen >= UINT32_MAX || ownerlen >= UINT32_MAX)
         dlua_arg_error(L, 1, fname, "lock name or owner too long");
     lua_lock *k = lua_newuserdatauv(L, sizeof(lua_lock) + namelen + 1 +
