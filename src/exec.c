@@ -14,12 +14,13 @@
  * from before it was sent; the caller cancels a grant that falls short
  * (res->maybe), "even on the instances it believed it was not able to
  * lock". Fencing: each master keeps its own counter; the token of a hold
- * is the highest among the quorum that granted it (a shared owner's hold
- * that joined a tenancy on a quorum: that tenancy's, grant_token), and
- * when the votes differ that value is written back before the grant
- * counts. Any two quorums share a master, so the next quorum's counter is
- * above every token handed out before, as long as the masters keep their
- * data (doc/scaling-out.md).
+ * is the highest among the quorum that granted it, and when the votes
+ * differ that value is written back before the grant counts. Any two
+ * quorums share a master, so the next quorum's counter is above every
+ * token handed out before, as long as the masters keep their data
+ * (doc/scaling-out.md). Explicit owners are refused on Redlock
+ * (lua_lock.c): each master would count a shared owner's holds on its
+ * own.
  */
 #define _GNU_SOURCE
 #include "exec.h"
@@ -215,7 +216,7 @@ static dl_status run_one(dl_topology *t, const dl_scripts *s, dl_op *op,
     }
     if (st != DL_OK)
         return st;
-    dl_vote v = { DL_V_BAD, 0, 0, 0 };
+    dl_vote v = { DL_V_BAD, 0, 0 };
     dl_tally tl;
     memset(&tl, 0, sizeof tl);
     op->decode(r, &v);
@@ -246,29 +247,25 @@ static int desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* Send op to every master; count the votes into tl; xs and ys (both or
- * neither) get the x and the y of each yes vote. */
+/* Send op to every master; count the votes into tl; xs (if not NULL)
+ * gets the x of each yes vote. */
 static void fan(dl_topology *t, const dl_scripts *s, dl_op *op,
-                dl_tally *tl, int64_t *xs, int64_t *ys, int64_t *cs,
-                char *rerr, size_t rerrlen)
+                dl_tally *tl, int64_t *xs, char *rerr, size_t rerrlen)
 {
     redisReply *rs[DL_MAX_NODES];
     memset(tl, 0, sizeof *tl);
     dl_topology_fan(t, s, op->wd, op->id, op->nkeys, op->argc,
                     DL_OP_ARGV(op), DL_OP_LENS(op), rs);
     for (size_t i = 0; i < t->nnodes; i++) {
-        dl_vote v = { DL_V_NONE, 0, 0, 0 };
+        dl_vote v = { DL_V_NONE, 0, 0 };
         if (rs[i] && rs[i]->type == REDIS_REPLY_ERROR) {
             dl_reply_error(rs[i], rerr, rerrlen);
             v.kind = DL_V_BAD;
         } else if (rs[i]) {
             op->decode(rs[i], &v);
         }
-        if (v.kind == DL_V_YES && xs) {
+        if (v.kind == DL_V_YES && xs)
             xs[tl->yes] = v.x;
-            ys[tl->yes] = v.y;
-            cs[tl->yes] = v.c;
-        }
         dl_tally_add(tl, &v);
         if (op->keep) {                 /* the caller's now */
             op->keep[i] = rs[i];
@@ -286,94 +283,28 @@ static int valid(const dl_topology *t, const dl_op *op, int64_t t0)
            dl_exec_drift_us(t, op->lease_ms) > 0;
 }
 
-/* Whether a shared owner's grant (xs: the counts of the yes votes) is
- * split: some masters joined another client's tenancy of the owner,
- * others began a tenancy of their own, and neither kind is a quorum:
- * the new tenancy's token may equal the other client's (each master
- * counts for itself), so one token would count twice. (Before each
- * client took out only its own holds, lib/holder.lua, the other client's
- * release took this one's hold there, and left the split grant short of
- * a quorum while its holder believed in it: redlock_spec.) Such a grant
- * is cancelled and told busy, not split: no race that jitter would
- * settle, but a hold that lasts until its release or its lease (its TTL
- * unknown here: a waiter looks again in 0.1 s, or at a release). */
-static int split_tenancy(const int64_t *xs, size_t yes, size_t q)
-{
-    size_t fresh = 0;
-    for (size_t i = 0; i < yes; i++)
-        fresh += xs[i] == 1;
-    return fresh < q && yes - fresh < q;
-}
-
-/* The token of a shared owner's grant that is not split (xs, ys, cs:
- * the counts, tokens and, for joined votes, the slot counters of the yes
- * votes). Where a quorum joined one tenancy of the owner (a token that
- * many joined votes agree on), that one's, whatever a minority of fresh
- * tenancies minted: the fence then gives it to this request's own fresh
- * holds too, where nobody joined them yet (fence.lua), so each master
- * counts the one tenancy. Fenced to a fresh minority's higher token
- * instead, the joined masters would take it away from the other clients
- * of the owner, and tell them lost at their next renewal (found in
- * review). Agreement, not the highest joined: a fresh hold whose fence
- * was lost keeps its own token, and a later acquire that joins it must
- * not count that one.
- *   But only where that quorum's counters stand at the token itself:
- * holds that no quorum granted together (each left by a co-owner's
- * attempt that reached one master and was never undone) may agree by
- * chance, on a token below one a later owner was granted meanwhile; that
- * grant raised the counter of a master in every quorum (its mint or its
- * fence), so some counter is above the token (found in review). Then,
- * as where no quorum joined: a token above every counter seen, the
- * highest fresh mint or one past the highest joined counter, which the
- * fence writes to every master (counters then stand at it). */
-static int64_t grant_token(const int64_t *xs, const int64_t *ys,
-                           const int64_t *cs, size_t yes, size_t q,
-                           int64_t ymax)
-{
-    int64_t top = ymax;
-    for (size_t i = 0; i < yes; i++) {
-        size_t agree = 0;
-        for (size_t j = 0; j < yes && xs[i] > 1; j++)
-            agree += xs[j] > 1 && ys[j] == ys[i] && cs[j] == ys[i];
-        if (agree >= q)
-            return ys[i];
-        if (xs[i] > 1 && cs[i] >= top)
-            top = cs[i] + 1;
-    }
-    return top;
-}
-
 static dl_status run_all(dl_topology *t, const dl_scripts *s, dl_op *op,
                          dl_result *res, char *err, size_t errlen)
 {
     size_t q = (size_t)t->quorum;
-    int64_t xs[DL_MAX_NODES], ys[DL_MAX_NODES], cs[DL_MAX_NODES];
+    int64_t xs[DL_MAX_NODES];
     char rerr[DL_ERRLEN] = "";
     dl_tally tl;
     dl_op fence;
-    fan(t, s, op, &tl, xs, ys, cs, rerr, sizeof rerr);
-    int mixed = op->one_tenancy && split_tenancy(xs, tl.yes, q);
-    int ok = valid(t, op, res->t0) && !mixed;
-    int64_t token = op->one_tenancy ? grant_token(xs, ys, cs, tl.yes, q,
-                                                  tl.ymax)
-                                    : tl.ymax;
-    if (tl.yes >= q && ok && (tl.ymin != token || tl.ymax != token) &&
-        dl_op_unify(op, token, &fence)) {
+    fan(t, s, op, &tl, xs, rerr, sizeof rerr);
+    int ok = valid(t, op, res->t0);
+    if (tl.yes >= q && ok && tl.ymin != tl.ymax &&
+        dl_op_unify(op, tl.ymax, &fence)) {
         dl_tally ft;
-        fan(t, s, &fence, &ft, NULL, NULL, NULL, rerr, sizeof rerr);
+        fan(t, s, &fence, &ft, NULL, rerr, sizeof rerr);
         ok = ft.yes >= q && valid(t, op, res->t0); /* cannot vouch for it */
     }
     if (tl.yes >= q) {
         qsort(xs, tl.yes, sizeof *xs, desc);
         res->x = xs[q - 1];
     }
-    dl_status st = dl_exec_verdict(t, op->rule, op->name, &tl, ok, rerr, res,
-                                   err, errlen);
-    if (st == DL_OK && res->kind == DL_V_YES)
-        res->y = token;
-    if (mixed && st == DL_OK && res->kind == DL_V_BUSY)
-        res->split = 0;
-    return st;
+    return dl_exec_verdict(t, op->rule, op->name, &tl, ok, rerr, res, err,
+                           errlen);
 }
 
 dl_status dl_exec(dl_topology *t, const dl_scripts *s, dl_op *op,

@@ -131,18 +131,14 @@ static int shaped(const redisReply *r, size_t n, int64_t *code)
            (size_t)(*code == 1 ? n : *code == 0 && n == 3 ? 2 : 1);
 }
 
-/* {1, count, token[, counter]} | {0, pttl} | {-1} lost | {-2} refused:
- * try again */
+/* {1, count, token} | {0, pttl} | {-1} lost | {-2} refused: try again */
 static void acquire_vote(const redisReply *r, dl_vote *v)
 {
     int64_t code;
-    int joined = r && r->type == REDIS_REPLY_ARRAY && r->elements == 4;
     v->kind = DL_V_BAD;
-    v->c = 0;
-    if (!shaped(r, joined ? 4 : 3, &code))
+    if (!shaped(r, 3, &code))
         return;
-    if (code == 1 && !dl_reply_int(r, 1, &v->x) && !dl_reply_int(r, 2, &v->y) &&
-        (!joined || !dl_reply_int(r, 3, &v->c)))
+    if (code == 1 && !dl_reply_int(r, 1, &v->x) && !dl_reply_int(r, 2, &v->y))
         v->kind = DL_V_YES;
     else if (code == 0 && !dl_reply_int(r, 1, &v->x))
         v->kind = DL_V_BUSY, v->x = v->x < 0 ? 0 : v->x;  /* the TTL */
@@ -273,7 +269,6 @@ void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
     op->rule = expect ? DL_RULE_VOTE : DL_RULE_CONTEND;
     op->lease_ms = ms;
     op->lock = l;
-    op->one_tenancy = !expect && !l->owner_num && l->kind != DL_KIND_SEM;
 }
 
 int dl_op_one_key(const dl_op *op, dl_op *alt)

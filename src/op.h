@@ -39,9 +39,6 @@ typedef struct dl_vote {
     int kind;
     int64_t x, y;               /* acquire: count, token; release: count
                                    left; ttl: the TTL (INT64_MAX: none) */
-    int64_t c;                  /* acquire that joined its owner's
-                                   tenancy: the slot's counter (0: not
-                                   told) */
 } dl_vote;
 
 typedef void (*dl_decode_fn)(const redisReply *r, dl_vote *v);
@@ -76,10 +73,6 @@ typedef struct dl_op {
     int64_t block_us;           /* the server may wait this long first */
     const dl_lockref *lock;     /* acquire: for its one-key form and the
                                    fencing write-back */
-    int one_tenancy;            /* a shared owner's fresh hold (any kind
-                                   but a semaphore's): a Redlock quorum
-                                   must all have joined the owner's holds
-                                   (count > 1) or all begun them (count 1) */
     int batch;                  /* > 1: calls may carry this many ops of
                                    this script (one key each), and decode
                                    reads one element of the reply */

@@ -12,8 +12,7 @@
 -- ARGV[6] token: the token of the hold a reentry joins
 -- ARGV[7] waited: how long (ms) the caller has waited so far; -1: it
 --   will not wait (lib/waiter.lua)
--- returns: {1, count, token} (and the slot's counter after them when a
---   fresh acquire joined its owner's tenancy: lib/took.lua) | {0, wait_ms} busy (the holder's TTL, or
+-- returns: {1, count, token} | {0, wait_ms} busy (the holder's TTL, or
 --   a reservation's for another waiter) | {-1} lost (the hold
 --   the client believes in is gone, or another tenancy's) | {-2}
 --   cancelled or stale

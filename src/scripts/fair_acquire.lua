@@ -30,7 +30,6 @@
 --#include lib/unqueue.lua
 --#include lib/pass_on.lua
 --#include lib/holder.lua
---#include lib/took.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local waits, pub, secret = ARGV[7], ARGV[8], ARGV[9] or ''
@@ -101,4 +100,4 @@ redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)
 if f[5] == req then redis.call('hdel', k, 'g') end
 raise_ttl(k, lease)
 unqueue(q, req)
-return took(counter, expect, mine, t)
+return {1, mine, t}

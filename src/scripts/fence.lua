@@ -1,6 +1,7 @@
 -- Raise a slot's fencing counter (and a hold's token) to a token.
 --
--- Redlock's masters agree on one token (exec.c).
+-- Redlock's masters agree on the highest token of a grant's quorum
+-- (exec.c).
 -- KEYS[1] counter: the fencing counter, P{tag}:fence
 -- KEYS[2] lock: the lock's hash, P{name}
 -- ARGV[1] token: the token to raise them to
@@ -8,10 +9,9 @@
 --   it has none, a shared owner's other clients keep theirs)
 -- ARGV[3] seq: the acquire that asks (its request id): where it is the
 --   requester's last request and its hold the only one (it began that
---   tenancy here, or the co-owners it joined left), the hold takes the
---   token even if lower: a shared owner's grant that joined another
---   tenancy on a quorum takes that one's token (exec.c grant_token), and
---   this tenancy's own was granted to nobody
+--   tenancy here), the hold takes the token even if lower: a master whose
+--   reply did not count (lost, late) may have minted a token above the
+--   grant's, and that one was granted to nobody
 -- returns: 1
 --#include lib/requester.lua
 --#include lib/holder.lua

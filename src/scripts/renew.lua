@@ -5,8 +5,8 @@
 -- tenancy (a shared owner's, one extended past the lease) may rely on a
 -- longer one. Two calls per hold. A hold is the requester's own: a
 -- shared owner's holds of other clients (h fields, lib/holder.lua) never
--- renew it, so a hold a failover or a Redlock master never had is lost
--- though its owner holds there.
+-- renew it, so a hold a failover never had is lost though its owner
+-- holds there.
 -- KEYS[i] lock: the lock's hash of hold i
 -- ARGV[3i-2] req: whose hold: the requester (its owner: lib/requester.lua)
 -- ARGV[3i-1] lease_ms: the new lease (ms)

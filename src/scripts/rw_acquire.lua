@@ -29,7 +29,6 @@
 --#include lib/leases.lua
 --#include lib/waiter.lua
 --#include lib/holder.lua
---#include lib/took.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local kind, my_writer = ARGV[7], ARGV[8]
@@ -78,4 +77,4 @@ end
 if n <= 0 or redis.call('pttl', k) < lease then
   redis.call('pexpire', k, lease)   -- a new tenancy: its own
 end
-return took(KEYS[2], expect, mine, t)
+return {1, mine, t}

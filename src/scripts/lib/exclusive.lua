@@ -7,7 +7,6 @@
 --#include lib/raise_ttl.lua
 --#include lib/waiter.lua
 --#include lib/holder.lua
---#include lib/took.lua
 -- reserved(r, req, now): how long (ms) the freed lock stays reserved for
 -- another requester than req (field r, as read); 0 if it is not.
 local function reserved(r, req, now)
@@ -69,5 +68,5 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
   if hf then redis.call('hincrby', k, hf, 1) end
   redis.call('hset', k, 'n', n + 1, qf, seq)
   raise_ttl(k, lease)
-  return took(counter, expect, mine, t)
+  return {1, mine, t}
 end

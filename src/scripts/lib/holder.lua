@@ -5,7 +5,8 @@
 -- already). Every script that adds a hold of owner for req adds it to
 -- both; a release, a cancel and a drop take out only req's own
 -- (lib/take_out.lua), so a client never takes a hold another client of
--- the owner took (on Redlock, where its own request never landed).
+-- the owner took (after a failover that kept that client's request and
+-- lost its own). Explicit owners are refused on Redlock (lua_lock.c).
 local function holder_field(owner, req)
   if req == owner then return nil end
   return 'h' .. req
