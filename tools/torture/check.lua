@@ -50,7 +50,8 @@ end
 local function gather(records)
   local g = { holds = {}, hold_list = {}, held = {}, faults = {}, forces = {}, rels = {},
               counts = {}, stores = {}, guards = {}, calls = {}, stops = {}, dead = {}, clients = {},
-              inspects = {}, orphans = {}, reentries = {}, raises = {} }
+              inspects = {}, orphans = {}, reentries = {}, raises = {}, stats = {},
+              handoffs = {}, schedfails = {} }
   for _, r in ipairs(records) do
     local ev = r.ev
     if ev == "hold" then
@@ -86,6 +87,14 @@ local function gather(records)
       g.inspects[#g.inspects + 1] = r
     elseif ev == "orphan" then
       g.orphans[#g.orphans + 1] = r
+    elseif ev == "stats" then
+      local l = g.stats[r.w]
+      if not l then l = {}; g.stats[r.w] = l end
+      l[#l + 1] = r
+    elseif ev == "handoff" then
+      g.handoffs[#g.handoffs + 1] = r
+    elseif ev == "schedfail" then
+      g.schedfails[#g.schedfails + 1] = r
     end
     if ev == "reenter" and r.ok then
       local t = g.reentries[r.hid] or {}
@@ -104,9 +113,10 @@ end
 
 -- ---- excuses ---------------------------------------------------------------
 
+local FAILOVERS = { failover = true, kill_master = true }  -- (Sentinel, Cluster)
 local function in_failover(g, t)
   for _, f in ipairs(g.faults) do
-    if f.kind == "failover" and t >= f.t0 - check.FAILOVER_BEFORE
+    if FAILOVERS[f.kind] and t >= f.t0 - check.FAILOVER_BEFORE
         and t <= f.t1 + check.FAILOVER_AFTER then
       return f
     end
@@ -121,7 +131,7 @@ end
 -- from acq0 to acq1, when those are known, or out of reach after that,
 -- before b, for 2/3 of the lease: renewals come every lease/3, so its
 -- copy may have run out).
-local OUT_OF_REACH = { pause = true, sleep = true, restart = true }
+local OUT_OF_REACH = { pause = true, sleep = true, restart = true, proxy = true }
 local function evicted(g, meta, name, from, to, acq0, acq1, lease)
   local servers, n = {}, 0
   for _, f in ipairs(g.faults) do
@@ -503,6 +513,118 @@ local function leftovers(g, meta, out)
   end
 end
 
+-- A client with max_hold: no hold of it is believed past max_hold after
+-- its acquire returned (the client's clock starts with the attempt that
+-- took it, before that: a wait may come first).
+check.MAXHOLD_SLACK = 0.2
+local function maxhold(g, meta, out)
+  for _, h in ipairs(g.hold_list) do
+    local m = num(h.maxhold)
+    if m then
+      for _, c in ipairs(g.held[h.hid] or {}) do
+        if c.v and c.t > h.t1 + m + check.MAXHOLD_SLACK then
+          out[#out + 1] = { kind = "maxhold", t = c.t, msg = ("%s: %s held at %s, %.2f s " ..
+            "after its acquire returned, past max_hold %g s"):format(h.names[1], h.hid,
+            fmt_t(meta, c.t), c.t - h.t1, m) }
+          break
+        end
+      end
+    end
+  end
+end
+
+-- A watchdog renews each hold every lease/3, and at most once per 50 ms
+-- more on notices of forced releases, however many notices come (the
+-- driver's flood fault): a client's renewals per second per hold, between
+-- two of its worker's stats records, stay under the bound.
+check.RENEWALS_PER_S = 25
+local function renewals(g, meta, out)
+  for w, l in pairs(g.stats) do
+    for i = 2, #l do
+      local a, b = l[i - 1], l[i]
+      local dt = b.t - a.t
+      for j, x in ipairs(b.s or {}) do
+        local y = a.s and a.s[j]
+        local holds = y and y.id == x.id and x.held or 0     -- (the most since y)
+        if holds > 0 and dt > 0.5 then
+          local rate = (x.renewed - y.renewed) / dt / holds
+          if rate > check.RENEWALS_PER_S then
+            out[#out + 1] = { kind = "renewals", t = b.t, msg = ("%s: client %s renewed each " ..
+              "of its %d holds %.1f times a second from %s to %s (bound %d)"):format(w, x.id,
+              holds, rate, fmt_t(meta, a.t), fmt_t(meta, b.t), check.RENEWALS_PER_S) }
+            return
+          end
+        end
+      end
+    end
+  end
+end
+
+-- A waiter of a scheduler client (ops.sched) gets the lock soon after the
+-- release it waited for, unless a fault slowed the servers or stopped the
+-- worker meanwhile; and the scheduler's loop never raises.
+check.HANDOFF_S = 3
+local SLOWS = { restart = true, pause = true, sleep = true, kill_conns = true, proxy = true,
+                failover = true, migrate = true, kill_master = true }
+local function handoffs(g, meta, out)
+  for _, f in ipairs(g.schedfails) do
+    out[#out + 1] = { kind = "scheduler", t = f.t, msg = ("%s: the %s loop raised: %s"):format(
+      f.w, tostring(f.sched), tostring(f.err)) }
+  end
+  for _, x in ipairs(g.handoffs) do
+    if x.after > check.HANDOFF_S then
+      local from, to, excuse = x.t - 1, x.t + x.after, false
+      for _, f in ipairs(g.faults) do
+        local ends = math.max(f.t1 or f.t0, f.t0 + (f.dur or 0))
+        if SLOWS[f.kind] and f.t0 <= to and ends >= from then excuse = true end
+      end
+      for _, st in ipairs(g.stops[x.w] or {}) do
+        if st.t >= from - 30 and st.t <= to then excuse = true end
+      end
+      if not excuse then
+        out[#out + 1] = { kind = "wake", t = to, msg = ("%s: a waiter of a scheduler client " ..
+          "got the lock %.2f s after the release at %s (%s), no fault meanwhile"):format(
+          x.w, x.after, fmt_t(meta, x.t), tostring(x.hid)) }
+      end
+    end
+  end
+end
+
+-- Once the faults are over, the clients find the servers again: a call
+-- that starts RECOVER_S after every fault that touched a server ended
+-- does not fail with a connection or quorum error (a Cluster master that
+-- died was replaced by its replica; a Sentinel failover ended).
+check.RECOVER_S = 5
+local TOUCHES = { restart = true, pause = true, sleep = true, kill_conns = true, kill_subs = true,
+                  proxy = true, failover = true, migrate = true, kill_master = true, flush = true,
+                  evict = true, flood = true }
+local function recovered(g, meta, out)
+  local ends = {}
+  for _, f in ipairs(g.faults) do
+    if TOUCHES[f.kind] then
+      ends[#ends + 1] = { t0 = f.t0, e = math.max(f.t1 or f.t0, f.t0 + (f.dur or 0)) }
+    end
+  end
+  for _, c in ipairs(g.calls) do
+    local err = c.err or ""
+    if (err:find("^connection") or err:find("^quorum")) and c.t0 > (meta.t_start or 0) + check.RECOVER_S then
+      local quiet = true
+      for _, e in ipairs(ends) do
+        if e.t0 <= c.t1 and e.e + check.RECOVER_S >= c.t0 then quiet = false end
+      end
+      for _, st in ipairs(g.stops[c.w] or {}) do
+        if st.t >= c.t0 - check.RECOVER_S and st.t <= c.t1 then quiet = false end
+      end
+      if quiet then
+        out[#out + 1] = { kind = "stuck", t = c.t0, msg = ("%s %s %s failed at %s, %g s after " ..
+          "every fault had ended: %s"):format(c.w, c.ev, tostring(c.name or c.hid or ""),
+          fmt_t(meta, c.t0), check.RECOVER_S, err) }
+        return
+      end
+    end
+  end
+end
+
 function check.run(records, meta)
   meta = meta or {}
   local g = gather(records)
@@ -516,6 +638,10 @@ function check.run(records, meta)
   counts(g, meta, out)
   bounds(g, meta, out)
   leftovers(g, meta, out)
+  maxhold(g, meta, out)
+  renewals(g, meta, out)
+  handoffs(g, meta, out)
+  recovered(g, meta, out)
   table.sort(out, function(a, b) return a.t < b.t end)
   return out
 end

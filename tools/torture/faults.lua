@@ -92,16 +92,48 @@ function faults.evict(env, a)
   return { name = a.name, servers = servers }
 end
 
---- The proxy in front of the single server loses, delays or cuts replies
---- for `dur` s.
+--- The proxy in front of a server (the single server, or one Redlock
+--- master) loses, delays or cuts replies for `dur` s.
 function faults.proxy(env, a)
+  local i = (a.server or 1) % #env.proxy_ctls + 1
   local function set(m)
-    local f = assert(io.open(env.proxy_ctl, "w"))
+    local f = assert(io.open(env.proxy_ctls[i], "w"))
     f:write(m, "\n")
     f:close()
   end
   set(a.mode == "delay" and ("delay %.2f"):format(a.delay) or a.mode)
-  return { mode = a.mode, delay = a.delay, dur = a.dur }, function() set("pass") end
+  return { server = i, mode = a.mode, delay = a.delay, dur = a.dur }, function() set("pass") end
+end
+
+--- CLIENT KILL TYPE pubsub: every subscriber connection of one server
+--- breaks (waiters' sockets, the watchdogs' notice listeners).
+function faults.kill_subs(env, a)
+  local srv, i = pick_server(env, a)
+  rcli(srv.port, "client", "kill", "type", "pubsub")
+  return { server = i }
+end
+
+--- A flood of PUBLISH on the notice channel of forced releases, from
+--- another process, for `dur` s (anyone allowed to PUBLISH can send it).
+function faults.flood(env, a)
+  local srv, i = pick_server(env, a)
+  sh(("timeout %.2f redis-benchmark -p %d -c 1 -n 100000000 -q PUBLISH dlock:forced flood " ..
+      ">/dev/null 2>&1 &"):format(a.dur, srv.port))
+  return { server = i, dur = a.dur }
+end
+
+--- Cluster: SIGKILL the master of lock `name`'s slot, wait until its
+--- replica has taken over (the cluster says ok), then start the killed
+--- node again: it comes back as a replica of the new master.
+function faults.kill_master(env, a)
+  local c = env.topo.h
+  local from = c.owner(c.keyslot("dlock:{" .. a.name .. "}"))
+  if not from then return { skipped = true } end
+  local port = c.nodes[from].port
+  c.kill_master(from, 40)
+  local t = dlock.now()
+  c.nodes[from].restart()
+  return { name = a.name, from = from, port = port, promoted = t }
 end
 
 --- SIGKILL a worker (while it very likely holds something); the driver
@@ -144,7 +176,12 @@ function faults.migrate(env, a)
   local slot = c.keyslot(key)
   local from = c.owner(slot)
   if not from then return { skipped = true } end
-  local to = (from + (a.step or 0)) % #c.nodes + 1
+  local to                              -- another master (not a replica)
+  for k = 1, #c.nodes do
+    local i = (from + (a.step or 0) + k - 1) % #c.nodes + 1
+    if i ~= from and c.is_master(i) then to = i; break end
+  end
+  if not to then return { skipped = true } end
   local src, dst = c.nodes[from], c.nodes[to]
   local function must(port, ...)
     local r = rcli(port, ...)
@@ -167,7 +204,9 @@ function faults.migrate(env, a)
   must(dst.port, "cluster", "setslot", slot, "node", c.ids[to])
   must(src.port, "cluster", "setslot", slot, "node", c.ids[to])
   for i, n in ipairs(c.nodes) do
-    if i ~= from and i ~= to then rcli(n.port, "cluster", "setslot", slot, "node", c.ids[to]) end
+    if i ~= from and i ~= to and n.pid and c.is_master(i) then
+      rcli(n.port, "cluster", "setslot", slot, "node", c.ids[to])
+    end
   end
   return { name = a.name, slot = slot, from = from, to = to }
 end

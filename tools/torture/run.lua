@@ -96,7 +96,8 @@ local function get_topo(p)
     t.h = topology.sentinel{ down_after_ms = 5000, extra = DEBUG }
     t.direct = { sentinels = t.h.sentinel_urls, master = t.h.name }
   else
-    t.h = topology.cluster(3, { node_timeout_ms = 5000, extra = DEBUG })
+    -- each master with a replica: kill_master promotes it
+    t.h = topology.cluster(3, { replicas = 1, node_timeout_ms = 3000, extra = DEBUG })
     t.direct = { cluster = t.h.urls }
   end
   topos[key] = t
@@ -107,13 +108,13 @@ end
 
 local FAULTS = {
   single = { restart = 2, pause = 2, sleep = 1.5, flush = 1, evict = 1, kill_conns = 2,
-             proxy = 3, sigkill = 1.5, sigstop = 1.5 },
+             kill_subs = 1.5, flood = 0.7, proxy = 3, sigkill = 1.5, sigstop = 1.5 },
   redlock = { restart = 2, pause = 2, sleep = 1.5, flush = 1, evict = 1.5, kill_conns = 2,
-              sigkill = 1.5, sigstop = 1.5 },
+              kill_subs = 1.5, flood = 0.7, proxy = 2.5, sigkill = 1.5, sigstop = 1.5 },
   sentinel = { failover = 3, pause = 1.5, sleep = 1, flush = 1, evict = 1, kill_conns = 1.5,
-               sigkill = 1.5, sigstop = 1.5 },
-  cluster = { migrate = 4, pause = 1.5, sleep = 1, flush = 1, evict = 1, kill_conns = 1.5,
-              sigkill = 1.5, sigstop = 1.5 },
+               kill_subs = 1.5, flood = 0.7, sigkill = 1.5, sigstop = 1.5 },
+  cluster = { migrate = 4, kill_master = 1.5, pause = 1.5, sleep = 1, flush = 1, evict = 1,
+              kill_conns = 1.5, kill_subs = 1.5, flood = 0.7, sigkill = 1.5, sigstop = 1.5 },
 }
 
 local order = { "single", "redlock", "sentinel", "cluster" }
@@ -133,7 +134,8 @@ local function plan(k, len)
   local p = { k = k, len = len, kind = order[(k - 1) % #order + 1] }
   p.lease = rng:pick({ 2, 3, 4 })
   p.masters = p.kind == "redlock" and rng:pick({ 3, 3, 5 }) or nil
-  p.proxied = p.kind == "single" and rng:chance(0.6)
+  p.proxied = (p.kind == "single" or p.kind == "redlock") and rng:chance(0.6)
+  p.max_hold = rng:pick({ 1.5, 2.5, 4 })
   local heavy = p.kind == "sentinel" or p.kind == "cluster"
   p.nworkers = heavy and rng:int(4, 5) or rng:int(4, 6)
   p.seeds = {}
@@ -161,11 +163,15 @@ local function plan(k, len)
       f.dur = rng:range(0.2, heavy and 1.5 or 2.5)
     elseif f.kind == "proxy" then
       f.dur = rng:range(0.5, 3)
+    elseif f.kind == "flood" then
+      f.dur = rng:range(1, 3)
     elseif f.kind == "sigstop" then
       f.dur = rng:range(0.5, p.lease * 2.5)
     end
-    if f.kind == "failover" then failovers = failovers + 1 end
-    if f.kind ~= "failover" or failovers <= 2 then p.faults[#p.faults + 1] = f end
+    if f.kind == "failover" or f.kind == "kill_master" then failovers = failovers + 1 end
+    if (f.kind ~= "failover" and f.kind ~= "kill_master") or failovers <= 2 then
+      p.faults[#p.faults + 1] = f
+    end
   end
   table.sort(p.faults, function(a, b) return a.t < b.t end)
   return p
@@ -183,6 +189,7 @@ local function run_round(p)
   local cfg = { dir = dir, cto = 0.5, slack = 3, lease = p.lease, lease_max = math.max(p.lease, 4),
                 stop_at = t_start + p.len, monitor_until = t_start + p.len + 30,
                 store_port = store_srv.port, direct = topo.direct, conn = topo.direct,
+                max_hold = p.max_hold, sched = true,
                 locks = { pre .. "L1", pre .. "L2", pre .. "L3" }, fair = pre .. "F1",
                 rw = pre .. "RW1", cold = pre .. "C1",
                 sems = { { name = pre .. "S1", permits = p.sems[1] },
@@ -190,14 +197,22 @@ local function run_round(p)
   cfg.all_names = { cfg.locks[1], cfg.locks[2], cfg.locks[3], cfg.fair, cfg.rw,
                     cfg.sems[1].name, cfg.sems[2].name, cfg.cold }
   local env = { topo = topo, log = log }
-  local proxy
+  -- A proxy in front of each data server (one server, every Redlock
+  -- master), whose replies the proxy fault loses, delays or cuts.
+  local proxies = {}
   if p.proxied then
-    local port = helper.free_port()
-    env.proxy_ctl = dir .. "/proxy.ctl"
-    local f = assert(io.open(env.proxy_ctl, "w")); f:write("pass\n"); f:close()
-    proxy = spawn("proxy.lua", dir .. "/proxy.out", port, topo.srv.port, env.proxy_ctl)
-    helper.wait_for(function() return helper.listening(port) end, 5)
-    cfg.conn = { url = ("redis://127.0.0.1:%d/0"):format(port) }
+    env.proxy_ctls = {}
+    local urls = {}
+    for i, srv in ipairs(topo.kind == "single" and { topo.srv } or topo.h.servers) do
+      local port = helper.free_port()
+      env.proxy_ctls[i] = ("%s/proxy%d.ctl"):format(dir, i)
+      local f = assert(io.open(env.proxy_ctls[i], "w")); f:write("pass\n"); f:close()
+      proxies[i] = spawn("proxy.lua", ("%s/proxy%d.out"):format(dir, i), port, srv.port,
+                         env.proxy_ctls[i])
+      helper.wait_for(function() return helper.listening(port) end, 5)
+      urls[i] = ("redis://127.0.0.1:%d/0"):format(port)
+    end
+    cfg.conn = topo.kind == "single" and { url = urls[1] } or { servers = urls }
   end
   local cfg_file = dir .. "/config.lua"
   local f = assert(io.open(cfg_file, "w"))
@@ -281,7 +296,7 @@ local function run_round(p)
     end
   end
   monitor.signal("KILL")
-  if proxy then proxy.signal("KILL") end
+  for _, x in ipairs(proxies) do x.signal("KILL") end
   for _, s in ipairs(topo.kind == "redlock" and topo.h.servers or topo.kind == "cluster"
       and topo.h.nodes or { topo.srv or topo.h.master }) do
     topology.rcli(s.port, "client", "unpause")
@@ -402,8 +417,8 @@ while true do
     nfaults = nfaults + r.nfaults
     nviolations = nviolations + #r.violations
     say("torture: round %d (%s, %d workers, lease %g%s): %d operations, %d faults, %d violations",
-      k, p.kind, p.nworkers, p.lease, p.proxied and ", proxied" or
-      (p.masters and (", " .. p.masters .. " masters") or ""), r.nops, r.nfaults, #r.violations)
+      k, p.kind, p.nworkers, p.lease, (p.masters and (", " .. p.masters .. " masters") or "") ..
+      (p.proxied and ", proxied" or ""), r.nops, r.nfaults, #r.violations)
     for _, c in ipairs(r.crashed) do say("  worker output: %s", c) end
     if #r.violations > 0 then
       local lines = {}

@@ -56,13 +56,22 @@ local yielding = { wait = function(_, timeout) coroutine.yield(timeout) end }
 local c1 = connect()
 local c2 = connect()                 -- a second client: the other half of shared owners
 local c3 = connect{ scheduler = raising }
+-- A client with max_hold: no hold of it outlives max_hold after its
+-- acquire, whatever extend or a fixed lease ask (check.lua).
+local c5 = connect{ max_hold = cfg.max_hold }
+-- A client whose waits yield to cqueues or luv, its coroutines contending
+-- for a lock of this worker's own (ops.sched); its lease is long, so a
+-- waiter that misses a release sleeps long enough to be seen.
+local sched_kind = cfg.sched and rng:pick({ "cqueues", "luv" })
+if sched_kind and not pcall(require, sched_kind) then sched_kind = nil end
+local c4 = sched_kind and connect{ scheduler = sched_kind, lease = 8 }
 -- A Redlock client refuses explicit owners (doc/scaling-out.md): checked
 -- once, and a worker whose client takes one fails.
 if cfg.conn.servers and pcall(c1.lock, c1, cfg.locks[1], { owner = "job" }) then
   error("torture: a Redlock client took an explicit owner", 0)
 end
 local st = assert(store_mod.connect(cfg.store_port))
-log{ ev = "start", w = me, t = now(), clients = { c1.id, c2.id, c3.id } }
+log{ ev = "start", w = me, t = now(), clients = { c1.id, c2.id, c3.id, c5.id, c4 and c4.id } }
 
 local hid_n, op_n, co_n = 0, 0, 0
 local c3_fail_t = -math.huge         -- last release of c3's that did not succeed,
@@ -99,10 +108,28 @@ local function check_held(hid, obj)
   return v
 end
 
+-- Each client's renewals and holds, logged once a second: a flood of
+-- notices must not make the watchdog renew at the round-trip rate
+-- (check.lua, renewals).
+-- (held: the most holds each had at any look since the last record)
+local stats_t, most = -math.huge, {}
+local function log_stats()
+  local clients, s = { c1, c2, c3, c5, c4 }, {}
+  for i, c in ipairs(clients) do
+    local x = c:stats()
+    most[i] = math.max(most[i] or 0, x.held)
+    s[i] = { id = c.id, renewed = x.renewed, held = most[i] }
+  end
+  if now() - stats_t < 1 then return end
+  stats_t, most = now(), {}
+  log{ ev = "stats", w = me, t = stats_t, s = s }
+end
+
 local function pause(s)
   local stop = now() + s
   while now() < stop do
-    c1:poll(); c2:poll(); c3:poll()
+    c1:poll(); c2:poll(); c3:poll(); c5:poll()
+    log_stats()
     dlock.sleep(math.min(0.05, math.max(0, stop - now())))
   end
 end
@@ -240,7 +267,7 @@ function acquired(h, rec, obj, tokens)
   for _, n in ipairs(h.names) do toks[n] = tokens(n) and tostring(tokens(n)) end
   log{ ev = "hold", w = me, hid = h.hid, kind = h.kind, names = h.names, owner = h.owner,
        t0 = rec.t0, t1 = rec.t1, tokens = toks, count = obj:count(), shared = h.shared, permits = h.permits,
-       expire = rec.expire, wlease = rec.wlease }
+       expire = rec.expire, wlease = rec.wlease, maxhold = rec.maxhold }
 end
 
 -- ---- the operations --------------------------------------------------------
@@ -257,7 +284,9 @@ function ops.lock()
   elseif kind == "read" or kind == "write" then name = cfg.rw
   else name = rng:pick(cfg.locks) end
   local client = c1
-  if not cfg.conn.servers and rng:chance(0.3) then
+  if rng:chance(0.15) then
+    client = c5                                 -- max_hold
+  elseif not cfg.conn.servers and rng:chance(0.3) then
     shared = true
     -- the same owner in every worker (one per half of the rwlock: the
     -- checker takes one owner's holds as never in conflict)
@@ -274,7 +303,8 @@ function ops.lock()
   local h = new_hold(kind, { name }, owner and ("x:" .. owner) or (me .. ":" .. client.id),
                      { shared = shared })
   local rec = { ev = "acq", kind = kind, name = name, owner = h.owner, how = how,
-                expire = o.expire, wlease = o.watchdog_lease }
+                expire = o.expire, wlease = o.watchdog_lease,
+                maxhold = client == c5 and cfg.max_hold or nil }
   local toks = function() return obj:token() end
   if how == "with" then
     o.wait = rng:pick({ 0, 0.3, 1, 3 })
@@ -282,7 +312,8 @@ function ops.lock()
     rec.wait, rec.bnd, rec.body = o.wait, bound(o.wait) + dur + 2, dur
     h.reenter = false                           -- with releases one hold only
     call(rec, obj.with, obj, o, function()
-      local r = { t0 = rec.t0, t1 = now(), expire = o.expire, wlease = o.watchdog_lease }
+      local r = { t0 = rec.t0, t1 = now(), expire = o.expire, wlease = o.watchdog_lease,
+                  maxhold = rec.maxhold }
       acquired(h, r, obj, toks)
       body(h, obj, dur)
       check_held(h.hid, obj)
@@ -463,7 +494,78 @@ function ops.closewait()
   end
 end
 
-local weights = { lock = 10, multi = 3, sem = 3, force = 0.3, closewait = 0.7, cold = 1 }
+-- Coroutines of one Lua state contending for this worker's own lock on
+-- c4, whose waits yield to cqueues or luv (the driver's kill_subs fault
+-- breaks their subscriber sockets now and then). A waiter must be woken
+-- by each release it waits for (a "handoff" record: how long after the
+-- release it got the lock; check.lua), and the loop must never raise.
+local sched_name = cfg.locks[1] .. ":sched:" .. me
+local function sched_loop(fns)
+  if sched_kind == "cqueues" then
+    local cqueues = require "cqueues"
+    local cq = cqueues.new()
+    for _, fn in ipairs(fns) do cq:wrap(fn) end
+    local ok, err = cq:loop()
+    return ok, err, cqueues.sleep
+  end
+  local uv = require "luv"
+  for _, fn in ipairs(fns) do
+    local co = coroutine.create(fn)
+    local t = uv.new_timer()
+    t:start(0, 0, function()
+      t:close()
+      local ok, err = coroutine.resume(co)
+      if not ok then error(err, 0) end
+    end)
+  end
+  return pcall(uv.run)
+end
+local function sched_sleep(s)
+  if sched_kind == "cqueues" then return require("cqueues").sleep(s) end
+  local uv, co = require "luv", coroutine.running()
+  local t = uv.new_timer()
+  t:start(math.ceil(s * 1000), 0, function() t:close(); coroutine.resume(co) end)
+  coroutine.yield()
+end
+
+function ops.sched()
+  if not c4 then return end
+  local waiting, released = 0, nil
+  local fns = {}
+  for i = 1, rng:int(2, 3) do
+    local rounds, durs = rng:int(1, 2), { hold_dur(), hold_dur() }
+    fns[i] = function()
+      for j = 1, rounds do
+        local obj = c4:lock(sched_name)
+        local h = new_hold("lock", { sched_name }, me .. ":" .. c4.id .. ":s" .. i,
+                           { client = c4, reenter = false, extend = false })
+        local rec = { ev = "acq", kind = "lock", name = sched_name, owner = h.owner, wait = 20,
+                      bnd = bound(20), sched = sched_kind }
+        waiting = waiting + 1
+        local ok = call(rec, obj.acquire, obj, { wait = 20 })
+        waiting = waiting - 1
+        if not ok then return end
+        if released then
+          log{ ev = "handoff", w = me, hid = h.hid, t = released, after = now() - released }
+          released = nil
+        end
+        acquired(h, rec, obj, function() return obj:token() end)
+        local stop = now() + math.min(durs[j], 1.5)
+        while now() < stop and check_held(h.hid, obj) do sched_sleep(0.05) end
+        check_held(h.hid, obj)
+        local rrec = { ev = "rel", hid = h.hid, bnd = bound(0) }
+        call(rrec, obj.release, obj)
+        if waiting > 0 then released = now() end   -- someone waits for this one
+        sched_sleep(0.01)
+      end
+    end
+  end
+  local ok, err = sched_loop(fns)
+  if not ok then log{ ev = "schedfail", w = me, t = now(), sched = sched_kind, err = tostring(err) } end
+end
+
+local weights = { lock = 10, multi = 3, sem = 3, force = 0.3, closewait = 0.7, cold = 1,
+                  sched = c4 and 1.5 or nil }
 -- A Redlock client has no semaphore (each master would count on its own).
 if cfg.conn.servers then weights.sem = nil end
 while now() < cfg.stop_at do
@@ -484,6 +586,7 @@ for _, d in ipairs(deferred) do
   pcall(d.fn)
 end
 log{ ev = "end", w = me, t = now(), ops = op_n }
-c1:close(); c2:close(); c3:close()
+c1:close(); c2:close(); c3:close(); c5:close()
+if c4 then c4:close() end
 st:close()
 os.exit(0)
