@@ -157,14 +157,40 @@ local function evicted(g, meta, name, from, to, acq0, acq1, lease)
   return n >= (meta.quorum or 1)
 end
 
+-- Faults that may cut a holder off from the notice of a force (or from
+-- the check that follows it): then it learns at the end of its lease.
+local CUTS = { restart = true, pause = true, sleep = true, kill_conns = true, proxy = true,
+               failover = true, migrate = true, kill_master = true }
+local function cut_off(g, meta, w, from, to)
+  -- (on Redlock, only more masters than a quorum can spare: a client
+  -- listens on every one and asks them all)
+  local spare = meta.masters and meta.masters - (meta.quorum or 1) or 0
+  local cut = {}
+  for _, f in ipairs(g.faults) do
+    local ends = math.max(f.t1 or f.t0, f.t0 + (f.dur or 0))
+    if CUTS[f.kind] and f.t0 <= to and ends >= from then
+      if not (meta.masters and f.server) then return true end
+      if not cut[f.server] then cut[f.server] = true; spare = spare - 1 end
+      if spare < 0 then return true end
+    end
+  end
+  for _, st in ipairs(g.stops[w] or {}) do
+    if st.t >= from - 30 and st.t <= to then return true end
+  end
+end
+
 -- A force_release of `name` that freed a's hold before b got in, with a's
--- belief ending within the grace.
+-- belief ending within the grace: FORCE_BOUND after the force (every
+-- client hears of a force within about a round trip, whatever its lease),
+-- or, where a fault may have cut a's client off, its lease.
+check.FORCE_BOUND = 2
 local function forced(g, meta, name, a, b)
-  local grace = (meta.lease_max or 4) + check.FORCE_SLACK
+  local lease_grace = (meta.lease_max or 4) + check.FORCE_SLACK
   for _, f in ipairs(g.forces) do
-    if f.name == name and f.t1 >= a.s - 0.2 and f.t0 <= b.s + 0.2
-        and a.e <= f.t1 + grace then
-      return true
+    if f.name == name and f.t1 >= a.s - 0.2 and f.t0 <= b.s + 0.2 then
+      local grace = cut_off(g, meta, a.h.w, f.t0 - lease_grace, f.t1 + check.FORCE_BOUND)
+                    and lease_grace or check.FORCE_BOUND
+      if a.e <= f.t1 + grace then return true end
     end
   end
   for _, f in ipairs(g.faults) do      -- the driver's force (none today)

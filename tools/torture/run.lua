@@ -314,7 +314,8 @@ local function run_round(p)
   local nops = 0
   for _, r in ipairs(records) do if r.op_id then nops = nops + 1 end end
   local v = check.run(records, { t_start = t_start, lease = cfg.lease, lease_max = cfg.lease_max,
-                                 quorum = topo.quorum, dead_slack = 8 + cfg.slack })
+                                 quorum = topo.quorum, masters = p.masters,
+                                 dead_slack = 8 + cfg.slack })
   for _, name in ipairs(hung) do
     v[#v + 1] = { kind = "hang", t = deadline, msg = name .. " did not finish its last call " ..
       "within the round's end + lease + 25 s (killed)" }
