@@ -33,10 +33,33 @@ static char *put(char *p, const char *a, size_t alen, const char *b,
 
 #define TAG_MAX 24                      /* "{tag}:fence" */
 
+/* The hash tag of a lock's keys is what P{name} has between its "{" and
+ * the first "}" after it (Redis Cluster hashes only that, unless it is
+ * empty: then the whole key). The name is that tag, unless it is empty
+ * or starts with "}" (its tag would be empty, and the lock, its queue
+ * and its channels would hash to three slots) or with ESC: then the tag
+ * is ESC + name, P{\1}x} for the name "}x".
+ * - The tag is never empty: an escaped one starts with ESC; any other
+ *   name has a first byte that is not "}".
+ * - The map is injective, so no two names share keys: an escaped tag
+ *   starts with ESC, an unescaped one never does (a name that starts with
+ *   ESC is escaped); two escaped tags are ESC + two names, equal only
+ *   when the names are.
+ * - Only the keys of names that start with "}" (broken on Cluster) or
+ *   with ESC (a control byte) differ from plain P{name}: every other
+ *   name keeps its keys, those that clients already running use.
+ * dl_lockid_name reads the name back by dropping a leading ESC. */
+#define ESC '\1'
+
+static size_t escaped(const char *name, size_t namelen)
+{
+    return namelen == 0 || name[0] == '}' || name[0] == ESC;
+}
+
 size_t dl_lockid_size(size_t pl, size_t namelen, int kind,
                       const char *client_id, size_t ownerlen)
 {
-    size_t keylen = pl + namelen + 2, idlen = strlen(client_id);
+    size_t keylen = pl + 1 + namelen + 2, idlen = strlen(client_id);
     size_t rd = kind == DL_KIND_READ ? 2 : 0;
     return keylen + 1 +                                   /* key */
            pl + TAG_MAX + 1 +                             /* fence */
@@ -52,10 +75,11 @@ void dl_lockid_build(dl_lockid *d, char *buf, const char *prefix, size_t pl,
                      size_t ownerlen)
 {
     char *p = buf;
-    size_t keylen = pl + namelen + 2, idlen = strlen(client_id);
+    size_t esc = escaped(name, namelen);
+    size_t keylen = pl + esc + namelen + 2, idlen = strlen(client_id);
     int q = queued(kind);
-    d->key = p;                         /* P{name} */
-    p = put(p, prefix, pl, "{", 1, name, namelen);
+    d->key = p;                         /* P{name}, or P{\1name} */
+    p = put(p, prefix, pl, "{\1", 1 + esc, name, namelen);
     p[-1] = '}';
     *p++ = '\0';
     d->keylen = keylen;
@@ -116,8 +140,16 @@ int dl_lockid_is_caller(const char *owner, size_t n)
     return 1;
 }
 
-const char *dl_lockid_name(const dl_lockid *d, size_t pl, size_t *len)
+const char *dl_lockid_tag(const dl_lockid *d, size_t pl, size_t *len)
 {
     *len = d->keylen >= pl + 2 ? d->keylen - pl - 2 : 0;
     return d->keylen >= pl + 2 ? d->key + pl + 1 : d->key;
+}
+
+const char *dl_lockid_name(const dl_lockid *d, size_t pl, size_t *len)
+{
+    const char *tag = dl_lockid_tag(d, pl, len);
+    size_t esc = *len > 0 && tag[0] == ESC;
+    *len -= esc;
+    return tag + esc;
 }

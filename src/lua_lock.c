@@ -581,11 +581,18 @@ static int lock_guard(lua_State *L)
     k.ci = lua_gettop(L);
     lockref(L, lk, k.ci, &k.l, &k.strs);
     if (cmd.argc > 1 && !dl_client_same_slot(k.lc->c, &k.l, cmd.argv[1],
-                                              cmd.lens[1]))
-        dlua_arg_error(L, 2, "guard", lua_pushfstring(L, "key '%s' is in "
-                       "another Cluster slot than the lock: give it the "
-                       "lock's hash tag, as in '%s{%s}'", cmd.argv[1],
-                       cmd.argv[1], lock_name(lk)));
+                                              cmd.lens[1])) {
+        size_t taglen;                  /* the name, or "\1" + name */
+        const char *tag = dl_lockid_tag(&k.l.ident, k.lc->c->opts.prefixlen,
+                                        &taglen);
+        lua_pushfstring(L, "key '%s' is in another Cluster slot than the "
+                        "lock: give it the lock's hash tag, as in '%s{",
+                        cmd.argv[1], cmd.argv[1]);
+        lua_pushlstring(L, tag, taglen);
+        lua_pushliteral(L, "}'");
+        lua_concat(L, 3);
+        dlua_arg_error(L, 2, "guard", lua_tostring(L, -1));
+    }
     char err[DL_ERRLEN];
     redisReply *r;
     dl_status st = dl_client_guard(k.lc->c, &k.l, cmd.argc, cmd.argv,
@@ -634,12 +641,13 @@ static int lock__tostring(lua_State *L)
     }
     const char *half = k->kind == DL_KIND_READ ? " read"
                        : k->kind == DL_KIND_WRITE ? " write" : "";
+    lua_pushliteral(L, "dlock.Lock: \"");  /* the name whole, NULs too */
+    lua_pushlstring(L, lock_name(k), k->namelen);
     if (hi.held)
-        lua_pushfstring(L, "dlock.Lock: \"%s\"%s (held x%d)", lock_name(k), half,
-                        (int)hi.count);
+        lua_pushfstring(L, "\"%s (held x%d)", half, (int)hi.count);
     else
-        lua_pushfstring(L, "dlock.Lock: \"%s\"%s (%s)", lock_name(k), half,
-                        hi.lost ? "lost" : "not held");
+        lua_pushfstring(L, "\"%s (%s)", half, hi.lost ? "lost" : "not held");
+    lua_concat(L, 3);
     return 1;
 }
 

@@ -15,6 +15,7 @@
  *                        secret)
  *   P{name}:ch:<client id>  channel of one client's wake-ups and grants
  *                        (a grant: "seq:secret:token")
+ * (a name that starts with "}" or "\1" is "\1" + name there: lockid.h).
  */
 #ifndef DLOCK_SCRIPT_H
 #define DLOCK_SCRIPT_H

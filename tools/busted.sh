@@ -58,7 +58,7 @@ fi
 
 # The files, the slowest first so that the last to start are short ones.
 slow="failover command ha faults watchdog luanti log suspects combine tls harness fairlock
-      hostile lock client soak install docs sentinel cluster rwlock resources inspect"
+      hostile lock client soak install docs sentinel cluster names rwlock resources inspect"
 all=
 for p in $paths; do
     if [ -d "$p" ]; then all="$all $(echo "$p"/*_spec.lua)"; else all="$all $p"; fi

@@ -307,12 +307,24 @@ function helper.is_free(srv, key)
   return n == "" or n == "0"
 end
 
+--- The hash tag of lock `name`'s keys (src/lockid.c): the name itself,
+--- but "\1" .. name for a name that starts with "}" (whose tag would be
+--- empty) or with "\1". A key of that tag is on the lock's Cluster slot.
+function helper.lock_tag(name)
+  return name:find("^[}\1]") and "\1" .. name or name
+end
+
+--- The key of lock `name`: <prefix>{<tag>}.
+function helper.lock_key(name, prefix)
+  return (prefix or "dlock:") .. "{" .. helper.lock_tag(name) .. "}"
+end
+
 --- The fencing counter key of lock `name` (one counter per Cluster slot).
 function helper.fence_key(name, prefix)
   local core = require "dlock.core"
   prefix = prefix or "dlock:"
-  return ("%s{%s}:fence"):format(prefix,
-    core.slot_tag(core.key_slot(prefix .. "{" .. name .. "}")))
+  local slot = core.key_slot(helper.lock_key(name, prefix))
+  return ("%s{%s}:fence"):format(prefix, core.slot_tag(slot))
 end
 
 local n = 0
