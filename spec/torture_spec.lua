@@ -225,6 +225,18 @@ describe("torture checker", function()
     assert.equal("leftover", kinds(check.run(orphan, META)))
   end)
 
+  it("finds a call that failed because a lock's keys are on two Cluster slots", function()
+    local fair = { ev = "acq", w = "A", kind = "fair", name = "}F1", ok = false, t0 = 1, t1 = 1.1,
+                   err = "redis: CROSSSLOT Keys in request don't hash to the same slot" }
+    assert.equal("slots", kinds(check.run({ fair }, META)))
+    local guard = { ev = "note", w = "A", t = 2, what = "guard raised", err = "bad argument " ..
+                    "#2 to 'guard' (key 'g{}x}' is in another Cluster slot than the lock: ...)" }
+    assert.equal("slots", kinds(check.run({ guard }, META)))
+    local moving = { ev = "acq", w = "A", kind = "lock", name = "L", ok = false, t0 = 1, t1 = 1.1,
+                     err = "redis: slot 5 is being migrated (TRYAGAIN)" }
+    assert.same({}, check.run({ moving }, META))
+  end)
+
   it("reads back what the history writer wrote, torn lines skipped", function()
     local path = os.tmpname()
     local log, f = common.writer(path)

@@ -651,6 +651,25 @@ local function recovered(g, meta, out)
   end
 end
 
+-- No call fails because a lock's keys are on two Cluster slots: dlock
+-- builds every key of a lock with one hash tag, whatever its name, and no
+-- fault moves a key out of its slot (CROSSSLOT, or a script that reached
+-- a key or a channel of another slot).
+local TWO_SLOTS = { "CROSSSLOT", "non local", "hash to the same slot", "another Cluster slot" }
+local function slots(records, meta, out)
+  for _, r in ipairs(records) do
+    local e = r.err or r.raised
+    for _, pat in ipairs(TWO_SLOTS) do
+      if e and tostring(e):find(pat, 1, true) then
+        out[#out + 1] = { kind = "slots", t = r.t1 or r.t or r.t0 or 0, msg = ("%s %s %s " ..
+          "at %s: %s"):format(tostring(r.w), tostring(r.ev), tostring(r.name or r.hid or ""),
+          fmt_t(meta, r.t0 or r.t or 0), tostring(e)) }
+        return
+      end
+    end
+  end
+end
+
 function check.run(records, meta)
   meta = meta or {}
   local g = gather(records)
@@ -668,6 +687,7 @@ function check.run(records, meta)
   renewals(g, meta, out)
   handoffs(g, meta, out)
   recovered(g, meta, out)
+  slots(records, meta, out)
   table.sort(out, function(a, b) return a.t < b.t end)
   return out
 end

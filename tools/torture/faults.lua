@@ -5,6 +5,7 @@
 -- driver's history record. Faults that last (a pause, a stopped worker, a
 -- proxy mode) return an `undo` function and the driver calls it when due.
 local dlock = require "dlock"
+local helper = require "helper"
 local topology = require "topology"
 
 local faults = {}
@@ -68,7 +69,7 @@ end
 --- A lock's key disappears as under maxmemory eviction: DEL of
 --- <prefix>{name} on one server (Redlock: one master, or every one).
 function faults.evict(env, a)
-  local key = "dlock:{" .. a.name .. "}"
+  local key = helper.lock_key(a.name)
   local t = env.topo
   local servers = {}
   if t.kind == "redlock" then
@@ -172,7 +173,7 @@ end
 --- ASK and TRYAGAIN meanwhile), then the slot is given to the target.
 function faults.migrate(env, a)
   local c = env.topo.h
-  local key = "dlock:{" .. a.name .. "}"
+  local key = helper.lock_key(a.name)
   local slot = c.keyslot(key)
   local from = c.owner(slot)
   if not from then return { skipped = true } end

@@ -46,8 +46,11 @@ end
 while c and dlock.now() < cfg.monitor_until do
   for _, name in ipairs(cfg.all_names) do
     local t0 = dlock.now()
-    local info = c:inspect(name)
-    if info then
+    local info, err = c:inspect(name)
+    if err then                         -- (check.lua: a CROSSSLOT is a violation)
+      log{ ev = "note", w = "monitor", name = name, t0 = t0, t1 = dlock.now(),
+           what = "inspect failed", err = tostring(err) }
+    elseif info then
       local ids = {}
       for _, x in ipairs(info.owners or {}) do
         -- An explicit owner shared by workers is named after any one of

@@ -179,6 +179,14 @@ end
 
 -- ---- one round -----------------------------------------------------------------
 
+-- The round's name of a lock of the plan ("L1", ...): its prefix, and for
+-- some of them braces and odd bytes. A name that starts with "}" has an
+-- empty hash tag as it is, so dlock escapes it ("\1" + name between the
+-- braces, doc/reference.md#keys): a lock, its queue and its channels
+-- must still share one Cluster slot, on every topology.
+local DRESS = { L2 = "}t{%s", L3 = "\1%s}", F1 = "}%s", RW1 = "{%s}", S1 = "}%s" }
+local function dressed(pre, short) return (DRESS[short] or "%s"):format(pre .. short) end
+
 local function run_round(p)
   local dir = ("%s/round-%d-%s"):format(root, p.k, p.kind)
   sh("mkdir -p " .. q(dir))
@@ -190,10 +198,10 @@ local function run_round(p)
                 stop_at = t_start + p.len, monitor_until = t_start + p.len + 30,
                 store_port = store_srv.port, direct = topo.direct, conn = topo.direct,
                 max_hold = p.max_hold, sched = true,
-                locks = { pre .. "L1", pre .. "L2", pre .. "L3" }, fair = pre .. "F1",
-                rw = pre .. "RW1", cold = pre .. "C1",
-                sems = { { name = pre .. "S1", permits = p.sems[1] },
-                         { name = pre .. "S2", permits = p.sems[2] } } }
+                locks = { dressed(pre, "L1"), dressed(pre, "L2"), dressed(pre, "L3") },
+                fair = dressed(pre, "F1"), rw = dressed(pre, "RW1"), cold = dressed(pre, "C1"),
+                sems = { { name = dressed(pre, "S1"), permits = p.sems[1] },
+                         { name = dressed(pre, "S2"), permits = p.sems[2] } } }
   cfg.all_names = { cfg.locks[1], cfg.locks[2], cfg.locks[3], cfg.fair, cfg.rw,
                     cfg.sems[1].name, cfg.sems[2].name, cfg.cold }
   local env = { topo = topo, log = log }
@@ -258,7 +266,7 @@ local function run_round(p)
   end
   local nfaults = 0
   for _, fa in ipairs(p.faults) do
-    fa.name = pre .. fa.name              -- the round's lock names are prefixed
+    fa.name = dressed(pre, fa.name)       -- the round's lock names
     sleep_until(t_start + fa.t)
     if now() > cfg.stop_at - 1 then break end
     local t0 = now()

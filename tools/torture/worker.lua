@@ -7,6 +7,7 @@
 local here = arg[0]:match("^(.*)/[^/]*$") or "."
 package.path = here .. "/?.lua;" .. package.path
 local dlock = require "dlock"
+local helper = require "helper"
 local common = require "common"
 local store_mod = require "store"
 
@@ -153,7 +154,7 @@ local function guard_write(h, obj)
   local name = h.names[1]
   local tok = h.tokens(name)
   if not tok then return end
-  local key = "g{" .. name .. "}"
+  local key = "g{" .. helper.lock_tag(name) .. "}"   -- the lock's hash tag
   local t0 = now()
   local fine, ok, err = pcall(obj.guard, obj, "SET", key, h.hid .. " " .. tostring(tok))
   local t1 = now()
