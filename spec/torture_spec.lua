@@ -108,12 +108,22 @@ describe("torture checker", function()
     assert.same({}, check.run(history(a, b, lapsed), { quorum = 2, lease = 2 }))
     assert.equal("exclusion", kinds(check.run(history(a, b, lapsed), { quorum = 2, lease = 3 })))
     assert.equal("exclusion", kinds(check.run(history(a, b, later), { quorum = 2, lease = 2 })))
-    -- force_release: the holder learns at its next renewal or, cut off
-    -- from Redis, when its lease runs out (lease_max 4 s): not later
+    -- force_release: the holder learns within 2 s (the notice, then a
+    -- check) or, cut off from Redis, when its lease runs out (lease_max
+    -- 4 s): not later
     local fr = { { ev = "force", name = "L", ok = true, t0 = 11.9, t1 = 11.95 } }
-    assert.same({}, check.run(history(a, b, fr), META))
+    local soon = hold("a#1", "A", "L", 10.0, { 10.0, 13.5 }, 1)
+    assert.same({}, check.run(history(soon, b, fr), META))
+    assert.equal("exclusion", kinds(check.run(history(a, b, fr), META)))   -- 2.05 s: deaf
+    local cut = { { ev = "fault", kind = "pause", server = 1, dur = 1, t0 = 11.5, t1 = 11.5 } }
+    assert.same({}, check.run(history(a, b, fr, cut), META))
     local long = hold("a#1", "A", "L", 10.0, { 10.0, 17.0 }, 1)
-    assert.equal("exclusion", kinds(check.run(history(long, b, fr), META)))
+    assert.equal("exclusion", kinds(check.run(history(long, b, fr, cut), META)))
+    -- on Redlock, one master of three cut off spares the quorum
+    local R = { quorum = 2, masters = 3 }
+    assert.equal("exclusion", kinds(check.run(history(a, b, fr, cut), R)))
+    local two = { cut[1], { ev = "fault", kind = "sleep", server = 2, dur = 1, t0 = 11.6, t1 = 11.6 } }
+    assert.same({}, check.run(history(a, b, fr, two), R))
   end)
 
   it("lets one explicit owner hold from two clients", function()
@@ -235,6 +245,42 @@ describe("torture checker", function()
     local moving = { ev = "acq", w = "A", kind = "lock", name = "L", ok = false, t0 = 1, t1 = 1.1,
                      err = "redis: slot 5 is being migrated (TRYAGAIN)" }
     assert.same({}, check.run({ moving }, META))
+  end)
+
+  it("finds a hold believed past its client's max_hold", function()
+    local ok = hold("m#1", "M", "L", 1.0, { 1.0, 2.4 }, 1, { maxhold = 1.5 })
+    assert.same({}, check.run(ok, META))
+    local past = hold("m#1", "M", "L", 1.0, { 1.0, 2.8 }, 1, { maxhold = 1.5 })
+    assert.equal("maxhold", kinds(check.run(past, META)))
+  end)
+
+  it("finds a watchdog renewing at the rate of a notice flood", function()
+    local function stats(t, renewed, held)
+      return { ev = "stats", w = "A", t = t, s = { { id = "c", renewed = renewed, held = held } } }
+    end
+    assert.same({}, check.run({ stats(1, 0, 2), stats(2, 40, 2) }, META))      -- 20/s each
+    assert.equal("renewals", kinds(check.run({ stats(1, 0, 1), stats(2, 60, 1) }, META)))
+  end)
+
+  it("finds a scheduler waiter that slept through a release, or a loop that raised", function()
+    local slow = { { ev = "handoff", w = "A", hid = "a#2", t = 5, after = 4 } }
+    assert.equal("wake", kinds(check.run(slow, META)))
+    local paused = { { ev = "fault", kind = "pause", server = 1, dur = 2, t0 = 6, t1 = 6 } }
+    assert.same({}, check.run(history(slow, paused), META))
+    local quick = { { ev = "handoff", w = "A", hid = "a#2", t = 5, after = 0.05 } }
+    assert.same({}, check.run(quick, META))
+    local raised = { { ev = "schedfail", w = "A", t = 5, sched = "cqueues", err = "unable to update" } }
+    assert.equal("scheduler", kinds(check.run(raised, META)))
+  end)
+
+  it("finds a call that fails for want of a server long after every fault ended", function()
+    local function acq(t0, err)
+      return { ev = "acq", w = "A", name = "L", t0 = t0, t1 = t0 + 0.5, bnd = 5, ok = false, err = err }
+    end
+    local kill = { ev = "fault", kind = "kill_master", t0 = 10, t1 = 15 }
+    assert.same({}, check.run({ kill, acq(16, "connection: Connection refused") }, META))
+    assert.equal("stuck", kinds(check.run({ kill, acq(25, "connection: Connection refused") }, META)))
+    assert.same({}, check.run({ kill, acq(25, "timeout") }, META))
   end)
 
   it("reads back what the history writer wrote, torn lines skipped", function()

@@ -128,7 +128,7 @@ end
 --- node again: it comes back as a replica of the new master.
 function faults.kill_master(env, a)
   local c = env.topo.h
-  local from = c.owner(c.keyslot("dlock:{" .. a.name .. "}"))
+  local from = c.owner(c.keyslot(helper.lock_key(a.name)))
   if not from then return { skipped = true } end
   local port = c.nodes[from].port
   c.kill_master(from, 40)
