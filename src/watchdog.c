@@ -30,8 +30,8 @@
  *      release somewhere (force.lua). It listens wherever one can be
  *      announced (every Redlock master, every Cluster node with slots,
  *      the Sentinel master) and wakes to subscribe again where that
- *      failed. After a notice (or a new subscription: one may have been
- *      missed) every watchdog-mode hold is renewed at once, and every
+ *      failed. After a notice (or a subscription made again: one may
+ *      have been missed) every watchdog-mode hold is renewed at once, and every
  *      other one asked whether it is still its own, so a hold that was
  *      forced is found lost within a round trip, not at its next renewal
  *      or the end of its fixed lease; at most one such pass per 50 ms.
@@ -432,8 +432,11 @@ static int64_t listen_retry(const dl_watchdog *w)
  * is not tried again for a while (1 s, doubling to a minute): a server
  * that does not answer must not hold up the renewals of the others; the
  * thread wakes for the retry (listen_retry). Returns its socket, or -1;
- * *fresh = 1 when it subscribed now (a notice may have been missed
- * before: the holds are checked as after one). */
+ * *fresh = 1 when it subscribed again after its subscription there broke
+ * (a notice may have been missed meanwhile: the holds are checked as
+ * after one). The first subscription asks nothing: it is made as soon as
+ * the client holds anything, and a check then would be one more round
+ * trip per client. */
 static int notice_fd(dl_client *c, size_t i, int *fresh)
 {
     dl_watchdog *w = c->wd;
@@ -465,7 +468,9 @@ static int notice_fd(dl_client *c, size_t i, int *fresh)
     l->backoff_us = 0;
     dl_waiter *wp = &l->sub;
     l->count = dl_waiter_count(&wp, 1, c->notice, c->noticelen, &live);
-    *fresh = 1;
+    if (l->was_up)                      /* down a while: one was missed? */
+        *fresh = 1;
+    l->was_up = 1;
     return l->sub.conn.ctx ? l->sub.conn.ctx->fd : -1;
 }
 
@@ -558,7 +563,7 @@ static void wait_until(dl_client *c, int64_t when_us)
     pthread_mutex_lock(&c->mu);
     w->sleeping = 0;
     if (heard)                              /* a forced release somewhere */
-        w->forced_wanted = 1;               /* (or a new subscription) */
+        w->forced_wanted = 1;               /* (or a subscription made again) */
     forced_pass(c);
 }
 
