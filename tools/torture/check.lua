@@ -628,7 +628,10 @@ local function recovered(g, meta, out)
   local ends = {}
   for _, f in ipairs(g.faults) do
     if TOUCHES[f.kind] then
-      ends[#ends + 1] = { t0 = f.t0, e = math.max(f.t1 or f.t0, f.t0 + (f.dur or 0)) }
+      -- (a Cluster master's kill is over once its replica took over, t1:
+      -- the cluster serves every slot, though the dead node is still down)
+      local e = f.kind == "kill_master" and f.t1 or math.max(f.t1 or f.t0, f.t0 + (f.dur or 0))
+      ends[#ends + 1] = { t0 = f.t0, e = e }
     end
   end
   for _, c in ipairs(g.calls) do

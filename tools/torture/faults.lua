@@ -123,18 +123,19 @@ function faults.flood(env, a)
   return { server = i, dur = a.dur }
 end
 
---- Cluster: SIGKILL the master of lock `name`'s slot, wait until its
---- replica has taken over (the cluster says ok), then start the killed
---- node again: it comes back as a replica of the new master.
+--- Cluster: SIGKILL the master of lock `name`'s slot and wait until its
+--- replica has taken over (the cluster says ok: the fault's end, t1).
+--- The killed node stays down for `dur` s more, then comes back as a
+--- replica of the new master: meanwhile nothing redirects a client that
+--- still sends to it (it answers nothing).
 function faults.kill_master(env, a)
   local c = env.topo.h
   local from = c.owner(c.keyslot(helper.lock_key(a.name)))
   if not from then return { skipped = true } end
   local port = c.nodes[from].port
   c.kill_master(from, 40)
-  local t = dlock.now()
-  c.nodes[from].restart()
-  return { name = a.name, from = from, port = port, promoted = t }
+  return { name = a.name, from = from, port = port, down = a.dur },
+         function() c.nodes[from].restart() end
 end
 
 --- SIGKILL a worker (while it very likely holds something); the driver

@@ -165,6 +165,8 @@ local function plan(k, len)
       f.dur = rng:range(0.5, 3)
     elseif f.kind == "flood" then
       f.dur = rng:range(1, 3)
+    elseif f.kind == "kill_master" then
+      f.dur = rng:range(8, 16)            -- the dead node stays down this long
     elseif f.kind == "sigstop" then
       f.dur = rng:range(0.5, p.lease * 2.5)
     end
