@@ -281,6 +281,13 @@ describe("torture checker", function()
     assert.same({}, check.run({ kill, acq(16, "connection: Connection refused") }, META))
     assert.equal("stuck", kinds(check.run({ kill, acq(25, "connection: Connection refused") }, META)))
     assert.same({}, check.run({ kill, acq(25, "timeout") }, META))
+    -- while the killed master is down, nothing goes to it once its
+    -- replica took over, other faults or not
+    local dead = { ev = "fault", kind = "kill_master", port = 7001, down = 20, t0 = 10, t1 = 15 }
+    local busy = { ev = "fault", kind = "pause", server = 2, dur = 10, t0 = 14, t1 = 14 }
+    assert.same({}, check.run({ dead, busy, acq(16, "connection: refused (127.0.0.1:7001)") }, META))
+    assert.equal("stuck", kinds(check.run({ dead, busy, acq(20, "connection: refused (127.0.0.1:7001)") }, META)))
+    assert.same({}, check.run({ dead, busy, acq(20, "connection: refused (127.0.0.1:7002)") }, META))
   end)
 
   it("reads back what the history writer wrote, torn lines skipped", function()

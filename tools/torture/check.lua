@@ -621,10 +621,29 @@ end
 -- does not fail with a connection or quorum error (a Cluster master that
 -- died was replaced by its replica; a Sentinel failover ended).
 check.RECOVER_S = 5
+check.REMAP_S = 3            -- s after a replica took over (kill_master)
 local TOUCHES = { restart = true, pause = true, sleep = true, kill_conns = true, kill_subs = true,
                   proxy = true, failover = true, migrate = true, kill_master = true, flush = true,
                   evict = true, flood = true }
 local function recovered(g, meta, out)
+  -- A Cluster master killed and replaced: once its replica has taken
+  -- over (t1), no call goes to the dead node while it stays down,
+  -- whatever else the faults do meanwhile.
+  for _, f in ipairs(g.faults) do
+    if f.kind == "kill_master" and f.port then
+      local down_until = f.t0 + (num(f.down) or 0)
+      for _, c in ipairs(g.calls) do
+        local err = c.err or c.raised or ""
+        if c.t0 > f.t1 + check.REMAP_S and c.t1 < down_until and
+            err:find(":" .. f.port .. ")", 1, true) then
+          out[#out + 1] = { kind = "stuck", t = c.t0, msg = ("%s %s %s at %s still went to " ..
+            "the killed master %d, %.1f s after its replica took over: %s"):format(c.w, c.ev,
+            tostring(c.name or c.hid or ""), fmt_t(meta, c.t0), f.port, c.t0 - f.t1, err) }
+          return
+        end
+      end
+    end
+  end
   local ends = {}
   for _, f in ipairs(g.faults) do
     if TOUCHES[f.kind] then

@@ -389,6 +389,7 @@ function ops.multi()
     return false
   end
   local tries = 0
+  local give_up = cfg.stop_at + cfg.lease_max + cfg.slack   -- (then it is said)
   local function look()
     local _ = keep
     -- A later hold of c3's whose release failed, or whose acknowledged
@@ -398,7 +399,7 @@ function ops.multi()
     local mine = {}
     for i, n in ipairs(obj.names) do mine[i] = c3_holds(n) end
     for i in ipairs(obj.names) do
-      if mine[i] and now() < excuse and tries < 3 then
+      if mine[i] and now() < excuse and now() < give_up then
         tries = tries + 1
         deferred[#deferred + 1] = { at = excuse, fn = look }
         return
