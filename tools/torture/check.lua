@@ -620,7 +620,7 @@ end
 -- that starts RECOVER_S after every fault that touched a server ended
 -- does not fail with a connection or quorum error (a Cluster master that
 -- died was replaced by its replica; a Sentinel failover ended).
-check.RECOVER_S = 5
+check.RECOVER_S = 8
 check.REMAP_S = 3            -- s after a replica took over (kill_master)
 local TOUCHES = { restart = true, pause = true, sleep = true, kill_conns = true, kill_subs = true,
                   proxy = true, failover = true, migrate = true, kill_master = true, flush = true,
