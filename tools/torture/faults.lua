@@ -59,12 +59,21 @@ function faults.flush(env)
   return {}
 end
 
---- CLIENT KILL TYPE normal: every client connection breaks.
-function faults.kill_conns(env, a)
-  local srv, i = pick_server(env, a)
-  rcli(srv.port, "client", "kill", "type", "normal")
-  return { server = i }
+--- CLIENT KILL TYPE `type` on one server, as a fault.
+local function kill_clients(type)
+  return function(env, a)
+    local srv, i = pick_server(env, a)
+    rcli(srv.port, "client", "kill", "type", type)
+    return { server = i }
+  end
 end
+
+--- CLIENT KILL TYPE normal: every client connection breaks.
+faults.kill_conns = kill_clients("normal")
+
+--- CLIENT KILL TYPE pubsub: every subscriber connection of one server
+--- breaks (waiters' sockets, the watchdogs' notice listeners).
+faults.kill_subs = kill_clients("pubsub")
 
 --- A lock's key disappears as under maxmemory eviction: DEL of
 --- <prefix>{name} on one server (Redlock: one master, or every one).
@@ -106,13 +115,6 @@ function faults.proxy(env, a)
   return { server = i, mode = a.mode, delay = a.delay, dur = a.dur }, function() set("pass") end
 end
 
---- CLIENT KILL TYPE pubsub: every subscriber connection of one server
---- breaks (waiters' sockets, the watchdogs' notice listeners).
-function faults.kill_subs(env, a)
-  local srv, i = pick_server(env, a)
-  rcli(srv.port, "client", "kill", "type", "pubsub")
-  return { server = i }
-end
 
 --- A flood of PUBLISH on the notice channel of forced releases, from
 --- another process, for `dur` s (anyone allowed to PUBLISH can send it).
