@@ -33,18 +33,19 @@ static char *put(char *p, const char *a, size_t alen, const char *b,
 
 #define TAG_MAX 24                      /* "{tag}:fence" */
 
-/* The hash tag of a lock's keys is what P{name} has between its "{" and
- * the first "}" after it (Redis Cluster hashes only that, unless it is
- * empty: then the whole key). The name is that tag, unless it is empty
- * or starts with "}" (its tag would be empty, and the lock, its queue
- * and its channels would hash to three slots) or with ESC: then the tag
- * is ESC + name, P{\1}x} for the name "}x".
- * - The tag is never empty: an escaped one starts with ESC; any other
- *   name has a first byte that is not "}".
- * - The map is injective, so no two names share keys: an escaped tag
- *   starts with ESC, an unescaped one never does (a name that starts with
- *   ESC is escaped); two escaped tags are ESC + two names, equal only
- *   when the names are.
+/* Between the braces of a lock's key P{...} is its name, or ESC + name.
+ * Redis Cluster hashes only what comes before the first "}" after the
+ * "{" (the whole key when that is empty), so a name that starts with "}"
+ * would give an empty hash tag, and its lock, queue and channels three
+ * slots. Such a name, and one that starts with ESC, is written ESC +
+ * name: P{\1}x} for the name "}x", whose hash tag is ESC alone (every
+ * escaped name hashes to that one slot).
+ * - The hash tag is never empty: an escaped name's starts with ESC; any
+ *   other name has a first byte that is not "}".
+ * - The map is injective, so no two names share keys: what an escaped
+ *   name writes between the braces starts with ESC, an unescaped one's
+ *   never does (a name that starts with ESC is escaped); two escaped ones
+ *   are ESC + two names, equal only when the names are.
  * - Only the keys of names that start with "}" (broken on Cluster) or
  *   with ESC (a control byte) differ from plain P{name}: every other
  *   name keeps its keys, those that clients already running use.

@@ -11,9 +11,10 @@
  *                           kind's is P{name}:ch:<client id>, its client's
  *   P{name}:q               a queued kind's waiters ("" for the others)
  * where a name that starts with "}" or "\1" is written "\1" + name
- * between the braces (P{\1}x} for "}x"), so that the keys' hash tag is
- * never empty and they all share one Cluster slot (lockid.c says why
- * this is injective); every other name is written as it is.
+ * between the braces (P{\1}x} for "}x": its Redis hash tag is "\1"), so
+ * that the keys' hash tag is never empty and the keys of one lock share
+ * one Cluster slot (lockid.c says why this is injective); every other
+ * name is written as it is.
  * The owner is an explicit owner string, or "<client id>:<n>" where n
  * numbers a coroutine; a read half's owner has "\0r" after it (its write
  * half's owner is the owner's own). The requester names the client acting
@@ -57,9 +58,9 @@ void dl_lockid_build(dl_lockid *d, char *buf, const char *prefix, size_t pl,
                      const char *client_id, const char *owner,
                      size_t ownerlen);
 
-/* The hash tag of d's keys, between the braces of its key (P{tag}) under
- * a prefix of pl bytes: a key of that tag is in the lock's Cluster slot.
- * *len gets its length. */
+/* What d's key has between its braces (P{...}) under a prefix of pl
+ * bytes: a key with that between braces is in the lock's Cluster slot
+ * (Redis hashes the same part of it). *len gets its length. */
 const char *dl_lockid_tag(const dl_lockid *d, size_t pl, size_t *len);
 
 /* The lock's name, as given, inside d's key (its tag, unescaped) under a

@@ -113,7 +113,7 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
 
 /* The lock's token as this owner holds it (0 when not held), and the
  * most an extend may ask for: what is left of max_hold, at least 1 ms
- * (INT64_MAX: no cap). */
+ * (INT64_MAX: no cap; 0: max_hold is over). */
 static int64_t held_token(dl_client *c, const dl_lockref *l,
                           const char **lost, int64_t *cap_ms)
 {
@@ -125,7 +125,7 @@ static int64_t held_token(dl_client *c, const dl_lockref *l,
     if (tok && c->opts.max_hold_ms > 0) {
         int64_t left = h->acquired_us + c->opts.max_hold_ms * 1000 -
                        dl_now_us();
-        *cap_ms = left < 1000 ? 1 : left / 1000;
+        *cap_ms = left <= 0 ? 0 : left < 1000 ? 1 : left / 1000;
     }
     pthread_mutex_unlock(&c->mu);
     return tok;
@@ -141,6 +141,8 @@ dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
         return dl_fail(err, errlen, DL_ENOTHELD, "not held");
     if (lost)
         return dl_fail(err, errlen, DL_ELOST, "%s", lost);
+    if (cap_ms == 0)                        /* (the watchdog says so next) */
+        return dl_fail(err, errlen, DL_ELOST, "%s", LOST_MAXHOLD);
     int capped = lease_ms > cap_ms;         /* max_hold: a ceiling here too */
     if (capped)
         lease_ms = cap_ms;

@@ -22,6 +22,7 @@ struct dl_watchdog;
 
 /* Why a hold is lost when Redis no longer has it (both threads say it). */
 #define LOST_GONE "lost: the lock expired or was deleted"
+#define LOST_MAXHOLD "lost: max_hold"
 
 typedef struct dl_client_opts {
     dl_topo_kind topo;

@@ -894,9 +894,15 @@ dl_status dl_topology_run(dl_topology *t, const dl_scripts *s, int wd,
         dl_status st = run_once(t, s, wd, idx, asking, id, nkeys, argc,
                                 argv, lens, out, err, errlen);
         if ((st == DL_ECONN || st == DL_EDOWN) && !asking &&
-            dl_topology_remap(t, idx, wd)) {
+            dl_topology_remap(t, idx, wd) && id >= 0 &&
+            !dl_script_layout_of((dl_script_id)id)->key[DL_KEY_DATA]) {
             /* The node is gone; if the map now gives the slot to
-             * another (its replica, promoted), go there. */
+             * another (its replica, promoted), go there: a lock script
+             * only, whose request records make a resend exact (it may
+             * have run on the dead node, and replicated). A plain
+             * command (client:call, WAIT) or a guarded one (a script
+             * with a data key) fails here; the next call goes to the
+             * new node. */
             size_t to = dl_topology_route(t, key, keylen);
             if (to != idx) {
                 idx = to;

@@ -122,8 +122,8 @@ void dl_topology_wd_follow(dl_topology *t);
 /* Watchdog thread, with t->mu held: every place a forced release can be
  * announced, copied into eps (room for max): the server; every Redlock
  * master; every Cluster node that owns slots; on Sentinel, the master the
- * watchdog's connection found (none before it found one). Returns how
- * many (fewer when out of memory). */
+ * watchdog's connection found (an empty address before it found one).
+ * Returns how many (fewer when out of memory). */
 size_t dl_topology_wd_listen_at(dl_topology *t, dl_endpoint *eps,
                                 size_t max);
 

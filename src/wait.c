@@ -18,6 +18,8 @@
  */
 #include "wait.h"
 
+#include <sys/socket.h>
+
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -113,6 +115,12 @@ static int drain(dl_waiter *w, const char *chan, size_t len)
 static void broken(dl_waiter *w)
 {
     forget_all(w);
+    /* Shut down, not only closed: an event loop may watch a copy of the
+     * socket (dlock/sched.lua), which then turns readable and wakes its
+     * waits. (Only here, where this process decides the link is dead: a
+     * forked child's close must leave its parent's sockets alone.) */
+    if (w->conn.ctx && w->conn.ctx->fd >= 0)
+        (void)shutdown(w->conn.ctx->fd, SHUT_RDWR);
     if (w->conn.ctx && w->conn.ctx->err) {   /* lost: say why, and drop */
         char err[DL_ERRLEN];
         dl_conn_error(&w->conn, err, sizeof err);

@@ -54,7 +54,6 @@
 #define LOST_TAKEN "lost: another owner holds the lock"
 #define LOST_UNCONFIRMED "lost: the lease ran out before a renewal was confirmed"
 #define LOST_EXPIRED "lost: the lease expired"
-#define LOST_MAXHOLD "lost: max_hold"
 
 static int reserve_batch(dl_watchdog *w, size_t n)
 {
@@ -429,15 +428,18 @@ static int64_t listen_retry(const dl_watchdog *w)
 
 /* Without the mutex: the notice subscription at place i, (re)made if it
  * is not there (or the place moved: a new master). After a failure it
- * is not tried again for a while (1 s, doubling to a minute): a server
- * that does not answer must not hold up the renewals of the others; the
- * thread wakes for the retry (listen_retry). Returns its socket, or -1;
- * *fresh = 1 when it subscribed again after its subscription there broke
- * (a notice may have been missed meanwhile: the holds are checked as
- * after one). The first subscription asks nothing: it is made as soon as
- * the client holds anything, and a check then would be one more round
+ * is not tried again for a while (1 s, doubling to a minute; a place
+ * with no address yet, a Sentinel master not found, every second): a
+ * server that does not answer must not hold up the renewals of the
+ * others, and *tried is set after one attempt failed, so that a wake
+ * tries no more (they come at their own retry times: listen_retry).
+ * Returns its socket, or -1; *fresh = 1 when it subscribed after its
+ * subscription there broke or could not be made (a notice may have been
+ * missed meanwhile: the holds are checked as after one). The first
+ * subscription at a place, made at once, asks nothing: it is made as soon
+ * as the client holds anything, and a check then would be one more round
  * trip per client. */
-static int notice_fd(dl_client *c, size_t i, int *fresh)
+static int notice_fd(dl_client *c, size_t i, int *fresh, int *tried)
 {
     dl_watchdog *w = c->wd;
     const dl_endpoint *ep = &w->places[i];
@@ -452,25 +454,33 @@ static int notice_fd(dl_client *c, size_t i, int *fresh)
     }
     if (l->init && dl_waiter_subscribed(&l->sub, c->notice, c->noticelen))
         return l->sub.conn.ctx ? l->sub.conn.ctx->fd : -1;
-    if (dl_now_us() < l->retry_us)
+    if (dl_now_us() < l->retry_us || *tried)
         return -1;
-    if (!l->init && (ep->host || ep->path))
+    if (!ep->host && !ep->path) {           /* no address yet */
+        l->missed = 1;
+        l->retry_us = dl_now_us() + 1000000;
+        return -1;
+    }
+    if (!l->init)
         l->init = dl_waiter_init(&l->sub, ep, c->topo.wd_timeout_us, 0) == 0;
-    if (!l->init ||                         /* (or no address yet) */
+    if (!l->init ||
         dl_waiter_subscribe(&l->sub, c->notice, c->noticelen, err,
                             sizeof err) != DL_OK) {
         l->backoff_us = l->backoff_us
             ? (l->backoff_us < 30000000 ? 2 * l->backoff_us : 60000000)
             : 1000000;
         l->retry_us = dl_now_us() + l->backoff_us;
+        l->missed = 1;
+        *tried = 1;
         return -1;
     }
     l->backoff_us = 0;
     dl_waiter *wp = &l->sub;
     l->count = dl_waiter_count(&wp, 1, c->notice, c->noticelen, &live);
-    if (l->was_up)                      /* down a while: one was missed? */
+    if (l->was_up || l->missed)         /* down a while: one was missed? */
         *fresh = 1;
     l->was_up = 1;
+    l->missed = 0;
     return l->sub.conn.ctx ? l->sub.conn.ctx->fd : -1;
 }
 
@@ -497,7 +507,8 @@ static void find_places(dl_client *c)
  * DL_FORCED_GAP_US, and that gap is over): every watchdog-mode hold is due
  * at once, and every other one is asked whether it is still its own.
  * At most one such pass per gap: a flood of messages, which anyone
- * allowed to PUBLISH can send, costs no more. */
+ * allowed to PUBLISH can send, costs no more renewals (each message still
+ * wakes the thread for a look at the registry). */
 static void forced_pass(dl_client *c)
 {
     dl_watchdog *w = c->wd;
@@ -535,11 +546,14 @@ static void wait_until(dl_client *c, int64_t when_us)
 
     struct pollfd p[1 + DL_MAX_NODES];
     p[0] = (struct pollfd){ w->wake[0], POLLIN, 0 };
-    int heard = 0;
+    int heard = 0, tried = 0;
     for (size_t i = 0; i < np; i++)
-        p[1 + i] = (struct pollfd){ notice_fd(c, i, &heard), POLLIN, 0 };
+        p[1 + i] = (struct pollfd){ notice_fd(c, i, &heard, &tried),
+                                    POLLIN, 0 };
     if (np > 0 && listen_retry(w) < when_us)
         when_us = listen_retry(w);          /* a subscription to try again */
+    if (heard)
+        when_us = 0;                        /* subscribed again: check now */
     if (w->forced_wanted && w->forced_us + DL_FORCED_GAP_US < when_us)
         when_us = w->forced_us + DL_FORCED_GAP_US;
     int64_t now = dl_now_us();

@@ -28,6 +28,8 @@ typedef struct dl_listener {
     dl_waiter sub;
     int init;                   /* sub was initialised */
     int was_up;                 /* it was subscribed once already */
+    int missed;                 /* it could not subscribe since (a notice
+                                   may have come meanwhile) */
     uint64_t count;             /* messages counted there so far */
     int64_t retry_us;           /* no new subscription before this */
     int64_t backoff_us;         /* and the wait after the last failure */

@@ -63,7 +63,9 @@ local resume, yield = coroutine.resume, coroutine.yield
 -- own (core._socket_copy) per serial, which it closes once the last wait
 -- on it is over, after telling the loop: the copy's number is never
 -- reused while it is watched. A wait that makes a new copy wakes the
--- waits on the others, which may be of the socket it replaced.
+-- waits on an old copy of the same number (the socket it replaced); one
+-- that the core closed itself is shut down first (wait.c), so that the
+-- copies of it turn readable too.
 local core = require "dlock.core"
 
 -- cqueues: poll the socket from the running cqueue's coroutine. Several
@@ -80,9 +82,13 @@ local function cqueues_wait()
     if fd and not w then
       local copy = core._socket_copy(fd)
       if not copy then return cqueues.sleep(math.min(timeout, 0.1)) end
-      -- A new socket: the one it replaced may be watched still, by waits
-      -- that would sleep through what now arrives here. They look again.
-      for _, other in pairs(watch) do other.cond:signal() end
+      -- A new socket under a number watched before: the old one is gone,
+      -- and its waits would sleep through what now arrives here. They
+      -- look again. (Only those: waking the waits of other sockets would
+      -- have them make copies again, and wake these, without end.)
+      for _, other in pairs(watch) do
+        if other.fd == fd then other.cond:signal() end
+      end
       w = { copy = copy, fd = fd, cond = condition.new(), n = 0 }
       watch[serial] = w
     end
@@ -161,7 +167,9 @@ local function luv_wait()
     if fd and not p then
       local copy = core._socket_copy(fd)
       if copy then
-        for _, other in pairs(polls) do nudge(other) end  -- (as for cqueues)
+        for _, other in pairs(polls) do            -- (as for cqueues)
+          if other.fd == fd then nudge(other) end
+        end
         p = { copy = copy, fd = fd, handle = uv.new_socket_poll(copy:fd()), waiting = {} }
         polls[serial] = p
         p.handle:start("r", function() wake_all(p) end)
