@@ -108,13 +108,13 @@ end
 
 local FAULTS = {
   single = { restart = 2, pause = 2, sleep = 1.5, flush = 1, evict = 1, kill_conns = 2,
-             kill_subs = 1.5, flood = 0.7, proxy = 3, sigkill = 1.5, sigstop = 1.5 },
+             kill_subs = 1.5, flood = 1.5, proxy = 3, sigkill = 1.5, sigstop = 1.5 },
   redlock = { restart = 2, pause = 2, sleep = 1.5, flush = 1, evict = 1.5, kill_conns = 2,
-              kill_subs = 1.5, flood = 0.7, proxy = 2.5, sigkill = 1.5, sigstop = 1.5 },
+              kill_subs = 1.5, flood = 1.5, proxy = 2.5, sigkill = 1.5, sigstop = 1.5 },
   sentinel = { failover = 3, pause = 1.5, sleep = 1, flush = 1, evict = 1, kill_conns = 1.5,
-               kill_subs = 1.5, flood = 0.7, sigkill = 1.5, sigstop = 1.5 },
+               kill_subs = 1.5, flood = 1.5, sigkill = 1.5, sigstop = 1.5 },
   cluster = { migrate = 4, kill_master = 1.5, pause = 1.5, sleep = 1, flush = 1, evict = 1,
-              kill_conns = 1.5, kill_subs = 1.5, flood = 0.7, sigkill = 1.5, sigstop = 1.5 },
+              kill_conns = 1.5, kill_subs = 1.5, flood = 1.5, sigkill = 1.5, sigstop = 1.5 },
 }
 
 local order = { "single", "redlock", "sentinel", "cluster" }

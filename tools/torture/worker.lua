@@ -566,7 +566,7 @@ function ops.sched()
   if not ok then log{ ev = "schedfail", w = me, t = now(), sched = sched_kind, err = tostring(err) } end
 end
 
-local weights = { lock = 10, multi = 3, sem = 3, force = 0.3, closewait = 0.7, cold = 1,
+local weights = { lock = 10, multi = 3, sem = 3, force = 0.5, closewait = 0.7, cold = 1,
                   sched = c4 and 1.5 or nil }
 -- A Redlock client has no semaphore (each master would count on its own).
 if cfg.conn.servers then weights.sem = nil end
