@@ -135,6 +135,17 @@ function faults.kill_master(env, a)
   local from = c.owner(c.keyslot(helper.lock_key(a.name)))
   if not from then return { skipped = true } end
   local port = c.nodes[from].port
+  -- Only a master whose replica has its data (online, the link's offset
+  -- caught up): killing one whose replica was still syncing (the node a
+  -- kill before brought back) loses every key of its slots, as a restart
+  -- without persistence does, a fault of another kind.
+  local info = rcli(port, "info", "replication")
+  local offset = tonumber(info:match("master_repl_offset:(%d+)"))
+  local synced = false
+  for off in info:gmatch("slave%d+:[^\n]*state=online,offset=(%d+)") do
+    if offset and offset - tonumber(off) < 1000 then synced = true end
+  end
+  if not synced then return { skipped = true } end
   c.kill_master(from, 40)
   return { name = a.name, from = from, port = port, down = a.dur },
          function() c.nodes[from].restart() end
