@@ -590,6 +590,7 @@ end
 -- release it waited for, unless a fault slowed the servers or stopped the
 -- worker meanwhile; and the scheduler's loop never raises.
 check.HANDOFF_S = 3
+check.HANDOFF_AFTER_FAULT_S = 5
 local function handoffs(g, meta, out)
   for _, f in ipairs(g.schedfails) do
     out[#out + 1] = { kind = "scheduler", t = f.t, msg = ("%s: the %s loop raised: %s"):format(
@@ -599,8 +600,12 @@ local function handoffs(g, meta, out)
     if x.after > check.HANDOFF_S then
       local to = x.t + x.after
       -- (any fault that may cut a client off slows a wait: on Redlock,
-      -- one master out of reach holds up a round by a command timeout)
-      if not cut_off(g, {}, x.w, x.t - 1, to) then
+      -- one master out of reach holds up a round by a command timeout;
+      -- and one that ended shortly before the release: a Sentinel
+      -- failover leaves a waiter subscribed at the demoted master, which
+      -- misses the release while it resyncs, and wakes at the holder's
+      -- TTL, as the reference bounds a wait)
+      if not cut_off(g, {}, x.w, x.t - check.HANDOFF_AFTER_FAULT_S, to) then
         out[#out + 1] = { kind = "wake", t = to, msg = ("%s: a waiter of a scheduler client " ..
           "got the lock %.2f s after the release at %s (%s), no fault meanwhile"):format(
           x.w, x.after, fmt_t(meta, x.t), tostring(x.hid)) }
