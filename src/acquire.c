@@ -630,11 +630,16 @@ static dl_status step_on(dl_client *c, const dl_lockref *l, dl_acquire *op,
         uint64_t seen = dl_waiter_count(s.ws, s.nws, l->ident.chan,
                                         l->ident.chanlen, &nlive);
         int64_t now = dl_now_us();
-        if (seen == op->seen && now < op->wake_us && nlive == op->nfds)
+        /* (on the same sockets: one made again meanwhile, by another
+         * waiter's step, may have missed the release: look) */
+        int same = nlive == op->nfds &&
+                   dl_waiter_serial(s.ws, s.nws, l->ident.chan,
+                                    l->ident.chanlen) == op->serial;
+        if (seen == op->seen && now < op->wake_us && same)
             return DL_EWAIT;                /* early: wait on */
         woke = seen != op->seen;
         s.grant = heard_grant(c, s.ws, s.nws, l, op);
-        if (fair && s.grant < 0 && now < op->wake_us && nlive == op->nfds) {
+        if (fair && s.grant < 0 && now < op->wake_us && same) {
             op->seen = seen;                /* another waiter's grant */
             return DL_EWAIT;
         }
