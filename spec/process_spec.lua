@@ -26,9 +26,15 @@ describe("across processes", function()
 
   it("wakes a waiter on release, long before the holder's lease ends", function()
     local name = helper.unique_name()
-    -- (held 2 s: the waiter must have subscribed by then, under valgrind too)
-    local holder = helper.spawn("hold", helper.url(), name, 2)
+    -- The holder releases once the waiter has subscribed to the lock's
+    -- channel (a fixed 2 s was too short under valgrind beside two busy
+    -- loops: the release came first, and the waiter took the lock with
+    -- no wakeup to count).
+    local go = helper.tmp .. "/" .. name:gsub(":", "_") .. ".go"
+    local holder = helper.spawn("hold", helper.url(), name, 30, go)
     assert(helper.wait_for(function() return holder.output():match("held") end, 10))
+    helper.spawn("sh", ("until redis-cli -p %d pubsub numsub '%s' | tail -1 | grep -q '^1$'; " ..
+      "do sleep 0.02; done; touch '%s'"):format(helper.redis().port, helper.lock_key(name) .. ":ch", go))
     local c = assert(helper.client())
     local l = c:lock(name)
     -- the holder's watchdog lease is 30 s: only the release message can

@@ -171,14 +171,20 @@ elseif mode == "sem_count" then
   say("done", arg[7], most)
 
 elseif mode == "hold" then
-  -- hold URL|OPTS NAME SECONDS: hold for SECONDS then release
+  -- hold URL|OPTS NAME SECONDS [GOFILE]: hold for SECONDS then release
+  -- (with GOFILE, as soon as that file exists, SECONDS at the most)
   local target = arg[2]
   if target:sub(1, 1) == "{" then target = assert(load("return " .. target))() end
   local client = assert(dlock.connect(target))
   local lock = client:lock(arg[3])
   assert(lock:acquire())
   say("held", lock:token())
-  dlock.sleep(tonumber(arg[4]))
+  local deadline = dlock.now() + tonumber(arg[4])
+  repeat
+    local f = arg[5] and io.open(arg[5], "rb")
+    if f then f:close() break end
+    dlock.sleep(arg[5] and 0.02 or math.max(0, deadline - dlock.now()))
+  until dlock.now() >= deadline
   say("release", dlock.now(), lock:release())
   client:close()
 
