@@ -399,6 +399,12 @@ static void listener_free(dl_listener *l)
     free(l);
 }
 
+/* Whether l (NULL: not made yet) has a live connection. */
+static int connected(const dl_listener *l)
+{
+    return l && l->init && l->sub.conn.ctx;
+}
+
 /* Whether some place has no subscription and may be tried now. */
 static int listen_due(const dl_watchdog *w, int64_t now)
 {
@@ -406,8 +412,7 @@ static int listen_due(const dl_watchdog *w, int64_t now)
         return 1;
     for (size_t i = 0; i < w->nplaces; i++) {
         const dl_listener *l = w->listen[i];
-        if ((!l || !l->init || !l->sub.conn.ctx) &&
-            (!l || now >= l->retry_us))
+        if (!connected(l) && (!l || now >= l->retry_us))
             return 1;
     }
     return 0;
@@ -420,7 +425,7 @@ static int64_t listen_retry(const dl_watchdog *w)
     int64_t at = INT64_MAX;
     for (size_t i = 0; i < w->nplaces; i++) {
         const dl_listener *l = w->listen[i];
-        if (l && !(l->init && l->sub.conn.ctx) && l->retry_us < at)
+        if (l && !connected(l) && l->retry_us < at)
             at = l->retry_us;
     }
     return at;
@@ -497,7 +502,7 @@ static void find_places(dl_client *c)
         dl_endpoint_free(&w->places[i]);
     w->nplaces = dl_topology_wd_listen_at(&c->topo, w->places,
                                           DL_MAX_NODES);
-    for (size_t i = w->nplaces; i < DL_MAX_NODES && w->listen[i]; i++) {
+    for (size_t i = w->nplaces; i < DL_MAX_NODES; i++) {
         listener_free(w->listen[i]);        /* a place no longer */
         w->listen[i] = NULL;
     }
