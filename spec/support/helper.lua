@@ -225,7 +225,9 @@ function helper.start_redis(extra, opts)
         function srv.stop()
           if srv.pid then
             srv.signal("KILL")
-            helper.wait_for(exited, 3)
+            -- A killed server dies at once unless the kernel holds it in a
+            -- write (a loaded disk can take seconds); callers expect it gone.
+            helper.wait_for(exited, 20)
             os.remove(base .. ".pid")
             srv.pid = nil
             helper.cli_flags[port] = nil
