@@ -649,6 +649,29 @@ describe("two clients sharing an explicit owner", function()
     assert(probe:lock(name):release())
     a:close(); b:close(); probe:close()
   end)
+
+  -- Each client's share ends with its own lease: B's joins keep the key
+  -- alive, but not the holds of a co-owner that was killed.
+  it("free the lock within the killed client's lease, while the other joins and releases", function()
+    local name = helper.unique_name("shared")
+    local w = helper.spawn("hold_forever", helper.url(), name, 1, "job")
+    assert(helper.wait_for(function() return w.output():match("held") end, 10), w.output())
+    local b, probe = assert(helper.client()), assert(helper.client())
+    local lb, lp = b:lock(name, { owner = "job" }), probe:lock(name)
+    assert(lb:acquire())
+    w.signal("KILL")
+    local killed, got = dlock.now(), false
+    while not got and dlock.now() < killed + 10 do
+      assert(lb:release())
+      got = lp:try_acquire() ~= nil
+      if not got then assert(lb:acquire{ expire = 30 }) end  -- B comes back, lease 30 s
+      dlock.sleep(0.05)
+    end
+    assert.is_true(got, "the killed client's share kept the lock for 10 s")
+    assert.is_true(dlock.now() - killed < 5, dlock.now() - killed)   -- its lease: 1 s
+    assert(lp:release())
+    b:close(); probe:close()
+  end)
 end)
 
 describe("fencing keys", function()

@@ -189,9 +189,9 @@ elseif mode == "hold" then
   client:close()
 
 elseif mode == "hold_forever" then
-  -- hold_forever URL NAME LEASE: hold with a watchdog lease until killed
+  -- hold_forever URL NAME LEASE [OWNER]: hold with a watchdog lease until killed
   local client = assert(dlock.connect{ url = arg[2], lease = tonumber(arg[4]) })
-  local lock = client:lock(arg[3])
+  local lock = client:lock(arg[3], { owner = arg[5] })
   assert(lock:acquire())
   say("held")
   dlock.sleep(120)

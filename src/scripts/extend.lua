@@ -1,7 +1,8 @@
 -- Set a held lock's TTL to a new lease.
 --
 -- An explicit owner's other clients may rely on a longer lease: theirs is
--- raised only. The hold is the requester's own, as renew's.
+-- raised only. The hold is the requester's own, as renew's, and so is
+-- the share it lengthens (lib/shares.lua).
 -- KEYS[1] lock: the lock's hash, P{name}
 -- ARGV[1] req: whose hold: the requester (its owner: lib/requester.lua)
 -- ARGV[2] lease_ms: the new lease (ms)
@@ -9,15 +10,18 @@
 -- returns: 1 | 0 the hold is gone
 --#include lib/requester.lua
 --#include lib/holder.lua
+--#include lib/shares.lua
+--#include lib/shares_due.lua
 local req, lease, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local k = KEYS[1]
 local owner = owner_of(req)
 local hf = holder_field(owner, req)
-local f = redis.call('hmget', k, 'o' .. owner, 't', hf or 't')
+local f = redis.call('hmget', k, 'o' .. owner, 't', hf or 't', hf and 'D' or 't')
+if hf and shares_due(k, f[4]) then f = redis.call('hmget', k, 'o' .. owner, 't', hf) end
 if f[1] and f[2] == token and (not hf or f[3]) then
-  if hf and redis.call('pttl', k) >= lease then
-    return 1
-  end
-  return redis.call('pexpire', k, lease)
+  if not hf then return redis.call('pexpire', k, lease) end
+  share_until(k, hf, now_ms() + lease)
+  if redis.call('pttl', k) < lease then redis.call('pexpire', k, lease) end
+  return 1
 end
 return 0

@@ -30,6 +30,8 @@
 --#include lib/unqueue.lua
 --#include lib/pass_on.lua
 --#include lib/holder.lua
+--#include lib/shares.lua
+--#include lib/shares_due.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local waits, pub, secret = ARGV[7], ARGV[8], ARGV[9] or ''
@@ -56,7 +58,10 @@ end
 
 local of, qf = 'o' .. owner, 'q' .. req
 local hf = holder_field(owner, req)    -- (lib/holder.lua)
-local f, mine, t, answer = read_request(k, of, qf, seq, 'g', hf or 'g')
+local f, mine, t, answer = read_request(k, of, qf, seq, 'g', hf or 'g', 'D')
+if shares_due(k, f[7]) then                -- (lib/shares.lua)
+  f, mine, t, answer = read_request(k, of, qf, seq, 'g', hf or 'g', 'D')
+end
 if answer then return answer end
 local now = now_ms()
 if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
@@ -67,6 +72,7 @@ local n = tonumber(f[1] or '0')
 if mine > 0 and expect == 0 and f[5] == req and t ~= tonumber(token) and
    (not hf or f[6]) then                             -- adopt the grant
   redis.call('hset', k, qf, seq, 'k' .. req, now + 2 * lease)
+  if hf then share_until(k, hf, now + lease) end
   raise_ttl(k, lease)
   unqueue(q, req)
   return {1, mine, t}
@@ -82,12 +88,16 @@ if n <= 0 then
   redis.call('hset', k, 'n', 1, of, 1, qf, seq, 't',
              string.format('%d', c), 'g', req,
              'k' .. req, now + 2 * lease)
-  if hf then redis.call('hset', k, hf, 1) end
+  if hf then
+    redis.call('hset', k, hf, 1)
+    share_until(k, hf, now + lease)
+  end
   redis.call('pexpire', k, lease)
   return {1, 1, c}
 end
 if mine == 0 then
   local p = redis.call('pttl', k)
+  if f[7] then p = math.max(math.min(p, tonumber(f[7]) - now), 1) end  -- a share's end
   if waits == '1' then
     register(req, seq, lease, now, secret)
     p = math.min(p, BACK_MS)
@@ -95,7 +105,10 @@ if mine == 0 then
   return {0, p}
 end
 mine = redis.call('hincrby', k, of, 1)
-if hf then redis.call('hincrby', k, hf, 1) end
+if hf then
+  redis.call('hincrby', k, hf, 1)
+  share_until(k, hf, now + lease)
+end
 redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)
 if f[5] == req then redis.call('hdel', k, 'g') end
 raise_ttl(k, lease)

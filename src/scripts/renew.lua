@@ -6,7 +6,8 @@
 -- longer one. Two calls per hold. A hold is the requester's own: a
 -- shared owner's holds of other clients (h fields, lib/holder.lua) never
 -- renew it, so a hold a failover never had is lost though its owner
--- holds there.
+-- holds there. A hold's renewal is its client's share's too, and no
+-- other's (lib/shares.lua).
 -- KEYS[i] lock: the lock's hash of hold i
 -- ARGV[3i-2] req: whose hold: the requester (its owner: lib/requester.lua)
 -- ARGV[3i-1] lease_ms: the new lease (ms)
@@ -15,19 +16,29 @@
 --#include lib/raise_ttl.lua
 --#include lib/requester.lua
 --#include lib/holder.lua
-local r = {}
+--#include lib/shares.lua
+--#include lib/shares_due.lua
+local r, now = {}, nil
 for i = 1, #KEYS do
   local k = KEYS[i]
   local req, lease, token = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]
   local owner = owner_of(req)
   local hf = holder_field(owner, req)
   local f
-  if hf then f = redis.call('hmget', k, 'o' .. owner, 't', hf)
+  if hf then
+    f = redis.call('hmget', k, 'o' .. owner, 't', hf, 'D')
+    local ended, at = shares_due(k, f[4])
+    now = at or now
+    if ended then f = redis.call('hmget', k, 'o' .. owner, 't', hf) end
   else f = redis.call('hmget', k, 'o' .. owner, 't') end
   if f[1] and f[2] == token then
     if hf and not f[3] then r[i] = 0    -- its owner's, not its own
     else
       raise_ttl(k, lease)
+      if hf then
+        now = now or now_ms()
+        share_until(k, hf, now + tonumber(lease))
+      end
       r[i] = 1
     end
   elseif tonumber(redis.call('hget', k, 'n') or '0') > 0 then r[i] = -1

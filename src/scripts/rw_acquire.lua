@@ -29,14 +29,21 @@
 --#include lib/leases.lua
 --#include lib/waiter.lua
 --#include lib/holder.lua
+--#include lib/shares.lua
+--#include lib/shares_due.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local kind, my_writer = ARGV[7], ARGV[8]
 local k, of, qf = KEYS[1], 'o' .. owner, 'q' .. req
 local hf = holder_field(owner, req)    -- (lib/holder.lua)
-local f, mine, t, answer = read_request(k, of, qf, seq, 'w', 'x', 'b')
+local f, mine, t, answer = read_request(k, of, qf, seq, 'w', 'x', 'b', 'D')
+if shares_due(k, f[8]) then                -- (lib/shares_due.lua)
+  f, mine, t, answer = read_request(k, of, qf, seq, 'w', 'x', 'b', 'D')
+end
 if answer then return answer end
 local now = now_ms()
+-- a shared owner's share may end first (lib/shares.lua)
+local function by_share(p) return f[8] and math.max(math.min(p, tonumber(f[8]) - now), 1) or p end
 local n, first
 n, mine, first = prune_leases(k, of, tonumber(f[1] or '0'), mine, now)
 if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
@@ -50,12 +57,13 @@ if mine == 0 and wr and n > 0 then
     redis.call('hset', k, 'x', now + math.max(p, 0) + 2000)
   end
   if not writer and first then p = math.max(first - now, 1) end
+  p = by_share(p)
   note_busy(k, f[7], nil, req, now, p, -1)
   return {0, p}
 end
 if mine == 0 and kind == 'r' and not (writer and f[5] == my_writer) and
    (writer or x > now) then
-  local p = (writer or n > 0) and redis.call('pttl', k) or x - now
+  local p = (writer or n > 0) and by_share(redis.call('pttl', k)) or x - now
   note_busy(k, f[7], nil, req, now, p, -1)
   return {0, p}
 end
@@ -66,7 +74,10 @@ if n <= 0 then
   redis.call('hdel', k, 'w')
 end
 mine = redis.call('hincrby', k, of, 1)
-if hf then redis.call('hincrby', k, hf, 1) end
+if hf then
+  redis.call('hincrby', k, hf, 1)
+  share_until(k, hf, now + lease)
+end
 redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)
 if wr then
   redis.call('hset', k, 'w', owner)

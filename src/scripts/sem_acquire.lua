@@ -27,13 +27,18 @@
 --#include lib/drop_unknown.lua
 --#include lib/leases.lua
 --#include lib/holder.lua
+--#include lib/shares.lua
+--#include lib/shares_due.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local permits, waits = ARGV[7], ARGV[8]
 local k, q = KEYS[1], KEYS[2]
 local of, qf = 'o' .. owner, 'q' .. req
 local hf = holder_field(owner, req)    -- (lib/holder.lua)
-local f, mine, _, answer = read_request(k, of, qf, seq, 'l')
+local f, mine, _, answer = read_request(k, of, qf, seq, 'l', 'D')
+if shares_due(k, f[6]) then                -- (lib/shares_due.lua)
+  f, mine, _, answer = read_request(k, of, qf, seq, 'l', 'D')
+end
 if answer then return answer end
 local now = now_ms()
 local n, first
@@ -52,11 +57,15 @@ if n >= tonumber(permits) then
   else                                  -- a release wakes the next instead
     redis.call('zrem', q, req)
   end
+  if f[6] and (not first or tonumber(f[6]) < first) then first = tonumber(f[6]) end
   return {0, math.min(first and math.max(first - now, 1) or 1000, 1000)}
 end
 prune(k, now, qf)
 mine = redis.call('hincrby', k, of, 1)
-if hf then redis.call('hincrby', k, hf, 1) end
+if hf then
+  redis.call('hincrby', k, hf, 1)
+  share_until(k, hf, now + lease)
+end
 local e = own_lease(k, owner, mine, now + lease)
 redis.call('hset', k, 'n', n + 1, qf, seq, 't', '0', 'l', permits,
            'e' .. owner, e, 'k' .. req, now + 2 * lease)

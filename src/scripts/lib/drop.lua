@@ -1,4 +1,5 @@
 --#include lib/take_out.lua
+--#include lib/shares_due.lua
 -- drop_holds(k, owner, req, count, token, after): take count holds of
 -- owner out of lock k, requester req's own, if its tenancy is token's
 -- ('0': any), and if no request of req later than request id after ran
@@ -10,7 +11,8 @@
 -- holds nothing there, or nothing it gave up.
 local function drop_holds(k, owner, req, count, token, after)
   local of, hf = 'o' .. owner, holder_field(owner, req)
-  local f = redis.call('hmget', k, of, 't', 'n', hf or 'n', 'q' .. req)
+  local f = redis.call('hmget', k, of, 't', 'n', hf or 'n', 'q' .. req, hf and 'D' or 'n')
+  if hf and shares_due(k, f[6]) then return drop_holds(k, owner, req, count, token, after) end
   local mine, hmine = tonumber(f[1] or '0'), hf and tonumber(f[4] or '0')
   if mine == 0 or hmine == 0 or (token ~= '0' and f[2] ~= token) then return nil end
   if after ~= '0' and tonumber((f[5] or '0'):match('^%d+')) > tonumber(after) then

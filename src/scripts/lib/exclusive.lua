@@ -7,6 +7,8 @@
 --#include lib/raise_ttl.lua
 --#include lib/waiter.lua
 --#include lib/holder.lua
+--#include lib/shares.lua
+--#include lib/shares_due.lua
 -- reserved(r, req, now): how long (ms) the freed lock stays reserved for
 -- another requester than req (field r, as read); 0 if it is not.
 local function reserved(r, req, now)
@@ -26,7 +28,9 @@ end
 local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, token, waited)
   local of, qf = 'o' .. owner, 'q' .. req
   local hf = holder_field(owner, req)   -- (lib/holder.lua)
-  local f, mine, t, answer = read_request(k, of, qf, seq, 'b', 'v', 'r')
+  local f, mine, t, answer = read_request(k, of, qf, seq, 'b', 'v', 'r', 'D')
+  local ended, now = shares_due(k, f[8])  -- (lib/shares.lua)
+  if ended then f, mine, t, answer = read_request(k, of, qf, seq, 'b', 'v', 'r', 'D') end
   if answer then return answer end
   if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
   local n = tonumber(f[1] or '0')
@@ -34,9 +38,12 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
   if mine == 0 then
     -- held by another owner: busy, even in its last ms (PTTL 0: joining
     -- would hand this owner that tenancy and its token) or with no TTL
-    local now = (n > 0 or f[7]) and now_ms()
+    now = now or ((n > 0 or f[7]) and now_ms())
     local p = n > 0 and math.max(redis.call('pttl', k), 1)
               or reserved(f[7], req, now)
+    if n > 0 and f[8] then              -- a shared owner's: its first share's end
+      p = math.max(math.min(p, tonumber(f[8]) - now), 1)
+    end
     if p ~= 0 then
       note_busy(k, f[5], f[6], req, now, p, waited)
       return {0, p}
@@ -52,6 +59,7 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
     t, mine = mint(counter, t), 1
     if hf then
       redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t), hf, '1')
+      share_until(k, hf, (now or now_ms()) + tonumber(lease))
     else
       redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t))
     end
@@ -65,7 +73,10 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
     return {1, mine, t}
   end
   mine = redis.call('hincrby', k, of, 1)
-  if hf then redis.call('hincrby', k, hf, 1) end
+  if hf then
+    redis.call('hincrby', k, hf, 1)
+    share_until(k, hf, (now or now_ms()) + tonumber(lease))
+  end
   redis.call('hset', k, 'n', n + 1, qf, seq)
   raise_ttl(k, lease)
   return {1, mine, t}

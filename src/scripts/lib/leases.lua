@@ -25,7 +25,7 @@ local function prune_leases(k, of, n, mine, now)
     end
     for name in pairs(h) do             -- and its requesters' counts
       if name:sub(1, 1) == 'h' and gone[owner_of(name:sub(2))] then
-        redis.call('hdel', k, name)
+        redis.call('hdel', k, name, 'd' .. name:sub(2))  -- (lib/shares.lua)
       end
     end
     if n < 0 then n = 0 end

@@ -3,6 +3,7 @@
 --#include lib/mint.lua
 --#include lib/unqueue.lua
 --#include lib/holder.lua
+--#include lib/shares.lua
 -- A freed fair lock goes to its first live waiter (README.md, THE FAIR
 -- LOCK), inside the script that frees it.
 
@@ -58,7 +59,10 @@ local function pass_on(k, counter, q, me, pub, keep, now)
   redis.call('hset', k, 'n', 1, 'o' .. owner, 1,
              'q' .. r, seq, 'k' .. r, now + 2 * tonumber(ms), 't', tok, 'g', r)
   local hf = holder_field(owner, r)     -- (lib/holder.lua)
-  if hf then redis.call('hset', k, hf, 1) end
+  if hf then
+    redis.call('hset', k, hf, 1)
+    share_until(k, hf, now + math.min(tonumber(ms), GRANT_MS))
+  end
   redis.call('pexpire', k, math.min(tonumber(ms), GRANT_MS))
   if secret ~= '' then secret = secret .. ':' end
   redis.call(pub, k .. ':ch:' .. r:match('^[^|:]*'), seq .. ':' .. secret .. tok)

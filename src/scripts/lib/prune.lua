@@ -32,7 +32,9 @@ local function prune(k, now, keep)
     elseif c == 'k' and not h['q' .. r] then
       redis.call('hdel', k, y)
     elseif c == 'h' and not h['o' .. owner_of(r)] then
-      redis.call('hdel', k, y)          -- the owner holds nothing
+      redis.call('hdel', k, y, 'd' .. r)  -- the owner holds nothing
+    elseif c == 'd' and not h['h' .. r] then
+      redis.call('hdel', k, y)          -- a share without holds (lib/shares.lua)
     end
   end
   if redis.call('hlen', k) > RECORDS_MAX then redis.call('hset', k, 'm', now + 1000)

@@ -1,6 +1,7 @@
 --#include lib/now.lua
 --#include lib/take_out.lua
 --#include lib/reserve.lua
+--#include lib/shares_due.lua
 -- release(k, owner, req, seq, token, keep_ms): take one hold of owner out
 -- of lock k, as request seq of requester req, if its tenancy is token's.
 -- Returns the reply ({1, holds of owner left} | {-1} lost), and, if a
@@ -8,11 +9,14 @@
 -- whether someone may wait for it. A release that frees the lock
 -- reserves it for a starving waiter (lib/waiter.lua). Its record's k is
 -- "<keep_ms>e99", stamped by the first prune that meets it (lib/prune.lua):
--- the server's clock (TIME) is read only when b or v needs it.
+-- the server's clock (TIME) is read only when b or v needs it (or D:
+-- a shared owner's shares may be over first, lib/shares.lua).
 local function release(k, owner, req, seq, token, keep_ms)
   local of, qf, hf = 'o' .. owner, 'q' .. req, holder_field(owner, req)
   local f
-  if hf then f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v', hf)
+  if hf then
+    f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v', hf, 'D')
+    if shares_due(k, f[8]) then return release(k, owner, req, seq, token, keep_ms) end
   else f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v') end
   local mine = tonumber(f[1] or '0')
   local last = tonumber((f[2] or '0'):match('^%d+'))
