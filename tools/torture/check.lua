@@ -528,6 +528,16 @@ local function leftovers(g, meta, out)
         return
       end
     end
+    -- a shared owner's share: each client's ends with its own lease
+    for _, id in ipairs(s.shares or {}) do
+      local d = dead[id]
+      if d and s.t0 > d + limit + frozen(d, s.t0) then
+        out[#out + 1] = { kind = "leftover", t = s.t0, msg = ("%s: a shared owner's holds of " ..
+          "client %s still count at %s, gone since %s (bound %.1f s)"):format(s.name, id,
+          fmt_t(meta, s.t0), fmt_t(meta, d), limit) }
+        return
+      end
+    end
   end
   for _, o in ipairs(g.orphans) do
     if o.held then

@@ -43,6 +43,27 @@ local function each_master(name)
   end
 end
 
+-- The clients whose holds of a shared owner ("job:...") lock `name`
+-- still counts: h<requester> fields of its hash whose share has not ended
+-- (d<requester> in the future by Redis's clock, or none kept: the check
+-- then sees every such count). Not on Redlock (no shared owners there).
+local function tag(n) return n:find("^[}\1]") and "\1" .. n or n end
+local function shares(name)
+  if (cfg.conn).servers then return nil end
+  local all = c:call("HGETALL", "dlock:{" .. tag(name) .. "}")
+  local tm = c:call("TIME")
+  if type(all) ~= "table" or type(tm) ~= "table" then return nil end
+  local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+  local h, ids = {}, {}
+  for i = 1, #all - 1, 2 do h[all[i]] = all[i + 1] end
+  for f in pairs(h) do
+    local id, owner = f:match("^h(%x+)|(job:.*)$")
+    local d = id and h["d" .. id .. "|" .. owner]
+    if id and (not d or tonumber(d) > now) then ids[#ids + 1] = id end
+  end
+  return ids
+end
+
 while c and dlock.now() < cfg.monitor_until do
   for _, name in ipairs(cfg.all_names) do
     local t0 = dlock.now()
@@ -57,7 +78,8 @@ while c and dlock.now() < cfg.monitor_until do
         -- their clients, maybe a dead one while a live one holds it.
         if not (x.owner and x.owner:match("^job:")) then ids[#ids + 1] = x.client end
       end
-      log{ ev = "inspect", w = "monitor", name = name, t0 = t0, t1 = dlock.now(), clients = ids }
+      log{ ev = "inspect", w = "monitor", name = name, t0 = t0, t1 = dlock.now(), clients = ids,
+           shares = info.owners and #info.owners > 0 and shares(name) or nil }
     end
     each_master(name)
   end
