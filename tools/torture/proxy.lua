@@ -74,14 +74,18 @@ end)
 
 cq:wrap(function()
   for client in srv:clients() do
+    -- (a refused connect raises: the server is down, a restart; this
+    -- client is turned away, and the accept loop must go on)
     local upstream = socket.connect({ host = "127.0.0.1", port = target_port })
-    if upstream:connect(1) then
+    local ok, up = pcall(upstream.connect, upstream, 1)
+    if ok and up then
       client:setmode("b", "b")
       upstream:setmode("b", "b")
       local conn = {}
       cq:wrap(pump, client, upstream, false, conn)
       cq:wrap(pump, upstream, client, true, conn)
     else
+      pcall(upstream.close, upstream)
       client:close()
     end
   end

@@ -248,6 +248,9 @@ local function lock_opts(shared)
   elseif x < 0.45 then o.watchdog_lease = rng:pick({ 1.5, 3 })
   end
   if shared and rng:chance(0.5) and not o.expire then o.expire, o.watchdog_lease = 1, nil end
+  if cfg.focus == "notices" and rng:chance(0.5) then     -- (run.lua: TORTURE_FOCUS)
+    o.expire, o.watchdog_lease = cfg.focus_lease, nil
+  end
   return o
 end
 
@@ -570,6 +573,7 @@ local weights = { lock = 10, multi = 3, sem = 3, force = 0.5, closewait = 0.7, c
                   sched = c4 and 1.5 or nil }
 -- A Redlock client has no semaphore (each master would count on its own).
 if cfg.conn.servers then weights.sem = nil end
+if cfg.focus == "notices" then weights.force = 5 end
 while now() < cfg.stop_at do
   for i = #deferred, 1, -1 do
     if now() >= deferred[i].at then
