@@ -83,6 +83,18 @@ describe("inspect.lua", function()
     assert.same({ "A|job", "B|job" }, r[5])             -- A's record stays (a resend may come)
   end)
 
+  it("leaves out a shared owner's holds whose client's share ended, and that client", function()
+    acquire("job", "A|job", 1)
+    acquire("job", "B|job", 1)
+    srv.cli("hset", key, "dA|job", "1", "D", "1")       -- A's lease is over
+    local r = inspect()
+    assert.same({ job = 1 }, owners(r))
+    assert.same({ "B|job" }, r[5])
+    assert.equals("2", d.field("n"))                    -- inspect changes nothing
+    srv.cli("hset", key, "dB|job", "1")
+    assert.same({ 0 }, inspect())                       -- no share left
+  end)
+
   it("is {0} for a lock never held, released, or whose acquire was cancelled", function()
     assert.same({ 0 }, inspect())
     local t = acquire("a", "a", 1)[3]

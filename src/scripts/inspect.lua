@@ -1,5 +1,6 @@
 -- Who holds a lock, for diagnostics; changes nothing.
--- The owners whose holds have not run out, the requesters
+-- The owners whose holds have not run out (nor a shared owner's shares:
+-- lib/shares.lua), the requesters
 -- "<client id>|<owner>" recorded (which clients act for an explicit
 -- owner), a fair lock's or a semaphore's live queue, and the clients
 -- listening on the lock's channel (waiters, and clients that waited
@@ -17,14 +18,24 @@ local k, q = KEYS[1], KEYS[2]
 local now = now_ms()
 local h = read_hash(k)
 if tonumber(h.n or '0') <= 0 then return {0} end
+-- a shared owner's shares that ended count no more (lib/shares.lua)
+local ended, over = {}, {}              -- owner -> holds ended; requesters
+for name, v in pairs(h) do
+  if name:sub(1, 1) == 'd' and tonumber(v) <= now then
+    local r = name:sub(2)
+    local o = r:match('|(.*)$') or r
+    ended[o] = (ended[o] or 0) + tonumber(h['h' .. r] or '0')
+    over[r] = true
+  end
+end
 local owners, reqs = {}, {}
 for name, v in pairs(h) do
   local c, rest = name:sub(1, 1), name:sub(2)
-  if c == 'o' and tonumber(v) > 0 and
-     tonumber(h['e' .. rest] or now + 1) > now then
+  local left = c == 'o' and tonumber(v) - (ended[rest] or 0)
+  if left and left > 0 and tonumber(h['e' .. rest] or now + 1) > now then
     owners[#owners + 1] = rest
-    owners[#owners + 1] = v
-  elseif c == 'q' and rest:find('|', 1, true) then
+    owners[#owners + 1] = string.format('%d', left)
+  elseif c == 'q' and rest:find('|', 1, true) and not over[rest] then
     reqs[#reqs + 1] = rest
   end
 end
