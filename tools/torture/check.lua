@@ -213,7 +213,10 @@ local function excused(g, meta, name, a, b)
   if in_failover(g, a.s) or raised_in_failover(g, a.h) then return "failover" end
   local lease = num(a.h.expire) or num(a.h.wlease) or meta.lease   -- (a's own, or the client's)
   if evicted(g, meta, name, a.s, b.s, num(a.h.t0), num(a.h.t1), lease) then return "evict" end
-  if forced(g, meta, name, a, b) then return "force" end
+  -- (either may be the one forced: an acquire whose reply comes after a
+  -- force that ran on its masters meanwhile is forced, though it began
+  -- to believe after the next holder did)
+  if forced(g, meta, name, a, b) or forced(g, meta, name, b, a) then return "force" end
 end
 
 -- ---- belief intervals ----------------------------------------------------------

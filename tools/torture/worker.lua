@@ -238,6 +238,7 @@ local function release_all(h, obj)
 end
 
 local function hold_dur()
+  if cfg.focus == "notices" and rng:chance(0.3) then return 6 end
   return rng:pick({ 0.05, 0.1, 0.3, 0.8, 1.5, 3, cfg.lease * 1.5 })
 end
 
@@ -262,6 +263,11 @@ function new_hold(kind, names, owner, extra)
               guard = not cfg.conn.servers and (kind == "lock" or kind == "fair"
                                                  or kind == "write") }
   for k, v in pairs(extra or {}) do h[k] = v end
+  -- (TORTURE_FOCUS=notices) a quiet hold, as most are: nothing in its
+  -- body asks Redis, so only a notice tells it of a force
+  if cfg.focus == "notices" and rng:chance(0.5) then
+    h.reenter, h.extend, h.guard = false, false, false
+  end
   return h
 end
 
@@ -292,6 +298,9 @@ function ops.lock()
     client = c5                                 -- max_hold
   elseif not cfg.conn.servers and rng:chance(0.3) then
     shared = true
+    -- a plain lock's shared owner on one name: workers then hold it
+    -- together often, and a killed one's share meets co-owners that stay
+    if kind == "lock" then name = cfg.locks[1] end
     -- the same owner in every worker (one per half of the rwlock: the
     -- checker takes one owner's holds as never in conflict)
     owner = "job:" .. name .. (name == cfg.rw and (":" .. kind) or "")
