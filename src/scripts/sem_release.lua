@@ -14,20 +14,11 @@
 -- returns: as release's
 --#include lib/release.lua
 --#include lib/announce.lua
+--#include lib/wake.lua
 local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local keep_ms, chan, pub = tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local k, q = KEYS[1], KEYS[2]
 local reply, left = release(k, owner, req, seq, token, keep_ms)
 if left == 0 then announce(k, keep_ms, chan, pub, token) end
-if left then
-  local w = redis.call('zrange', q, 0, 0)[1]
-  if w then                             -- (nobody queued: no clock needed)
-    redis.call('zremrangebyscore', q, '-inf', now_ms())
-    w = redis.call('zrange', q, 0, 0)[1]
-  end
-  if w then
-    redis.call('zrem', q, w)
-    redis.call(pub, k .. ':ch:' .. w:match('^[^|:]*'), 'permit')
-  end
-end
+if left then wake(k, q, pub) end
 return reply

@@ -1,0 +1,59 @@
+--#include lib/now.lua
+--#include lib/prune.lua
+--#include lib/request.lua
+--#include lib/reentry_lost.lua
+--#include lib/drop_unknown.lua
+--#include lib/leases.lua
+--#include lib/holder.lua
+--#include lib/shares.lua
+--#include lib/shares_due.lua
+-- acquire_permit(k, q, owner, req, seq, lease, expect, token, permits,
+-- waits): take one permit of semaphore k (sem_acquire.lua has the
+-- arguments and the reply). q: its queue of waiters, or nil when it is
+-- not on this node (sem_acquire1: a slot mid-migration); then a waiter is
+-- not registered (no release wakes it: it looks again within 1 s anyway,
+-- its busy answer's TTL) nor taken out (a registration left behind
+-- lapses within 3 s, and a release then wakes it for nothing).
+local function acquire_permit(k, q, owner, req, seq, lease, expect, token, permits, waits)
+  local of, qf = 'o' .. owner, 'q' .. req
+  local hf = holder_field(owner, req)    -- (lib/holder.lua)
+  local f, mine, _, answer = read_request(k, of, qf, seq, 'l', 'D')
+  if shares_due(k, f[6]) then              -- (lib/shares_due.lua)
+    f, mine, _, answer = read_request(k, of, qf, seq, 'l', 'D')
+  end
+  if answer then return answer end
+  local now = now_ms()
+  local n, first
+  n, mine, first = prune_leases(k, of, tonumber(f[1] or '0'), mine, now)
+  -- (a reentry whose permit ran out or went: never a new permit in its place)
+  if reentry_lost(k, hf, expect, token, mine, 0) then return {-1} end
+  n = drop_unknown(k, owner, req, expect, mine, n)
+  if n > 0 and f[5] and f[5] ~= permits then
+    return redis.error_reply(string.format('semaphore: Redis keeps %s ' ..
+      'permits for this name while it is held, this client names %s', f[5], permits))
+  end
+  if n >= tonumber(permits) then
+    if q and waits == '1' then
+      redis.call('zadd', q, now + 3000, req)
+      redis.call('pexpire', q, 6000)
+    elseif q then                       -- a release wakes the next instead
+      redis.call('zrem', q, req)
+    end
+    if f[6] and (not first or tonumber(f[6]) < first) then first = tonumber(f[6]) end
+    return {0, math.min(first and math.max(first - now, 1) or 1000, 1000)}
+  end
+  prune(k, now, qf)
+  mine = redis.call('hincrby', k, of, 1)
+  if hf then
+    redis.call('hincrby', k, hf, 1)
+    share_until(k, hf, now + lease)
+  end
+  local e = own_lease(k, owner, mine, now + lease)
+  redis.call('hset', k, 'n', n + 1, qf, seq, 't', '0', 'l', permits,
+             'e' .. owner, e, 'k' .. req, now + 2 * lease)
+  if q then redis.call('zrem', q, req) end
+  if n <= 0 or redis.call('pttl', k) < lease then
+    redis.call('pexpire', k, lease)
+  end
+  return {1, mine, 0}
+end
