@@ -144,7 +144,7 @@ end
 -- ---- scripts and the calls that run them --------------------------------
 
 -- Each kind: the script that gets the hostile reply (and `also`: the
--- one-key acquire a TRYAGAIN falls back to), a call that runs it after
+-- one-key form a TRYAGAIN falls back to), a call that runs it after
 -- `pre` (which runs while every reply is well-formed) and returns the lock
 -- object, if any, then the call's results; `after` tidies up.
 local KINDS = {
@@ -152,21 +152,21 @@ local KINDS = {
     call = function(c, n) local l = c:lock(n); return l, l:acquire{ wait = 0.1 } end },
   { name = "lock:try_acquire", script = "acquire", also = "acquire1",
     call = function(c, n) local l = c:lock(n); return l, l:try_acquire() end },
-  { name = "fair_lock:acquire", script = "fair_acquire",
+  { name = "fair_lock:acquire", script = "fair_acquire", also = "fair_acquire1",
     call = function(c, n) local l = c:fair_lock(n); return l, l:acquire{ wait = 0.1 } end },
   { name = "rwlock.read:acquire", script = "rw_acquire",
     call = function(c, n) local l = c:rwlock(n).read; return l, l:acquire{ wait = 0.1 } end },
   { name = "rwlock.write:acquire", script = "rw_acquire",
     call = function(c, n) local l = c:rwlock(n).write; return l, l:acquire{ wait = 0.1 } end },
-  { name = "semaphore:acquire", script = "sem_acquire",
+  { name = "semaphore:acquire", script = "sem_acquire", also = "sem_acquire1",
     call = function(c, n) return nil, c:semaphore(n, 3):acquire{ wait = 0.1 } end },
   { name = "lock:release", script = "release",
     pre = function(c, n) local l = c:lock(n); assert(l:acquire()); return l end,
     call = function(_, _, l) return l, l:release() end },
-  { name = "fair_lock:release", script = "fair_release",
+  { name = "fair_lock:release", script = "fair_release", also = "fair_release1",
     pre = function(c, n) local l = c:fair_lock(n); assert(l:acquire()); return l end,
     call = function(_, _, l) return l, l:release() end },
-  { name = "semaphore:release", script = "sem_release",
+  { name = "semaphore:release", script = "sem_release", also = "sem_release1",
     pre = function(c, n) local s = c:semaphore(n, 3); return { s = s, id = assert(s:acquire()) } end,
     call = function(_, _, p) return nil, p.s:release(p.id) end },
   { name = "lock:extend", script = "extend",

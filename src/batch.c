@@ -211,7 +211,9 @@ static void read_calls(dl_topology *t, int wd, dl_batch *b, int redo,
 }
 
 /* Run one by one the operations of calls whose slot is migrating: each
- * follows its own key's ASK redirect (with ASKING). */
+ * follows its own key's ASK redirect (with ASKING); one whose keys are
+ * not all on one node (TRYAGAIN) runs in its one-key form, if it has one
+ * (op.h), as run_one does (exec.c). */
 static void run_singly(dl_topology *t, const dl_scripts *s, int wd,
                        dl_batch *b)
 {
@@ -226,9 +228,15 @@ static void run_singly(dl_topology *t, const dl_scripts *s, int wd,
             dl_op *op = &b->ops[IDX(b->order[one.first])];
             int argc = call_args(b, &one);
             redisReply *r = NULL;
-            if (dl_topology_run(t, s, wd, op->key, op->keylen, op->id,
-                                op->nkeys, argc, b->argv, b->lens, &r, err,
-                                sizeof err) != DL_OK)
+            dl_op alt;
+            dl_status st = dl_topology_run(t, s, wd, op->key, op->keylen,
+                                           op->id, op->nkeys, argc, b->argv,
+                                           b->lens, &r, err, sizeof err);
+            if (st == DL_EAGAIN && dl_op_one_key(op, &alt))
+                st = dl_topology_run(t, s, wd, alt.key, alt.keylen, alt.id,
+                                     alt.nkeys, alt.argc, DL_OP_ARGV(&alt),
+                                     DL_OP_LENS(&alt), &r, err, sizeof err);
+            if (st != DL_OK)
                 r = NULL;
             count(b, &one, r);
             if (r)

@@ -271,18 +271,36 @@ void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
     op->lock = l;
 }
 
+/* The one-key form of each multi-key script (src/scripts/<name>1.lua),
+ * for a slot mid-migration; reentry: an acquire that takes it only as a
+ * reentry (expect > 0): a new tenancy needs its token from the counter,
+ * and waits for the migration to end. A permit has no token: any acquire
+ * of one may. */
+static const struct { int id, alt, reentry; } one_keys[] = {
+    { DL_S_ACQUIRE, DL_S_ACQUIRE1, 1 },
+    { DL_S_FAIR_ACQUIRE, DL_S_FAIR_ACQUIRE1, 1 },
+    { DL_S_SEM_ACQUIRE, DL_S_SEM_ACQUIRE1, 0 },
+    { DL_S_FAIR_RELEASE, DL_S_FAIR_RELEASE1, 0 },
+    { DL_S_SEM_RELEASE, DL_S_SEM_RELEASE1, 0 },
+    { DL_S_FAIR_DROP, DL_S_FAIR_DROP1, 0 },
+    { DL_S_FAIR_VOID, DL_S_FAIR_VOID1, 0 },
+};
+
 int dl_op_one_key(const dl_op *op, dl_op *alt)
 {
-    /* A reentry only (expect > 0): a new tenancy needs its token from the
-     * counter, and waits for the migration to end. */
-    if (op->id != DL_S_ACQUIRE)
+    size_t i = 0, n = sizeof one_keys / sizeof one_keys[0];
+    while (i < n && one_keys[i].id != op->id)
+        i++;
+    if (i == n)
         return 0;
-    int expect = arg_slot(op, DL_ARG_EXPECT);
-    if (op->lens[expect] == 1 && op->argv[expect][0] == '0')
-        return 0;
+    if (one_keys[i].reentry) {
+        int expect = arg_slot(op, DL_ARG_EXPECT);
+        if (op->lens[expect] == 1 && op->argv[expect][0] == '0')
+            return 0;
+    }
     /* op's keys and arguments, those the one-key script takes (op's
      * numbers outlive alt) */
-    init(alt, op->name, DL_S_ACQUIRE1, op->key, op->keylen, op->decode);
+    init(alt, op->name, one_keys[i].alt, op->key, op->keylen, op->decode);
     for (int k = 0; k < DL_KEY_NAMES; k++)
         if (layout(alt)->key[k])
             key(alt, k, op->argv[key_slot(op, k)], op->lens[key_slot(op, k)]);

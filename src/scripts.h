@@ -15,9 +15,13 @@ typedef enum {
     DL_S_DROP,          /* Take a client's holds of an owner out. */
     DL_S_EXTEND,        /* Set a held lock's TTL to a new lease. */
     DL_S_FAIR_ACQUIRE,  /* Take one hold of a fair lock, or queue for it. */
+    DL_S_FAIR_ACQUIRE1, /* Take one more hold of a fair lock, its queue only where it is: a reentry while its slot migrates. */
     DL_S_FAIR_DROP,     /* Take an owner's holds out of a fair lock; pass a freed one on. */
+    DL_S_FAIR_DROP1,    /* Take an owner's holds out of a fair lock, passing nothing on: while its slot migrates. */
     DL_S_FAIR_RELEASE,  /* Release one hold of a fair lock; pass a freed one on. */
+    DL_S_FAIR_RELEASE1, /* Release one hold of a fair lock, passing nothing on: while its slot migrates. */
     DL_S_FAIR_VOID,     /* Cancel an acquire of a fair lock, and leave its queue. */
+    DL_S_FAIR_VOID1,    /* Cancel an acquire of a fair lock, passing nothing on: while its slot migrates. */
     DL_S_FENCE,         /* Raise a slot's fencing counter (and a hold's token) to a token. */
     DL_S_FORCE,         /* Free a lock whoever holds it (force_release). */
     DL_S_GUARD,         /* Run one command only while a hold is its lock's current tenancy */
@@ -27,8 +31,10 @@ typedef enum {
     DL_S_RW_ACQUIRE,    /* Take one hold of a read-write lock: a read hold or the write hold. */
     DL_S_RW_RENEW,      /* Renew holds with leases of their own (read-write, semaphore). */
     DL_S_SEM_ACQUIRE,   /* Take one permit of a semaphore. */
+    DL_S_SEM_ACQUIRE1,  /* Take one permit of a semaphore, its queue only where it is: while its slot migrates. */
     DL_S_SEM_FREE,      /* How many of a semaphore's permits are free. */
     DL_S_SEM_RELEASE,   /* Release one permit of a semaphore; wake one waiter. */
+    DL_S_SEM_RELEASE1,  /* Release one permit of a semaphore, its queue only where it is: while its slot migrates. */
     DL_S_TTL,           /* A lock's TTL while it is held. */
     DL_S_VOID,          /* Cancel an acquire whose reply was lost. */
     DL_S_COUNT
@@ -108,21 +114,37 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
           [DL_ARG_LEASE_MS] = 4, [DL_ARG_EXPECT] = 5, [DL_ARG_TOKEN] = 6,
           [DL_ARG_WAITS] = 7, [DL_ARG_PUB] = 8, [DL_ARG_SECRET] = 9 } },
+    [DL_S_FAIR_ACQUIRE1] = { "fair_acquire1", 1, 6, 0,
+        { [DL_KEY_LOCK] = 1 },
+        { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
+          [DL_ARG_LEASE_MS] = 4, [DL_ARG_EXPECT] = 5, [DL_ARG_TOKEN] = 6 } },
     [DL_S_FAIR_DROP] = { "fair_drop", 3, 8, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_COUNTER] = 2, [DL_KEY_QUEUE] = 3 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_COUNT] = 2, [DL_ARG_TOKEN] = 3,
           [DL_ARG_KEEP_MS] = 4, [DL_ARG_CHAN] = 5, [DL_ARG_PUB] = 6,
           [DL_ARG_REQ] = 7, [DL_ARG_AFTER] = 8 } },
+    [DL_S_FAIR_DROP1] = { "fair_drop1", 1, 6, 0,
+        { [DL_KEY_LOCK] = 1 },
+        { [DL_ARG_OWNER] = 1, [DL_ARG_COUNT] = 2, [DL_ARG_TOKEN] = 3,
+          [DL_ARG_KEEP_MS] = 4, [DL_ARG_REQ] = 5, [DL_ARG_AFTER] = 6 } },
     [DL_S_FAIR_RELEASE] = { "fair_release", 3, 7, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_COUNTER] = 2, [DL_KEY_QUEUE] = 3 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
           [DL_ARG_TOKEN] = 4, [DL_ARG_KEEP_MS] = 5, [DL_ARG_CHAN] = 6,
           [DL_ARG_PUB] = 7 } },
+    [DL_S_FAIR_RELEASE1] = { "fair_release1", 1, 5, 0,
+        { [DL_KEY_LOCK] = 1 },
+        { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
+          [DL_ARG_TOKEN] = 4, [DL_ARG_KEEP_MS] = 5 } },
     [DL_S_FAIR_VOID] = { "fair_void", 3, 7, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_COUNTER] = 2, [DL_KEY_QUEUE] = 3 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
           [DL_ARG_KEEP_MS] = 4, [DL_ARG_CHAN] = 5, [DL_ARG_PUB] = 6,
           [DL_ARG_FRESH] = 7 } },
+    [DL_S_FAIR_VOID1] = { "fair_void1", 1, 5, 0,
+        { [DL_KEY_LOCK] = 1 },
+        { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
+          [DL_ARG_KEEP_MS] = 4, [DL_ARG_FRESH] = 5 } },
     [DL_S_FENCE] = { "fence", 2, 3, 0,
         { [DL_KEY_COUNTER] = 1, [DL_KEY_LOCK] = 2 },
         { [DL_ARG_TOKEN] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3 } },
@@ -157,11 +179,21 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
           [DL_ARG_LEASE_MS] = 4, [DL_ARG_EXPECT] = 5, [DL_ARG_TOKEN] = 6,
           [DL_ARG_PERMITS] = 7, [DL_ARG_WAITS] = 8 } },
+    [DL_S_SEM_ACQUIRE1] = { "sem_acquire1", 1, 8, 0,
+        { [DL_KEY_LOCK] = 1 },
+        { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
+          [DL_ARG_LEASE_MS] = 4, [DL_ARG_EXPECT] = 5, [DL_ARG_TOKEN] = 6,
+          [DL_ARG_PERMITS] = 7, [DL_ARG_WAITS] = 8 } },
     [DL_S_SEM_FREE] = { "sem_free", 1, 1, 0,
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_PERMITS] = 1 } },
     [DL_S_SEM_RELEASE] = { "sem_release", 2, 7, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_QUEUE] = 2 },
+        { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
+          [DL_ARG_TOKEN] = 4, [DL_ARG_KEEP_MS] = 5, [DL_ARG_CHAN] = 6,
+          [DL_ARG_PUB] = 7 } },
+    [DL_S_SEM_RELEASE1] = { "sem_release1", 1, 7, 0,
+        { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
           [DL_ARG_TOKEN] = 4, [DL_ARG_KEEP_MS] = 5, [DL_ARG_CHAN] = 6,
           [DL_ARG_PUB] = 7 } },
@@ -996,6 +1028,74 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "raise_ttl(k, lease)\n"
         "unqueue(q, req)\n"
         "return {1, mine, t}\n",
+    /* src/scripts/fair_acquire1.lua */
+    [DL_S_FAIR_ACQUIRE1] =
+        "local function now_ms()\n"
+        "  local tm = redis.call('time')\n"
+        "  return tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+        "end\n"
+        "local function read_request(k, of, qf, seq, ...)\n"
+        "  local f = redis.call('hmget', k, 'n', of, qf, 't', ...)\n"
+        "  local mine, t = tonumber(f[2] or '0'), tonumber(f[4] or '0')\n"
+        "  local last = tonumber((f[3] or '0'):match('^%d+'))\n"
+        "  if f[3] == seq then\n"
+        "    if mine == 0 then return f, mine, t, {-1} end\n"
+        "    return f, mine, t, {1, mine, t}\n"
+        "  end\n"
+        "  if last >= tonumber(seq) then return f, mine, t, {-2} end\n"
+        "  return f, mine, t, nil\n"
+        "end\n"
+        "local function reentry_lost(k, hf, expect, token, mine, t)\n"
+        "  if expect <= 0 then return false end\n"
+        "  if mine == 0 or t ~= tonumber(token) then return true end\n"
+        "  return hf ~= nil and redis.call('hexists', k, hf) == 0\n"
+        "end\n"
+        "local gt = true                         -- until the server refuses GT\n"
+        "local function raise_ttl(k, ms)\n"
+        "  if gt then\n"
+        "    if type(redis.pcall('pexpire', k, ms, 'gt')) ~= 'table' then return end\n"
+        "    gt = false\n"
+        "  end\n"
+        "  if redis.call('pttl', k) < tonumber(ms) then\n"
+        "    redis.call('pexpire', k, ms)\n"
+        "  end\n"
+        "end\n"
+        "local function unqueue(q, r)\n"
+        "  local f = redis.call('hmget', q, 'n' .. r, 'p' .. r)\n"
+        "  if not f[1] then return end\n"
+        "  local n, p = f[1], f[2] or ''\n"
+        "  redis.call('hset', q, p == '' and 'H' or 'n' .. p, n)\n"
+        "  redis.call('hset', q, n == '' and 'T' or 'p' .. n, p)\n"
+        "  redis.call('hdel', q, 'n' .. r, 'p' .. r, 'r' .. r, 's' .. r)\n"
+        "  redis.call('hincrby', q, 'c', -1)\n"
+        "end\n"
+        "local function holder_field(owner, req)\n"
+        "  if req == owner then return nil end\n"
+        "  return 'h' .. req\n"
+        "end\n"
+        "local function here(key)\n"
+        "  local r = redis.pcall('exists', key)\n"
+        "  if r == 1 then return key end\n"
+        "  return nil\n"
+        "end\n"
+        "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
+        "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
+        "local k = KEYS[1]\n"
+        "local of, qf = 'o' .. owner, 'q' .. req\n"
+        "local hf = holder_field(owner, req)    -- (lib/holder.lua)\n"
+        "local f, mine, t, answer = read_request(k, of, qf, seq, 'g')\n"
+        "if answer then return answer end\n"
+        "if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end\n"
+        "local n = tonumber(f[1] or '0')\n"
+        "if expect <= 0 or n <= 0 then return {0, 10} end\n"
+        "mine = redis.call('hincrby', k, of, 1)\n"
+        "if hf then redis.call('hincrby', k, hf, 1) end\n"
+        "redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now_ms() + 2 * lease)\n"
+        "if f[5] == req then redis.call('hdel', k, 'g') end\n"
+        "raise_ttl(k, lease)\n"
+        "local q = here(k .. ':q')\n"
+        "if q then unqueue(q, req) end\n"
+        "return {1, mine, t}\n",
     /* src/scripts/fair_drop.lua */
     [DL_S_FAIR_DROP] =
         "local function holder_field(owner, req)\n"
@@ -1179,6 +1279,46 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  redis.call('hdel', k, 'g')\n"
         "end\n"
         "if left == 0 then hand_over(k, counter, q, keep_ms, pub, nil) end\n"
+        "return 1\n",
+    /* src/scripts/fair_drop1.lua */
+    [DL_S_FAIR_DROP1] =
+        "local function holder_field(owner, req)\n"
+        "  if req == owner then return nil end\n"
+        "  return 'h' .. req\n"
+        "end\n"
+        "local function take_out(k, of, mine, hf, hmine, d, n, ...)\n"
+        "  if hf then\n"
+        "    if d >= hmine then d = hmine; redis.call('hdel', k, hf)\n"
+        "    else redis.call('hincrby', k, hf, -d) end\n"
+        "  end\n"
+        "  if d >= mine then d = mine; redis.call('hdel', k, of)\n"
+        "  else redis.call('hincrby', k, of, -d) end\n"
+        "  n = math.max(n - d, 0)\n"
+        "  redis.call('hset', k, 'n', n > 0 and n or '0', ...)  -- ('0': unformatted)\n"
+        "  return n\n"
+        "end\n"
+        "local function drop_holds(k, owner, req, count, token, after)\n"
+        "  local of, hf = 'o' .. owner, holder_field(owner, req)\n"
+        "  local f = redis.call('hmget', k, of, 't', 'n', hf or 'n', 'q' .. req)\n"
+        "  local mine, hmine = tonumber(f[1] or '0'), hf and tonumber(f[4] or '0')\n"
+        "  if mine == 0 or hmine == 0 or (token ~= '0' and f[2] ~= token) then return nil end\n"
+        "  if after ~= '0' and tonumber((f[5] or '0'):match('^%d+')) > tonumber(after) then\n"
+        "    return nil\n"
+        "  end\n"
+        "  return take_out(k, of, mine, hf, hmine, count, tonumber(f[3] or '1'))\n"
+        "end\n"
+        "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
+        "local keep_ms, req = tonumber(ARGV[4]), ARGV[5]\n"
+        "local k = KEYS[1]\n"
+        "local left = drop_holds(k, owner, req, count, token, ARGV[6])\n"
+        "if not left then return 0 end\n"
+        "if redis.call('hget', k, 'g') == req then        -- none of it to adopt\n"
+        "  redis.call('hdel', k, 'g')\n"
+        "end\n"
+        "if left == 0 then                       -- as hand_over with nobody waiting\n"
+        "  redis.call('hdel', k, 'g')\n"
+        "  redis.call('pexpire', k, keep_ms)\n"
+        "end\n"
         "return 1\n",
     /* src/scripts/fair_release.lua */
     [DL_S_FAIR_RELEASE] =
@@ -1386,6 +1526,70 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "if left == 0 then hand_over(k, counter, q, keep_ms, pub, 'q' .. req)  -- (g: cleared)\n"
         "elseif left then clear_grant(k, req) end\n"
         "return reply\n",
+    /* src/scripts/fair_release1.lua */
+    [DL_S_FAIR_RELEASE1] =
+        "local function now_ms()\n"
+        "  local tm = redis.call('time')\n"
+        "  return tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+        "end\n"
+        "local function holder_field(owner, req)\n"
+        "  if req == owner then return nil end\n"
+        "  return 'h' .. req\n"
+        "end\n"
+        "local function take_out(k, of, mine, hf, hmine, d, n, ...)\n"
+        "  if hf then\n"
+        "    if d >= hmine then d = hmine; redis.call('hdel', k, hf)\n"
+        "    else redis.call('hincrby', k, hf, -d) end\n"
+        "  end\n"
+        "  if d >= mine then d = mine; redis.call('hdel', k, of)\n"
+        "  else redis.call('hincrby', k, of, -d) end\n"
+        "  n = math.max(n - d, 0)\n"
+        "  redis.call('hset', k, 'n', n > 0 and n or '0', ...)  -- ('0': unformatted)\n"
+        "  return n\n"
+        "end\n"
+        "local STARVE_MS = 10\n"
+        "local RESERVE_MS = 250\n"
+        "local function reservation(v, req, now)\n"
+        "  local since, who = (v or ''):match('^(%d+):(.*)$')\n"
+        "  if not since or who == req or now - tonumber(since) < STARVE_MS then\n"
+        "    return                              -- (no values: not even a nil)\n"
+        "  end\n"
+        "  return 'r', (now + RESERVE_MS) .. ':' .. who, 'v', ''\n"
+        "end\n"
+        "local function release(k, owner, req, seq, token, keep_ms)\n"
+        "  local of, qf, hf = 'o' .. owner, 'q' .. req, holder_field(owner, req)\n"
+        "  local f\n"
+        "  if hf then f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v', hf)\n"
+        "  else f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v') end\n"
+        "  local mine = tonumber(f[1] or '0')\n"
+        "  local last = tonumber((f[2] or '0'):match('^%d+'))\n"
+        "  if last >= tonumber(seq) then return {1, mine} end\n"
+        "  local hmine = hf and tonumber(f[7] or '0')\n"
+        "  if mine == 0 or f[4] ~= token or hmine == 0 then return {-1} end\n"
+        "  local now, n = (f[5] or f[6]) and now_ms(), tonumber(f[3] or '1')\n"
+        "  local left\n"
+        "  if n <= 1 and f[6] then\n"
+        "    left = take_out(k, of, mine, hf, hmine, 1, n, qf, seq, 'k' .. req, keep_ms .. 'e99',\n"
+        "                    reservation(f[6], req, now))\n"
+        "  else\n"
+        "    left = take_out(k, of, mine, hf, hmine, 1, n, qf, seq, 'k' .. req, keep_ms .. 'e99')\n"
+        "  end\n"
+        "  return {1, mine - 1}, left, f[5] and tonumber(f[5]) > now\n"
+        "end\n"
+        "local function clear_grant(k, req)\n"
+        "  if redis.call('hget', k, 'g') == req then\n"
+        "    redis.call('hdel', k, 'g')\n"
+        "  end\n"
+        "end\n"
+        "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
+        "local keep_ms = tonumber(ARGV[5])\n"
+        "local k = KEYS[1]\n"
+        "local reply, left = release(k, owner, req, seq, token, keep_ms)\n"
+        "if left == 0 then                       -- as hand_over with nobody waiting\n"
+        "  redis.call('hdel', k, 'g')\n"
+        "  redis.call('pexpire', k, keep_ms)\n"
+        "elseif left then clear_grant(k, req) end\n"
+        "return reply\n",
     /* src/scripts/fair_void.lua */
     [DL_S_FAIR_VOID] =
         "local function now_ms()\n"
@@ -1550,6 +1754,81 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "clear_grant(k, req)\n"
         "if undo_acquire(k, owner, req, seq, keep_ms, fresh, f) == 0 then\n"
         "  hand_over(k, counter, q, keep_ms, pub, 'q' .. req)\n"
+        "end\n"
+        "return 1\n",
+    /* src/scripts/fair_void1.lua */
+    [DL_S_FAIR_VOID1] =
+        "local function now_ms()\n"
+        "  local tm = redis.call('time')\n"
+        "  return tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+        "end\n"
+        "local function holder_field(owner, req)\n"
+        "  if req == owner then return nil end\n"
+        "  return 'h' .. req\n"
+        "end\n"
+        "local function take_out(k, of, mine, hf, hmine, d, n, ...)\n"
+        "  if hf then\n"
+        "    if d >= hmine then d = hmine; redis.call('hdel', k, hf)\n"
+        "    else redis.call('hincrby', k, hf, -d) end\n"
+        "  end\n"
+        "  if d >= mine then d = mine; redis.call('hdel', k, of)\n"
+        "  else redis.call('hincrby', k, of, -d) end\n"
+        "  n = math.max(n - d, 0)\n"
+        "  redis.call('hset', k, 'n', n > 0 and n or '0', ...)  -- ('0': unformatted)\n"
+        "  return n\n"
+        "end\n"
+        "local function record_cancel(k, owner, req, seq, keep_ms)\n"
+        "  local qf = 'q' .. req\n"
+        "  local f = redis.call('hmget', k, 'o' .. owner, qf, 'n', 'g',\n"
+        "                       holder_field(owner, req) or 'n')\n"
+        "  local last = tonumber((f[2] or '0'):match('^%d+'))\n"
+        "  local now = now_ms()\n"
+        "  if f[2] == seq .. '!' or last > tonumber(seq) then\n"
+        "    return nil\n"
+        "  end\n"
+        "  redis.call('hset', k, qf, seq .. '!', 'k' .. req, now + 2 * keep_ms)\n"
+        "  return f\n"
+        "end\n"
+        "local function undo_acquire(k, owner, req, seq, keep_ms, fresh, f)\n"
+        "  local mine, hf = tonumber(f[1] or '0'), holder_field(owner, req)\n"
+        "  local hmine = hf and tonumber(f[5] or '0')\n"
+        "  if (f[2] == seq or (fresh and f[4] == req)) and mine > 0 and hmine ~= 0 then\n"
+        "    return take_out(k, 'o' .. owner, mine, hf, hmine, 1, tonumber(f[3] or '1'))\n"
+        "  elseif redis.call('pttl', k) == -1 then\n"
+        "    redis.call('pexpire', k, keep_ms)\n"
+        "  end\n"
+        "  return nil\n"
+        "end\n"
+        "local function unqueue(q, r)\n"
+        "  local f = redis.call('hmget', q, 'n' .. r, 'p' .. r)\n"
+        "  if not f[1] then return end\n"
+        "  local n, p = f[1], f[2] or ''\n"
+        "  redis.call('hset', q, p == '' and 'H' or 'n' .. p, n)\n"
+        "  redis.call('hset', q, n == '' and 'T' or 'p' .. n, p)\n"
+        "  redis.call('hdel', q, 'n' .. r, 'p' .. r, 'r' .. r, 's' .. r)\n"
+        "  redis.call('hincrby', q, 'c', -1)\n"
+        "end\n"
+        "local function clear_grant(k, req)\n"
+        "  if redis.call('hget', k, 'g') == req then\n"
+        "    redis.call('hdel', k, 'g')\n"
+        "  end\n"
+        "end\n"
+        "local function here(key)\n"
+        "  local r = redis.pcall('exists', key)\n"
+        "  if r == 1 then return key end\n"
+        "  return nil\n"
+        "end\n"
+        "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
+        "local keep_ms, fresh = tonumber(ARGV[4]), ARGV[5] == '1'\n"
+        "local k = KEYS[1]\n"
+        "local f = record_cancel(k, owner, req, seq, keep_ms)\n"
+        "if not f then return 1 end\n"
+        "local q = here(k .. ':q')\n"
+        "if q then unqueue(q, req) end\n"
+        "clear_grant(k, req)\n"
+        "if undo_acquire(k, owner, req, seq, keep_ms, fresh, f) == 0 then\n"
+        "  redis.call('hdel', k, 'g')\n"
+        "  redis.call('pexpire', k, keep_ms)\n"
         "end\n"
         "return 1\n",
     /* src/scripts/fence.lua */
@@ -2375,6 +2654,147 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
         "local permits, waits = ARGV[7], ARGV[8]\n"
         "return acquire_permit(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, permits, waits)\n",
+    /* src/scripts/sem_acquire1.lua */
+    [DL_S_SEM_ACQUIRE1] =
+        "local function now_ms()\n"
+        "  local tm = redis.call('time')\n"
+        "  return tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+        "end\n"
+        "local function read_hash(k)\n"
+        "  local all, h = redis.call('hgetall', k), {}\n"
+        "  for i = 1, #all, 2 do h[all[i]] = all[i + 1] end\n"
+        "  return h\n"
+        "end\n"
+        "local function owner_of(req)\n"
+        "  local i = req:find('|', 1, true)       -- (a plain find: no pattern)\n"
+        "  return i and req:sub(i + 1) or req\n"
+        "end\n"
+        "local RECORDS_MAX = 64\n"
+        "local function prune(k, now, keep)\n"
+        "  if redis.call('hlen', k) <= RECORDS_MAX then return end\n"
+        "  if tonumber(redis.call('hget', k, 'm') or '0') > now then return end\n"
+        "  local h = read_hash(k)\n"
+        "  for y in pairs(h) do\n"
+        "    local c, r = y:sub(1, 1), y:sub(2)\n"
+        "    local kr = h['k' .. r] or '0'\n"
+        "    local ms = kr:match('^(%d+)e99$')\n"
+        "    if c == 'q' and ms then\n"
+        "      redis.call('hset', k, 'k' .. r, now + 2 * tonumber(ms))\n"
+        "    elseif c == 'q' and y ~= keep and tonumber(kr) <= now and\n"
+        "       not h['o' .. owner_of(r)] then\n"
+        "      redis.call('hdel', k, y, 'k' .. r)\n"
+        "    elseif c == 'k' and not h['q' .. r] then\n"
+        "      redis.call('hdel', k, y)\n"
+        "    elseif c == 'h' and not h['o' .. owner_of(r)] then\n"
+        "      redis.call('hdel', k, y)          -- the owner holds nothing\n"
+        "    end\n"
+        "  end\n"
+        "  if redis.call('hlen', k) > RECORDS_MAX then redis.call('hset', k, 'm', now + 1000)\n"
+        "  else redis.call('hdel', k, 'm') end\n"
+        "end\n"
+        "local function read_request(k, of, qf, seq, ...)\n"
+        "  local f = redis.call('hmget', k, 'n', of, qf, 't', ...)\n"
+        "  local mine, t = tonumber(f[2] or '0'), tonumber(f[4] or '0')\n"
+        "  local last = tonumber((f[3] or '0'):match('^%d+'))\n"
+        "  if f[3] == seq then\n"
+        "    if mine == 0 then return f, mine, t, {-1} end\n"
+        "    return f, mine, t, {1, mine, t}\n"
+        "  end\n"
+        "  if last >= tonumber(seq) then return f, mine, t, {-2} end\n"
+        "  return f, mine, t, nil\n"
+        "end\n"
+        "local function reentry_lost(k, hf, expect, token, mine, t)\n"
+        "  if expect <= 0 then return false end\n"
+        "  if mine == 0 or t ~= tonumber(token) then return true end\n"
+        "  return hf ~= nil and redis.call('hexists', k, hf) == 0\n"
+        "end\n"
+        "local function drop_unknown(k, owner, req, expect, mine, n)\n"
+        "  if mine > 0 and expect == 0 and owner == req then\n"
+        "    redis.call('hdel', k, 'o' .. owner, 'e' .. owner)\n"
+        "    n, mine = math.max(n - mine, 0), 0\n"
+        "    redis.call('hset', k, 'n', n)\n"
+        "  end\n"
+        "  return n, mine\n"
+        "end\n"
+        "local function prune_leases(k, of, n, mine, now)\n"
+        "  local first = nil\n"
+        "  if n > 0 then\n"
+        "    local h, gone = read_hash(k), {}\n"
+        "    for name, v in pairs(h) do\n"
+        "      if name:sub(1, 1) == 'e' then\n"
+        "        local o = 'o' .. name:sub(2)\n"
+        "        local c = tonumber(h[o] or '0')\n"
+        "        if c == 0 or tonumber(v) <= now then\n"
+        "          redis.call('hdel', k, name, o)\n"
+        "          gone[name:sub(2)] = true\n"
+        "          n = n - c\n"
+        "          if o == of then mine = 0 end\n"
+        "        elseif not first or tonumber(v) < first then first = tonumber(v) end\n"
+        "      end\n"
+        "    end\n"
+        "    for name in pairs(h) do             -- and its requesters' counts\n"
+        "      if name:sub(1, 1) == 'h' and gone[owner_of(name:sub(2))] then\n"
+        "        redis.call('hdel', k, name)\n"
+        "      end\n"
+        "    end\n"
+        "    if n < 0 then n = 0 end\n"
+        "    redis.call('hset', k, 'n', n)\n"
+        "  end\n"
+        "  return n, mine, first\n"
+        "end\n"
+        "local function own_lease(k, owner, mine, until_ms)\n"
+        "  if mine <= 1 then return until_ms end\n"
+        "  return math.max(tonumber(redis.call('hget', k, 'e' .. owner) or '0'), until_ms)\n"
+        "end\n"
+        "local function holder_field(owner, req)\n"
+        "  if req == owner then return nil end\n"
+        "  return 'h' .. req\n"
+        "end\n"
+        "local function acquire_permit(k, q, owner, req, seq, lease, expect, token, permits, waits)\n"
+        "  local of, qf = 'o' .. owner, 'q' .. req\n"
+        "  local hf = holder_field(owner, req)    -- (lib/holder.lua)\n"
+        "  local f, mine, _, answer = read_request(k, of, qf, seq, 'l')\n"
+        "  if answer then return answer end\n"
+        "  local now = now_ms()\n"
+        "  local n, first\n"
+        "  n, mine, first = prune_leases(k, of, tonumber(f[1] or '0'), mine, now)\n"
+        "  if reentry_lost(k, hf, expect, token, mine, 0) then return {-1} end\n"
+        "  n = drop_unknown(k, owner, req, expect, mine, n)\n"
+        "  if n > 0 and f[5] and f[5] ~= permits then\n"
+        "    return redis.error_reply(string.format('semaphore: Redis keeps %s ' ..\n"
+        "      'permits for this name while it is held, this client names %s', f[5], permits))\n"
+        "  end\n"
+        "  if n >= tonumber(permits) then\n"
+        "    if q and waits == '1' then\n"
+        "      redis.call('zadd', q, now + 3000, req)\n"
+        "      redis.call('pexpire', q, 6000)\n"
+        "    elseif q then                       -- a release wakes the next instead\n"
+        "      redis.call('zrem', q, req)\n"
+        "    end\n"
+        "    return {0, math.min(first and math.max(first - now, 1) or 1000, 1000)}\n"
+        "  end\n"
+        "  prune(k, now, qf)\n"
+        "  mine = redis.call('hincrby', k, of, 1)\n"
+        "  if hf then redis.call('hincrby', k, hf, 1) end\n"
+        "  local e = own_lease(k, owner, mine, now + lease)\n"
+        "  redis.call('hset', k, 'n', n + 1, qf, seq, 't', '0', 'l', permits,\n"
+        "             'e' .. owner, e, 'k' .. req, now + 2 * lease)\n"
+        "  if q then redis.call('zrem', q, req) end\n"
+        "  if n <= 0 or redis.call('pttl', k) < lease then\n"
+        "    redis.call('pexpire', k, lease)\n"
+        "  end\n"
+        "  return {1, mine, 0}\n"
+        "end\n"
+        "local function here(key)\n"
+        "  local r = redis.pcall('exists', key)\n"
+        "  if r == 1 then return key end\n"
+        "  return nil\n"
+        "end\n"
+        "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
+        "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
+        "local permits, waits = ARGV[7], ARGV[8]\n"
+        "return acquire_permit(KEYS[1], here(KEYS[1] .. ':q'), owner, req, seq, lease, expect,\n"
+        "                      token, permits, waits)\n",
     /* src/scripts/sem_free.lua */
     [DL_S_SEM_FREE] =
         "local function now_ms()\n"
@@ -2513,6 +2933,84 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "local reply, left = release(k, owner, req, seq, token, keep_ms)\n"
         "if left == 0 then announce(k, keep_ms, chan, pub, token) end\n"
         "if left then wake(k, q, pub) end\n"
+        "return reply\n",
+    /* src/scripts/sem_release1.lua */
+    [DL_S_SEM_RELEASE1] =
+        "local function now_ms()\n"
+        "  local tm = redis.call('time')\n"
+        "  return tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+        "end\n"
+        "local function holder_field(owner, req)\n"
+        "  if req == owner then return nil end\n"
+        "  return 'h' .. req\n"
+        "end\n"
+        "local function take_out(k, of, mine, hf, hmine, d, n, ...)\n"
+        "  if hf then\n"
+        "    if d >= hmine then d = hmine; redis.call('hdel', k, hf)\n"
+        "    else redis.call('hincrby', k, hf, -d) end\n"
+        "  end\n"
+        "  if d >= mine then d = mine; redis.call('hdel', k, of)\n"
+        "  else redis.call('hincrby', k, of, -d) end\n"
+        "  n = math.max(n - d, 0)\n"
+        "  redis.call('hset', k, 'n', n > 0 and n or '0', ...)  -- ('0': unformatted)\n"
+        "  return n\n"
+        "end\n"
+        "local STARVE_MS = 10\n"
+        "local RESERVE_MS = 250\n"
+        "local function reservation(v, req, now)\n"
+        "  local since, who = (v or ''):match('^(%d+):(.*)$')\n"
+        "  if not since or who == req or now - tonumber(since) < STARVE_MS then\n"
+        "    return                              -- (no values: not even a nil)\n"
+        "  end\n"
+        "  return 'r', (now + RESERVE_MS) .. ':' .. who, 'v', ''\n"
+        "end\n"
+        "local function release(k, owner, req, seq, token, keep_ms)\n"
+        "  local of, qf, hf = 'o' .. owner, 'q' .. req, holder_field(owner, req)\n"
+        "  local f\n"
+        "  if hf then f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v', hf)\n"
+        "  else f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v') end\n"
+        "  local mine = tonumber(f[1] or '0')\n"
+        "  local last = tonumber((f[2] or '0'):match('^%d+'))\n"
+        "  if last >= tonumber(seq) then return {1, mine} end\n"
+        "  local hmine = hf and tonumber(f[7] or '0')\n"
+        "  if mine == 0 or f[4] ~= token or hmine == 0 then return {-1} end\n"
+        "  local now, n = (f[5] or f[6]) and now_ms(), tonumber(f[3] or '1')\n"
+        "  local left\n"
+        "  if n <= 1 and f[6] then\n"
+        "    left = take_out(k, of, mine, hf, hmine, 1, n, qf, seq, 'k' .. req, keep_ms .. 'e99',\n"
+        "                    reservation(f[6], req, now))\n"
+        "  else\n"
+        "    left = take_out(k, of, mine, hf, hmine, 1, n, qf, seq, 'k' .. req, keep_ms .. 'e99')\n"
+        "  end\n"
+        "  return {1, mine - 1}, left, f[5] and tonumber(f[5]) > now\n"
+        "end\n"
+        "local function announce(k, keep_ms, chan, pub, msg)\n"
+        "  redis.call('pexpire', k, keep_ms)\n"
+        "  redis.call(pub, chan, msg)\n"
+        "end\n"
+        "local function wake(k, q, pub)\n"
+        "  local w = redis.call('zrange', q, 0, 0)[1]\n"
+        "  if w then                             -- (nobody queued: no clock needed)\n"
+        "    redis.call('zremrangebyscore', q, '-inf', now_ms())\n"
+        "    w = redis.call('zrange', q, 0, 0)[1]\n"
+        "  end\n"
+        "  if w then\n"
+        "    redis.call('zrem', q, w)\n"
+        "    redis.call(pub, k .. ':ch:' .. w:match('^[^|:]*'), 'permit')\n"
+        "  end\n"
+        "end\n"
+        "local function here(key)\n"
+        "  local r = redis.pcall('exists', key)\n"
+        "  if r == 1 then return key end\n"
+        "  return nil\n"
+        "end\n"
+        "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
+        "local keep_ms, chan, pub = tonumber(ARGV[5]), ARGV[6], ARGV[7]\n"
+        "local k = KEYS[1]\n"
+        "local reply, left = release(k, owner, req, seq, token, keep_ms)\n"
+        "if left == 0 then announce(k, keep_ms, chan, pub, token) end\n"
+        "local q = left and here(k .. ':q')\n"
+        "if q then wake(k, q, pub) end\n"
         "return reply\n",
     /* src/scripts/ttl.lua */
     [DL_S_TTL] =

@@ -247,11 +247,12 @@ local function serve(rules_path, base, scripts_path, parent)
       if not name then return M.err("NOSCRIPT No matching script. Please use EVAL.") end
       local tok = rules.token or 7
       if name == "acquire" or name == "acquire1" or name == "rw_acquire" or
-         name == "fair_acquire" then
+         name == "fair_acquire" or name == "fair_acquire1" then
         return M.ints(1, 1, tok)
-      elseif name == "sem_acquire" then
+      elseif name == "sem_acquire" or name == "sem_acquire1" then
         return M.ints(1, 1, 0)
-      elseif name == "release" or name == "sem_release" or name == "fair_release" then
+      elseif name == "release" or name == "sem_release" or name == "fair_release" or
+             name == "sem_release1" or name == "fair_release1" then
         return M.ints(1, 0)
       elseif name == "renew" or name == "rw_renew" then
         local t = {}

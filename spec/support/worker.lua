@@ -117,8 +117,10 @@ elseif mode == "sem_hold" then
   while true do dlock.sleep(1) end
 
 elseif mode == "sem_wait" then
-  -- sem_wait URL NAME PERMITS: wait for a permit, hold it 0.3 s
-  local client = assert(dlock.connect(arg[2]))
+  -- sem_wait URL|OPTS NAME PERMITS: wait for a permit, hold it 0.3 s
+  local target = arg[2]
+  if target:sub(1, 1) == "{" then target = assert(load("return " .. target))() end
+  local client = assert(dlock.connect(target))
   local sem = client:semaphore(arg[3], tonumber(arg[4]))
   say("waiting")
   local id = assert(sem:acquire{ wait = 20 })

@@ -1,0 +1,41 @@
+-- Take one more hold of a fair lock, its queue only where it is: a reentry while its slot migrates.
+--
+-- For a reentry while its slot is mid-migration (TRYAGAIN: the lock, its
+-- counter and its queue are not all on this node; an empty queue counts
+-- as missing). As fair_acquire's reentry: one more hold of the tenancy,
+-- which mints nothing. A fresh acquire (a new tenancy, a grant, a place
+-- in the queue) needs the counter and the queue, so it is not sent here
+-- (op.c), and is told busy if it is.
+-- KEYS[1] lock: the lock's hash, P{name}
+-- ARGV[1] owner: as acquire's
+-- ARGV[2] req: as acquire's
+-- ARGV[3] seq: as acquire's
+-- ARGV[4] lease_ms: as acquire's
+-- ARGV[5] expect: as acquire's
+-- ARGV[6] token: as acquire's
+-- returns: as acquire's; {0, 10} for a fresh acquire
+--#include lib/now.lua
+--#include lib/request.lua
+--#include lib/reentry_lost.lua
+--#include lib/raise_ttl.lua
+--#include lib/unqueue.lua
+--#include lib/holder.lua
+--#include lib/here.lua
+local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
+local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local k = KEYS[1]
+local of, qf = 'o' .. owner, 'q' .. req
+local hf = holder_field(owner, req)    -- (lib/holder.lua)
+local f, mine, t, answer = read_request(k, of, qf, seq, 'g')
+if answer then return answer end
+if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
+local n = tonumber(f[1] or '0')
+if expect <= 0 or n <= 0 then return {0, 10} end
+mine = redis.call('hincrby', k, of, 1)
+if hf then redis.call('hincrby', k, hf, 1) end
+redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now_ms() + 2 * lease)
+if f[5] == req then redis.call('hdel', k, 'g') end
+raise_ttl(k, lease)
+local q = here(k .. ':q')
+if q then unqueue(q, req) end
+return {1, mine, t}
