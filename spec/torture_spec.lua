@@ -256,6 +256,16 @@ describe("torture checker", function()
     assert.same({}, check.run({ moving }, META))
   end)
 
+  it("finds a release that did not run while its slot migrated", function()
+    local rel = { ev = "rel", w = "A", hid = "a#1", ok = false, t0 = 1, t1 = 1.6,
+                  err = "connection: slot 5 is being migrated (TRYAGAIN); the release is " ..
+                        "being completed in the background" }
+    assert.equal("migration", kinds(check.run({ rel }, META)))
+    local acq = { ev = "acq", w = "A", kind = "fair", name = "F1", ok = false, t0 = 1, t1 = 1.6,
+                  err = rel.err }
+    assert.same({}, check.run({ acq }, META))          -- a new tenancy waits: not this
+  end)
+
   it("finds a hold believed past its client's max_hold", function()
     local ok = hold("m#1", "M", "L", 1.0, { 1.0, 2.4 }, 1, { maxhold = 1.5 })
     assert.same({}, check.run(ok, META))

@@ -707,6 +707,23 @@ local function slots(records, meta, out)
   end
 end
 
+-- A held lock is released whatever its slot is doing: no release fails
+-- because its slot migrates (TRYAGAIN, the script's keys not all on one
+-- node: its one-key form runs instead, src/op.c). A fair lock's or a
+-- semaphore's release did, for the whole migration, while its queue was
+-- empty.
+local function migrations(records, meta, out)
+  for _, r in ipairs(records) do
+    local e = r.ev == "rel" and tostring(r.err or r.raised or "")
+    if e and (e:find("TRYAGAIN", 1, true) or e:find("being migrated", 1, true)) then
+      out[#out + 1] = { kind = "migration", t = r.t1 or r.t0 or 0, msg = ("%s release of %s " ..
+        "at %s did not run while its slot migrated: %s"):format(tostring(r.w),
+        tostring(r.hid or ""), fmt_t(meta, r.t0 or 0), e) }
+      return
+    end
+  end
+end
+
 function check.run(records, meta)
   meta = meta or {}
   local g = gather(records)
@@ -725,6 +742,7 @@ function check.run(records, meta)
   handoffs(g, meta, out)
   recovered(g, meta, out)
   slots(records, meta, out)
+  migrations(records, meta, out)
   table.sort(out, function(a, b) return a.t < b.t end)
   return out
 end
