@@ -168,7 +168,11 @@ local function plan(k, len)
                 before = rng:range(0, 1.5), between = rng:range(0, 0.3), after = rng:range(0, 0.5) }
     -- A slot migration finds most real locks free: C1, the cold lock,
     -- is free most of the time (a fresh acquire then meets TRYAGAIN).
-    if f.kind == "migrate" and rng:chance(0.4) then f.name = "C1" end
+    -- Else, as often as not, the fair lock's or S1's, whose scripts take
+    -- a queue too (its releases once met TRYAGAIN while it was empty).
+    -- (f.server picks, so that the draws of the schedule stay as they were.)
+    if f.kind == "migrate" and rng:chance(0.4) then f.name = "C1"
+    elseif f.kind == "migrate" and f.server >= 50 then f.name = f.server >= 75 and "S1" or "F1" end
     if f.kind == "pause" then
       f.dur = rng:range(0.3, math.min(p.lease * 1.5, heavy and 3 or 6))
     elseif f.kind == "sleep" then
