@@ -101,9 +101,9 @@ void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
 /* The form of op for a slot mid-migration (its keys not all on one node;
  * an empty queue counts as missing): 1 when op has one, a script of the
  * lock's key alone (a reentrant acquire, without the counter; any
- * acquire of a semaphore's permit; the releases, drops and cancels of a
- * fair lock or a semaphore, which then pass nothing on). A fresh acquire
- * of a lock waits for the migration to end. */
+ * acquire of a semaphore's permit; a fair lock's release, drop and
+ * cancel, and a semaphore's release, which then pass nothing on). A
+ * fresh acquire of a lock waits for the migration to end. */
 int dl_op_one_key(const dl_op *op, dl_op *alt);
 /* Raise the fencing counter (and l's token, where l's requester holds
  * it; where op is its last request and its hold the only one, even down:
