@@ -21,19 +21,28 @@
 --#include lib/unqueue.lua
 --#include lib/holder.lua
 --#include lib/here.lua
+--#include lib/shares.lua
+--#include lib/shares_due.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local k = KEYS[1]
 local of, qf = 'o' .. owner, 'q' .. req
 local hf = holder_field(owner, req)    -- (lib/holder.lua)
-local f, mine, t, answer = read_request(k, of, qf, seq, 'g')
+local f, mine, t, answer = read_request(k, of, qf, seq, 'g', 'D')
+if shares_due(k, f[6]) then                -- (lib/shares_due.lua)
+  f, mine, t, answer = read_request(k, of, qf, seq, 'g', 'D')
+end
 if answer then return answer end
 if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
 local n = tonumber(f[1] or '0')
 if expect <= 0 or n <= 0 then return {0, 10} end
 mine = redis.call('hincrby', k, of, 1)
-if hf then redis.call('hincrby', k, hf, 1) end
-redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now_ms() + 2 * lease)
+local now = now_ms()
+if hf then
+  redis.call('hincrby', k, hf, 1)
+  share_until(k, hf, now + lease)
+end
+redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)
 if f[5] == req then redis.call('hdel', k, 'g') end
 raise_ttl(k, lease)
 local q = here(k .. ':q')
