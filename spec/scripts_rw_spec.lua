@@ -34,7 +34,8 @@ local function void(owner, seq)
                           chan = key .. ":ch", pub = "PUBLISH" })
 end
 local function rw_renew(req, lease_ms, token)    -- (a coroutine's req is its owner)
-  return d.call("rw_renew", { req = req, lease_ms = lease_ms, token = token })
+  return d.call("rw_renew", { req = req, lease_ms = lease_ms, token = token,
+                              chan = key .. ":ch", pub = "PUBLISH" })
 end
 local function num(f) return tonumber(d.field(f)) end
 
@@ -333,6 +334,32 @@ describe("rw_renew.lua", function()
     -- its resend: r2 holds nothing in a lock r1 holds
     assert.same({ -1 }, rw_renew("r2", 10000, t))
     assert.same({ 1 }, rw_renew("r1", 10000, t))
+  end)
+
+  -- A reader whose lease ran out may be the last hold: taking it out
+  -- frees the lock, and a waiter told to wait for a release hears of it
+  -- as from a release (b: lib/waiter.lua), not at its next look.
+  it("announces a lock it frees (a reader's lease ran out) while a waiter may listen", function()
+    local msgs, stop = d.listen(key .. ":ch")
+    finally(stop)
+    local function expire(owner) srv.cli("hset", key, "e" .. owner, d.now_ms() - 1) end
+    local t = rw("r", "r1", 1, 10000)[3]
+    expire("r1")
+    assert.same({ 0 }, rw_renew("r1", 10000, t))        -- nobody waits: silent
+    assert.equals("0", d.field("n"))
+    t = rw("r", "r1", 2, 10000)[3]
+    rw("r", "r2", 1, 10000)
+    assert.equals(0, rw("W", "w1", 1)[1])               -- a writer waits
+    expire("r1")
+    assert.same({ 0 }, rw_renew("r1", 10000, t))        -- r2 holds on: silent
+    expire("r2")
+    assert.same({ 0 }, rw_renew("r2", 10000, t))        -- frees it: announced
+    assert.equals("0", d.field("n"))
+    assert.truthy(helper.wait_for(function() return #msgs() >= 1 end, 5))
+    srv.cli("publish", key .. ":ch", "end")             -- (nothing came before it)
+    assert.truthy(helper.wait_for(function() return #msgs() >= 2 end, 5))
+    assert.same({ tostring(t), "end" }, msgs())
+    assert.same({ 1, 1, t + 1 }, rw("w", "w1", 2))
   end)
 
   it("answers gone after a cancel undid the acquire", function()

@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include "exec.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +96,7 @@ static int call_args(dl_batch *b, const dl_chunk *k)
     size_t a = DL_SCRIPT_HEAD;
     for (size_t i = 0; i < k->m; i++) {
         const dl_op *op = &b->ops[IDX(b->order[k->first + i])];
+        assert(op->argc - DL_SCRIPT_HEAD <= DL_BATCH_GROUP || k->m == 1);
         for (int j = 0; j < op->nkeys; j++, a++) {
             b->argv[a] = op->argv[DL_SCRIPT_HEAD + j];
             b->lens[a] = op->lens[DL_SCRIPT_HEAD + j];

@@ -61,6 +61,10 @@ typedef struct dl_chunk {
     int single;                 /* answered ASK/TRYAGAIN: one by one */
 } dl_chunk;
 
+/* The most keys and arguments one operation of a batchable script takes
+ * (rw_renew's: its lock, req, lease_ms, token, chan and pub). */
+#define DL_BATCH_GROUP 6
+
 typedef struct dl_batch {
     dl_op *ops;                 /* ops[0..n), the caller's */
     size_t n;
@@ -69,8 +73,8 @@ typedef struct dl_batch {
     size_t norder, caporder;
     dl_chunk *chunks;
     size_t nchunks, capchunks;
-    const char *argv[DL_SCRIPT_HEAD + DL_OP_BATCH * 4];
-    size_t lens[DL_SCRIPT_HEAD + DL_OP_BATCH * 4];
+    const char *argv[DL_SCRIPT_HEAD + DL_OP_BATCH * DL_BATCH_GROUP];
+    size_t lens[DL_SCRIPT_HEAD + DL_OP_BATCH * DL_BATCH_GROUP];
 } dl_batch;
 
 /* Run b->ops on the watchdog's connections if wd, else the Lua thread's.

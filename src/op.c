@@ -370,15 +370,20 @@ static int own_leases(const dl_lockref *l)
 
 /* The lock, requester, lease and token: extend and renew alike (a hold
  * is its requester's own: a shared owner's other clients' never renew
- * it). */
+ * it); RW_RENEW's also where a lock it frees is announced. */
 static void lease_op(dl_op *op, const char *name, int id, dl_decode_fn d,
-                     const dl_lockref *l, int64_t ms, int64_t token)
+                     const dl_lockref *l, int64_t ms, int64_t token,
+                     const char *pub)
 {
     init(op, name, id, l->ident.key, l->ident.keylen, d);
     add_keys(op, l);
     arg(op, DL_ARG_REQ, l->ident.req, l->ident.reqlen);
     arg_i(op, DL_ARG_LEASE_MS, ms);
     arg_i(op, DL_ARG_TOKEN, token);
+    if (id == DL_S_RW_RENEW) {
+        arg(op, DL_ARG_CHAN, l->ident.chan, l->ident.chanlen);
+        arg_s(op, DL_ARG_PUB, pub);
+    }
 }
 
 /* A read-write hold's extend is its renewal: one element, 1 or not. */
@@ -394,12 +399,13 @@ int dl_op_extend_lowers(const dl_lockref *l)
     return !own_leases(l) && l->owner_num != 0;
 }
 
-void dl_op_extend(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token)
+void dl_op_extend(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token,
+                  const char *pub)
 {
     if (own_leases(l))
-        lease_op(op, "extend", DL_S_RW_RENEW, first_vote, l, ms, token);
+        lease_op(op, "extend", DL_S_RW_RENEW, first_vote, l, ms, token, pub);
     else                        /* an explicit owner's: raised only */
-        lease_op(op, "extend", DL_S_EXTEND, bool_vote, l, ms, token);
+        lease_op(op, "extend", DL_S_EXTEND, bool_vote, l, ms, token, pub);
     done(op);
 }
 
@@ -546,10 +552,11 @@ void dl_op_clients(dl_op *op, const dl_lockref *l, redisReply **keep)
     op->keep = keep;
 }
 
-void dl_op_renew(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token)
+void dl_op_renew(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token,
+                 const char *pub)
 {
     lease_op(op, "renew", own_leases(l) ? DL_S_RW_RENEW : DL_S_RENEW,
-             renew_vote, l, ms, token);
+             renew_vote, l, ms, token, pub);
     done(op);
     op->batch = DL_OP_BATCH;
 }

@@ -119,7 +119,10 @@ void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
  * client never saw is taken back too). */
 void dl_op_void(dl_op *op, const dl_lockref *l, uint64_t seq,
                 int64_t keep_ms, const char *pub, int fresh);
-void dl_op_extend(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token);
+/* pub: how a lock freed meanwhile is announced (a reader whose lease ran
+ * out is taken out, rw_renew.lua). */
+void dl_op_extend(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token,
+                  const char *pub);
 /* Whether l's extend sets the TTL exactly (it may lower it): a coroutine
  * owner's plain or fair lock. Every other extend only raises it. */
 int dl_op_extend_lowers(const dl_lockref *l);
@@ -169,8 +172,10 @@ void dl_op_guard(dl_op *op, const dl_lockref *l, int64_t token, int argc,
                  const char **argv, const size_t *lens, const char *data,
                  size_t dlen, const char **x, size_t *xl, redisReply **keep);
 
-/* Set l's TTL to ms if its tenancy is still token's (batchable). */
-void dl_op_renew(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token);
+/* Set l's TTL to ms if its tenancy is still token's (batchable); pub as
+ * dl_op_extend's. */
+void dl_op_renew(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token,
+                 const char *pub);
 
 #pragma GCC visibility pop
 #endif

@@ -156,7 +156,7 @@ dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
      * the client keeps the longer lease too). */
     dl_op op;
     dl_result res;
-    dl_op_extend(&op, l, lease_ms, tok);
+    dl_op_extend(&op, l, lease_ms, tok, c->pubverb);
     int64_t sent = dl_now_us();
     dl_status st = dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);
     int ok = st == DL_OK && res.kind == DL_V_YES;

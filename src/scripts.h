@@ -171,9 +171,10 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
           [DL_ARG_LEASE_MS] = 4, [DL_ARG_EXPECT] = 5, [DL_ARG_TOKEN] = 6,
           [DL_ARG_KIND] = 7, [DL_ARG_WRITER] = 8 } },
-    [DL_S_RW_RENEW] = { "rw_renew", 1, 3, 1,
+    [DL_S_RW_RENEW] = { "rw_renew", 1, 5, 1,
         { [DL_KEY_LOCK] = 1 },
-        { [DL_ARG_REQ] = 1, [DL_ARG_LEASE_MS] = 2, [DL_ARG_TOKEN] = 3 } },
+        { [DL_ARG_REQ] = 1, [DL_ARG_LEASE_MS] = 2, [DL_ARG_TOKEN] = 3,
+          [DL_ARG_CHAN] = 4, [DL_ARG_PUB] = 5 } },
     [DL_S_SEM_ACQUIRE] = { "sem_acquire", 2, 8, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_QUEUE] = 2 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
@@ -2594,14 +2595,14 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "local r = {}\n"
         "for i = 1, #KEYS do\n"
         "  local k = KEYS[i]\n"
-        "  local req, lease, token = ARGV[3 * i - 2], tonumber(ARGV[3 * i - 1]), ARGV[3 * i]\n"
+        "  local req, lease, token = ARGV[5 * i - 4], tonumber(ARGV[5 * i - 3]), ARGV[5 * i - 2]\n"
+        "  local chan, pub = ARGV[5 * i - 1], ARGV[5 * i]\n"
         "  local o = owner_of(req)\n"
         "  local hf = holder_field(o, req)\n"
-        "  local f\n"
-        "  if hf then\n"
-        "    f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o, hf, 'D')\n"
-        "    if shares_due(k, f[6]) then f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o, hf) end\n"
-        "  else f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o) end\n"
+        "  local f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o, 'b', hf or 'b', hf and 'D' or 'b')\n"
+        "  if hf and shares_due(k, f[7]) then   -- (lib/shares_due.lua)\n"
+        "    f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o, 'b', hf)\n"
+        "  end\n"
         "  if f[1] and f[4] and tonumber(f[4]) <= now then\n"
         "    redis.call('hdel', k, 'o' .. o, 'e' .. o)\n"
         "    for _, x in ipairs(redis.call('hkeys', k)) do  -- and its requesters'\n"
@@ -2609,15 +2610,19 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "        redis.call('hdel', k, x, 'd' .. x:sub(2))  -- counts (lib/holder.lua)\n"
         "      end\n"
         "    end\n"
-        "    redis.call('hset', k, 'n', math.max(tonumber(f[3] or '0') - tonumber(f[1]), 0))\n"
+        "    local n = math.max(tonumber(f[3] or '0') - tonumber(f[1]), 0)\n"
+        "    redis.call('hset', k, 'n', n)\n"
+        "    if n == 0 and tonumber(f[5] or '0') > now then\n"
+        "      redis.call(pub, chan, f[2] or '0')\n"
+        "    end\n"
         "    r[i] = 0\n"
-        "  elseif f[1] and f[2] == token and hf and not f[5] then\n"
+        "  elseif f[1] and f[2] == token and hf and not f[6] then\n"
         "    r[i] = 0                            -- its owner's, not its own (renew)\n"
         "  elseif f[1] and f[2] == token then\n"
         "    if f[4] then   -- never lowered: a shared owner's other holds\n"
         "      redis.call('hset', k, 'e' .. o, math.max(tonumber(f[4]), now + lease))\n"
         "    end\n"
-        "    raise_ttl(k, ARGV[3 * i - 1])\n"
+        "    raise_ttl(k, ARGV[5 * i - 3])\n"
         "    if hf then share_until(k, hf, now + lease) end\n"
         "    r[i] = 1\n"
         "  elseif tonumber(f[3] or '0') > 0 then r[i] = -1\n"

@@ -231,7 +231,8 @@ static int build_ops(dl_client *c, dl_hold *orphans, size_t off, size_t cnt)
     for (size_t e = 0; e < cnt; e++) {
         dl_lockref l;
         dl_hold_lockref(w->batch[off + e], &l);
-        dl_op_renew(&w->ops[e], &l, w->ms[off + e], w->toks[off + e]);
+        dl_op_renew(&w->ops[e], &l, w->ms[off + e], w->toks[off + e],
+                    c->pubverb);
         w->ops[e].wd = 1;
     }
     for (dl_hold *h = orphans; h; h = h->onext) {

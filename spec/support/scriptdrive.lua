@@ -22,15 +22,20 @@ function drive.new(srv, sha, key)
   --- The reply's integers.
   function d.call(name, args, keys) return ints(d.raw(name, args, keys)) end
 
-  --- A script that takes one group (KEYS[i], ARGV[3i-2..3i]) per hold
-  --- (renew, rw_renew): groups = { { lock, owner, lease_ms, token }, ... }.
+  --- A script that takes one group (KEYS[i], ARGV[3i-2..3i], or as its
+  --- header says) per hold (renew, rw_renew): groups = { { lock, owner,
+  --- lease_ms, token }, ... }; rw_renew's chan and pub are the group's
+  --- lock's channel and PUBLISH.
   function d.groups(name, groups)
+    local y = helper.script_layouts()[name]
+    local args = y and y.args or { "req", "lease_ms", "token" }
     local argv = { "EVALSHA", assert(sha[name], name), #groups }
     for _, g in ipairs(groups) do argv[#argv + 1] = g[1] end
     for _, g in ipairs(groups) do
-      argv[#argv + 1] = g[2]
-      argv[#argv + 1] = g[3]
-      argv[#argv + 1] = g[4]
+      local more = { chan = g[1] .. ":ch", pub = "PUBLISH" }
+      for j, a in ipairs(args) do
+        argv[#argv + 1] = assert(g[j + 1] or more[a], name .. " takes " .. a)
+      end
     end
     return ints(srv.cli((table.unpack or unpack)(argv)))
   end
