@@ -3,7 +3,7 @@
 -- in the states a client only meets when a reply is lost: a resend, a
 -- stale copy, a cancel racing it, a permit whose lease ran out, a key
 -- evicted under a hold. A permit is one owner ("<client id>:p<n>"), taken
--- once; a cancel is void.lua's (src/op.c).
+-- once; a cancel is sem_void.lua's (src/op.c).
 local helper = require "helper"
 local drive = require "scriptdrive"
 
@@ -27,8 +27,8 @@ local function release(owner, seq, keep_ms)
                                  pub = "PUBLISH" })
 end
 local function void(owner, seq)
-  return d.call("void", { owner = owner, req = owner, seq = seq, keep_ms = 10000,
-                          chan = key .. ":ch", pub = "PUBLISH" })
+  return d.call("sem_void", { owner = owner, req = owner, seq = seq, keep_ms = 10000,
+                              chan = key .. ":ch", pub = "PUBLISH" })
 end
 local function free(permits) return d.call("sem_free", { permits = permits })[1] end
 
@@ -109,6 +109,33 @@ describe("sem_acquire.lua", function()
     assert.same({ -2 }, acquire("B:p1", 1, 1))          -- the first look's late copy
     assert.equals("1", d.field("n"))
     assert.same({}, d.zrange())                         -- not queued again
+  end)
+
+  -- An attempt of a wait that queued is recorded ("<seq>w"), and so is the
+  -- wait's last try ("<seq>!"): a late copy of any of them (a duplicate a
+  -- remap resent, or one a paused server runs late) is stale and changes
+  -- nothing: it never queues for 3 s, nor takes a permit nobody waits for.
+  it("refuses a late copy of a wait's attempt: never queued again, never a permit", function()
+    acquire("A:p1", 1, 1)
+    assert.equals(0, acquire("B:p1", 1, 1)[1])          -- waits...
+    assert.equals(0, acquire("B:p1", 2, 1)[1])          -- ...looks again...
+    assert.equals(0, acquire("B:p1", 3, 1, nil, nil, "0")[1])   -- ...gives up
+    assert.same({}, d.zrange())
+    assert.same({ -2 }, acquire("B:p1", 2, 1))          -- a late copy of its second look
+    assert.same({ -2 }, acquire("B:p1", 3, 1, nil, nil, "0"))   -- and of its last try
+    assert.same({}, d.zrange())                         -- not queued for 3 s
+    assert.same({ 1, 0 }, release("A:p1", 2))
+    assert.same({ -2 }, acquire("B:p1", 1, 1))          -- free: still no permit for it
+    assert.equals("0", d.field("n"))
+    -- within a wait: a copy of an earlier look, once a later one queued
+    assert.same({ 1, 1, 0 }, acquire("A:p2", 1, 1))
+    assert.equals(0, acquire("C:p1", 1, 1)[1])
+    assert.equals(0, acquire("C:p1", 2, 1)[1])
+    assert.same({ 1, 0 }, release("A:p2", 2))           -- wakes C: out of the queue
+    assert.same({ -2 }, acquire("C:p1", 1, 1))          -- the first look's copy: no permit
+    assert.equals("0", d.field("n"))
+    assert.same({}, d.zrange())
+    assert.same({ 1, 1, 0 }, acquire("C:p1", 3, 1))     -- C's own next look takes it
   end)
 
   it("refuses an acquire cancelled before it arrived; gives back one that ran", function()
@@ -243,9 +270,11 @@ describe("sem_release.lua", function()
   it("reports lost a permit cancelled meanwhile, and wakes nobody", function()
     acquire("A:p1", 1, 1)
     acquire("W:p1", 1, 1)
-    assert.same({ 1 }, void("A:p1", 1))
+    acquire("X:p1", 1, 1)
+    assert.same({ 1 }, void("A:p1", 1))                 -- (wakes W: sem_void.lua)
+    assert.same({ "X:p1" }, d.zrange())
     assert.same({ -1 }, release("A:p1", 2))
-    assert.same({ "W:p1" }, d.zrange())
+    assert.same({ "X:p1" }, d.zrange())
   end)
 
   it("gives back a permit whose own lease ran out while the key lives", function()
@@ -272,6 +301,37 @@ describe("sem_release.lua", function()
     srv.cli("del", d.queue)
     assert.same({ 1, 0 }, release("C:p1", 2))
     assert.is_false(d.exists(d.queue))
+  end)
+end)
+
+describe("sem_void.lua", function()
+  setup(setup_scripts)
+  before_each(fresh_sem)
+
+  it("takes the cancelled attempt's place out of the queue, and refuses its late copy", function()
+    acquire("A:p1", 1, 1)
+    assert.equals(0, acquire("B:p1", 1, 1)[1])          -- queued; its reply lost
+    assert.same({ "B:p1" }, d.zrange())
+    assert.same({ 1 }, void("B:p1", 1))
+    assert.same({}, d.zrange())                         -- no place left for 3 s
+    assert.same({ -2 }, acquire("B:p1", 1, 1))          -- a late copy
+    assert.same({}, d.zrange())
+    assert.same({ 1 }, void("B:p1", 1))                 -- a resent cancel: the same
+    assert.same({ 1 }, void("B:p1", 0))                 -- a stale one: nothing
+    assert.equals("1!", d.field("qB:p1"))
+  end)
+
+  it("gives back the permit of an acquire that ran, and wakes the next waiter", function()
+    local msgs, stop = d.listen(key .. ":ch:W")
+    finally(stop)
+    assert.same({ 1, 1, 0 }, acquire("A:p1", 1, 1))     -- ran, its reply lost
+    assert.equals(0, acquire("W:p1", 1, 1)[1])
+    assert.same({ 1 }, void("A:p1", 1))
+    assert.equals("0", d.field("n"))
+    assert.same({}, d.zrange())
+    assert.truthy(helper.wait_for(function() return #msgs() >= 1 end, 10))
+    assert.same({ "permit" }, msgs())
+    assert.same({ 1, 1, 0 }, acquire("W:p1", 2, 1))
   end)
 end)
 

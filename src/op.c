@@ -284,6 +284,7 @@ static const struct { int id, alt, reentry; } one_keys[] = {
     { DL_S_SEM_RELEASE, DL_S_SEM_RELEASE1, 0 },
     { DL_S_FAIR_DROP, DL_S_FAIR_DROP1, 0 },
     { DL_S_FAIR_VOID, DL_S_FAIR_VOID1, 0 },
+    { DL_S_SEM_VOID, DL_S_VOID, 0 },    /* (a place it queued lapses in 3 s) */
 };
 
 int dl_op_one_key(const dl_op *op, dl_op *alt)
@@ -349,9 +350,9 @@ void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
 void dl_op_void(dl_op *op, const dl_lockref *l, uint64_t seq,
                 int64_t keep_ms, const char *pub, int fresh)
 {
-    int fair = l->kind == DL_KIND_FAIR;
-    init(op, "cancel", fair ? DL_S_FAIR_VOID : DL_S_VOID, l->ident.key,
-         l->ident.keylen, done_vote);
+    int fair = l->kind == DL_KIND_FAIR, sem = l->kind == DL_KIND_SEM;
+    init(op, "cancel", fair ? DL_S_FAIR_VOID : sem ? DL_S_SEM_VOID : DL_S_VOID,
+         l->ident.key, l->ident.keylen, done_vote);
     add_keys(op, l);
     add_request(op, l, seq);
     add_freeing(op, l, keep_ms, pub);

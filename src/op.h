@@ -102,7 +102,8 @@ void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
  * an empty queue counts as missing): 1 when op has one, a script of the
  * lock's key alone (a reentrant acquire, without the counter; any
  * acquire of a semaphore's permit; a fair lock's release, drop and
- * cancel, and a semaphore's release, which then pass nothing on). A
+ * cancel, and a semaphore's release, which then pass nothing on; a
+ * semaphore's cancel, as a lock's, without the queue). A
  * fresh acquire of a lock waits for the migration to end. */
 int dl_op_one_key(const dl_op *op, dl_op *alt);
 /* Raise the fencing counter (and l's token, where l's requester holds

@@ -13,7 +13,12 @@
 -- not on this node (sem_acquire1: a slot mid-migration); then a waiter is
 -- not registered (no release wakes it: it looks again within 1 s anyway,
 -- its busy answer's TTL) nor taken out (a registration left behind
--- lapses within 3 s, and a release then wakes it for nothing).
+-- lapses within 3 s, and a release then wakes it for nothing). An
+-- attempt that queues is recorded, q<requester> = "<seq>w", and so is a
+-- wait's last try that finds no permit ("<seq>!"): a late copy of either,
+-- or of an earlier attempt of the wait, is stale (README.md, RESENDS), so
+-- it never queues again nor takes a permit; a resend of the attempt that
+-- queued last is told busy again, and changes nothing.
 local function acquire_permit(k, q, owner, req, seq, lease, expect, token, permits, waits)
   local of, qf = 'o' .. owner, 'q' .. req
   local hf = holder_field(owner, req)    -- (lib/holder.lua)
@@ -21,7 +26,8 @@ local function acquire_permit(k, q, owner, req, seq, lease, expect, token, permi
   if shares_due(k, f[6]) then              -- (lib/shares_due.lua)
     f, mine, _, answer = read_request(k, of, qf, seq, 'l', 'D')
   end
-  if answer then return answer end
+  local again = f[3] == seq .. 'w'      -- a resend of the attempt that queued
+  if answer and not again then return answer end
   local now = now_ms()
   local n, first
   n, mine, first = prune_leases(k, of, tonumber(f[1] or '0'), mine, now)
@@ -32,12 +38,16 @@ local function acquire_permit(k, q, owner, req, seq, lease, expect, token, permi
     return redis.error_reply(string.format('semaphore: Redis keeps %s ' ..
       'permits for this name while it is held, this client names %s', f[5], permits))
   end
-  if n >= tonumber(permits) then
-    if q and waits == '1' then
+  if n >= tonumber(permits) or again then
+    if q and waits == '1' and not again then  -- (a resend: queued by its first run)
       redis.call('zadd', q, now + 3000, req)
       redis.call('pexpire', q, 6000)
-    elseif q then                       -- a release wakes the next instead
-      redis.call('zrem', q, req)
+      redis.call('hset', k, qf, seq .. 'w', 'k' .. req, now + 2 * lease)
+    elseif waits ~= '1' and not again then    -- a release wakes the next instead
+      if q then redis.call('zrem', q, req) end
+      if f[3] then                      -- the last try of a wait that queued
+        redis.call('hset', k, qf, seq .. '!', 'k' .. req, now + 2 * lease)
+      end
     end
     if f[6] and (not first or tonumber(f[6]) < first) then first = tonumber(f[6]) end
     return {0, math.min(first and math.max(first - now, 1) or 1000, 1000)}
