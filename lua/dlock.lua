@@ -112,20 +112,49 @@ end
 
 local blocking_acquire = Lock.acquire
 
---- lock:acquire([opts]): with a scheduler and a coroutine that can yield,
---- each wait yields to the loop; otherwise the core blocks.
-function Lock:acquire(opts)
-  local wait = isyieldable() and self:_scheduler()
-  if not wait then return blocking_acquire(self, opts) end
-  local nudge = nudges[wait]
-  local step = self:_acquire_step(opts)
+-- A wait that ends between two steps gives up its claim as a waiter
+-- (lock:_abandon: a lock's longest waiter, a place in a queue), as one
+-- that times out does: when the scheduler's wait raises (caught by pcall,
+-- which plain Lua 5.1 cannot yield across: there the claim is left, as a
+-- dead waiter's), and on Lua 5.4 when the coroutine is closed meanwhile
+-- (a to-be-closed value). Best effort: what the wait raised comes out.
+local function abandon(self, step) pcall(self._abandon, self, step) end
+
+local function steps(self, step, wait, nudge)
   while true do
     local done, a, b, c = self:_step(step)
     local fd = nudge and self:_drained(step)
     if fd then nudge(fd) end            -- others may wait on what it read
     if done then return a, b, c end
-    wait(a, b, c)                       -- fd, seconds, the socket's serial
+    if plain51 then
+      wait(a, b, c)                     -- fd, seconds, the socket's serial
+    else
+      local ok, err = pcall(wait, a, b, c)
+      if not ok then
+        abandon(self, step)
+        error(err, 0)
+      end
+    end
   end
+end
+
+local closing = _VERSION == "Lua 5.4" and type(load) == "function" and
+  assert(load([[
+    local steps, abandon = ...
+    local mt = { __close = function(t) if t.step then abandon(t.self, t.step) end end }
+    return function(self, step, wait, nudge)
+      local w <close> = setmetatable({ self = self, step = step }, mt)
+      local a, b, c = steps(self, step, wait, nudge)
+      w.step = nil                      -- it ended: nothing to give up
+      return a, b, c
+    end]], "=(dlock.lua: closing)"))(steps, abandon)
+
+--- lock:acquire([opts]): with a scheduler and a coroutine that can yield,
+--- each wait yields to the loop; otherwise the core blocks.
+function Lock:acquire(opts)
+  local wait = isyieldable() and self:_scheduler()
+  if not wait then return blocking_acquire(self, opts) end
+  return (closing or steps)(self, self:_acquire_step(opts), wait, nudges[wait])
 end
 
 need "dlock.multi"                 -- client:multi_lock (uses Lock.with)

@@ -306,6 +306,35 @@ describe("the scripts, one by one", function()
       assert.equals("", srv.cli("hget", key, "r"))
     end)
 
+    -- A wait that ends in an error cancels its last attempt (void.lua),
+    -- and the cancel gives the waiter's claim up, as a timed-out wait's
+    -- last try does: whether it is still the longest waiter (v) or the
+    -- lock was reserved for it already (r).
+    it("gives a cancelled waiter's claim up: the longest waiter, a reservation", function()
+      local t = acquire("a", "a", 1)[3]
+      assert.equals(0, acquire("b", "b", 1, nil, nil, nil, 500)[1])  -- starves...
+      assert.same({ 1 }, void("b", "b", 2))                          -- ...its wait errs
+      assert.equals("", srv.cli("hget", key, "v"))                   -- withdrawn
+      assert.same({ 1, 0 }, release("a", "a", 2, t))
+      assert.equals("", srv.cli("hget", key, "r"))                   -- free for all
+      t = acquire("a", "a", 3)[3]
+      assert.equals(0, acquire("b", "b", 3, nil, nil, nil, 500)[1])
+      assert.equals(0, acquire("c", "c", 1, nil, nil, nil, 100)[1])
+      assert.same({ 1, 0 }, release("a", "a", 4, t))
+      reserved_for("b", 0)                                           -- b's now
+      assert.same({ 1 }, void("b", "b", 4))                          -- and b's wait errs
+      assert.equals("", srv.cli("hget", key, "r"))
+      assert.same({ 1, 1, 3 }, acquire("a", "a", 5))                 -- nobody kept out
+      assert.equals(0, acquire("c", "c", 2, nil, nil, nil, 200)[1])  -- c looks again
+      assert.matches(":c$", srv.cli("hget", key, "v"))
+      assert.same({ 1 }, void("c", "c", 3))                          -- c's wait errs too
+      assert.equals("", srv.cli("hget", key, "v"))
+      assert.equals(0, acquire("c", "c", 4, nil, nil, nil, 0)[1])    -- a new wait
+      assert.matches(":c$", srv.cli("hget", key, "v"))
+      assert.same({ 1 }, void("c", "c", 3))                          -- the cancel's late copy:
+      assert.matches(":c$", srv.cli("hget", key, "v"))               -- it changes nothing
+    end)
+
     it("lets anyone take a reservation that ran out", function()
       local t = acquire("a", "a", 1)[3]
       assert.equals(0, acquire("b", "b", 1, nil, nil, nil, 50)[1])

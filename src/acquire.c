@@ -294,6 +294,46 @@ static dl_status wait_for(dl_acquire *op, const int *fds, size_t nfds,
     return DL_EWAIT;
 }
 
+/* With c->mu held: op's wait ends, and gives up the claim an attempt of
+ * it made as a waiter (op->claim_ms): a cancel (VOID) with a request id
+ * of its own, which the watchdog sends. It withdraws a lock's longest
+ * waiter and a reservation for it (void.lua), leaves a fair lock's queue
+ * and passes on a grant to it that its client never took (fair_void.lua),
+ * and leaves a semaphore's queue (sem_void.lua), as a timed-out wait's
+ * last try does. Not while another request of l's hold is under way, or
+ * l is held (the claim was met): that settles it. */
+static void give_up_claim(dl_client *c, const dl_lockref *l, dl_acquire *op)
+{
+    dl_status st;
+    char err[DL_ERRLEN];
+    int64_t ms = op->claim_ms;
+    if (!ms)
+        return;
+    op->claim_ms = 0;
+    dl_hold *h = dl_client_hold(c, l, 0, &st, err, sizeof err);
+    if (h && (h->count > 0 || h->pend != DL_PEND_NONE || h->pend_lua))
+        return;
+    if (!h && !(h = dl_client_hold(c, l, 1, &st, err, sizeof err)))
+        return;                         /* out of memory: as if it died */
+    dl_client_begin_request(c, h, DL_PEND_VOID, ms, dl_now_us() + ms * 1000 +
+                            c->topo.command_timeout_us, 1);
+    if (l->kind == DL_KIND_FAIR)        /* a grant heard may be taken back */
+        c->fair_voids++;
+    dl_client_hand_over(h);
+    dl_watchdog_poke(c, 0);
+}
+
+void dl_client_acquire_abandon(dl_client *c, const dl_lockref *l,
+                               dl_acquire *op)
+{
+    if (!op->waiting)
+        return;
+    op->waiting = 0;
+    pthread_mutex_lock(&c->mu);
+    give_up_claim(c, l, op);
+    pthread_mutex_unlock(&c->mu);
+}
+
 /* ---- the step: passes of plan, send, judge --------------------------
  * Each pass plans under c->mu what to send, sends it without the mutex
  * (the one I/O of the pass), and judges what came back under the mutex
@@ -446,6 +486,8 @@ static int judge_attempt(dl_client *c, const dl_lockref *l, dl_acquire *op,
             dl_client_request_clear(h); /* nothing to cancel */
             if (waiting)                /* try again */
                 s->st = wait_for(op, NULL, 0, now + MIGRATION_NAP_US);
+            else                        /* an earlier attempt's claim */
+                give_up_claim(c, l, op);
             return 0;
         }
         /* A fair wait that ends here: an earlier attempt of it queued the
@@ -545,6 +587,9 @@ static int judge_refusal(dl_client *c, const dl_lockref *l, dl_acquire *op,
         op->waited = 1;
         c->stats.waits++;
     }
+    if (s->queues && (l->kind == DL_KIND_LOCK || fair ||
+                      l->kind == DL_KIND_SEM))
+        op->claim_ms = s->ms;           /* a waiter now, until it gives up */
     if (a->split) {                     /* Redlock split vote */
         s->st = wait_for(op, NULL, 0, now + 1000 +
                          (int64_t)(dl_random_u32() % 10000));
@@ -603,6 +648,7 @@ dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
     n = dl_exec_waiters(&c->topo, l->ident.key, l->ident.keylen, ws);
     uint64_t before = dl_waiter_seen(ws, n, ch, len);
     dl_status st = step_on(c, l, op, err, errlen);
+    op->waiting = st == DL_EWAIT;
     int fds[DL_MAX_NODES];              /* (ws: the nodes' own subscribers) */
     op->drained = dl_waiter_seen(ws, n, ch, len) != before &&
                   dl_waiter_fds(ws, n, ch, len, fds) > 0 ? fds[0] : -1;

@@ -69,6 +69,12 @@ typedef struct dl_acquire {
     int reg_watchdog;
     int64_t nap_us;             /* the last nap after a server out of
                                    reach (it doubles) */
+    int64_t claim_ms;           /* an attempt of this wait, asking for a
+                                   lease of claim_ms, claimed a place as a
+                                   waiter (a lock's longest waiter, a
+                                   place in a fair lock's or semaphore's
+                                   queue); 0: none */
+    int waiting;                /* the last step returned DL_EWAIT */
 } dl_acquire;
 
 /* Take l, or learn that it is busy. Returns DL_OK (acquired), a final
@@ -79,6 +85,14 @@ typedef struct dl_acquire {
  * keeps the mode and lease of the hold it joins. */
 dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
                                  dl_acquire *op, char *err, size_t errlen);
+
+/* op's wait ends between its steps, without another (its scheduler's wait
+ * raised, its coroutine was closed): the claim an attempt of it made as a
+ * waiter is given up as a timed-out wait's is, by a cancel the watchdog
+ * sends; nothing when op is not waiting, or another request of l's hold
+ * is under way (that one's end, or a hold, settles it). */
+void dl_client_acquire_abandon(dl_client *c, const dl_lockref *l,
+                               dl_acquire *op);
 
 /* The blocking acquire: the steps, with poll() between them. */
 dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,

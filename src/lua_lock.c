@@ -439,6 +439,17 @@ static int lock_step(lua_State *L)
     return 1 + acquired(L, st, &op->args, err);
 }
 
+/* lock:_abandon(op): op's wait ended between its steps (its scheduler's
+ * wait raised, its coroutine was closed): its claim as a waiter goes. */
+static int lock_abandon(lua_State *L)
+{
+    lock_call k;
+    dl_acquire *op = luaL_checkudata(L, 2, STEP_MT);
+    begin_keeping(L, "acquire", &k, 2);
+    dl_client_acquire_abandon(k.lc->c, &k.l, op);
+    return 0;
+}
+
 static int lock_try_acquire(lua_State *L)
 {
     lua_lock *k = check_lock(L, 1, "try_acquire");
@@ -681,6 +692,7 @@ void dlua_lock_open(lua_State *L, int client_methods)
         { "_acquire_step", lock_step_new },
         { "_step", lock_step },
         { "_drained", lock_drained },
+        { "_abandon", lock_abandon },
         { NULL, NULL }
     };
     static const luaL_Reg none[] = { { NULL, NULL } };

@@ -1,6 +1,7 @@
 -- Cancel an acquire whose reply was lost.
 --
 -- Undo acquire seq if it ran, and record it cancelled so that a late copy is refused (README.md, RESENDS).
+-- The requester's claim as a waiter goes too (lib/withdraw.lua).
 -- KEYS[1] lock: the lock's hash, P{name}
 -- ARGV[1] owner: whose acquire it was
 -- ARGV[2] req: the requester
@@ -11,11 +12,13 @@
 -- returns: 1
 --#include lib/cancel.lua
 --#include lib/announce.lua
+--#include lib/withdraw.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local keep_ms, chan, pub = tonumber(ARGV[4]), ARGV[5], ARGV[6]
 local k = KEYS[1]
 local f = record_cancel(k, owner, req, seq, keep_ms)
 if not f then return 1 end
+withdraw(k, req)
 if undo_acquire(k, owner, req, seq, keep_ms, false, f) == 0 then
   announce(k, keep_ms, chan, pub, 'void')
 end

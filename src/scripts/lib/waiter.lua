@@ -15,8 +15,9 @@
 -- others, on the announcement, and takes it); v is spent (set to ''), and
 -- the waiters still busy after that name the next. Anyone else is told
 -- busy until the reservation is taken or runs out. A wait that times out
--- withdraws with its last try (waited -1); one ended by an error, or a
--- dead waiter, costs the lock RESERVE_MS once.
+-- withdraws with its last try (waited -1); one ended by an error with the
+-- cancel its client sends (void.lua, lib/withdraw.lua), at once or in the
+-- background; a dead waiter costs the lock RESERVE_MS once.
 
 -- note_busy(k, b, v, req, now, wait_ms, waited): a busy acquire of lock k
 -- (b, v: its fields, as read) by requester req tells it to wait up to
