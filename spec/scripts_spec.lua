@@ -391,6 +391,20 @@ describe("the scripts, one by one", function()
       assert.same({ tostring(t2), tostring(t3), tostring(t) }, msgs())
     end)
 
+    -- The record lives in the lock's key, whose TTL a later tenancy sets
+    -- to its own lease: a resend that comes after a shorter one ended finds
+    -- nothing, and is answered lost though it ran (a known limit, on the
+    -- safe side: doc/reference.md, Lost replies).
+    it("answers lost a resent release whose record a later, shorter tenancy took away", function()
+      local t = acquire("a", "a", 1, 10000)[3]
+      assert.same({ 1, 0 }, release("a", "a", 2, t))       -- ran; its reply lost
+      local t2 = acquire("b", "b", 1, 50)[3]                 -- b's lease: 50 ms
+      assert.same({ 1, 0 }, release("b", "b", 2, t2))
+      assert.same({ 1, 0 }, release("a", "a", 2, t))       -- the resend, in time
+      expire_now()                                          -- b's lease ran out
+      assert.same({ -1 }, release("a", "a", 2, t))         -- a later resend: lost
+    end)
+
     it("keeps a freed lock's record for the rest of the lease, not keep_ms", function()
       local t = acquire("a", "a", 1, 10000)[3]
       assert.same({ 1, 0 }, release("a", "a", 2, t, 100))
