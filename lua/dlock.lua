@@ -140,14 +140,14 @@ end
 
 local closing = _VERSION == "Lua 5.4" and type(load) == "function" and
   assert(load([[
-    local steps, abandon = ...
+    local steps, abandon, setmetatable = ...
     local mt = { __close = function(t) if t.step then abandon(t.self, t.step) end end }
     return function(self, step, wait, nudge)
       local w <close> = setmetatable({ self = self, step = step }, mt)
       local a, b, c = steps(self, step, wait, nudge)
       w.step = nil                      -- it ended: nothing to give up
       return a, b, c
-    end]], "=(dlock.lua: closing)"))(steps, abandon)
+    end]], "=(dlock.lua: closing)"))(steps, abandon, setmetatable)
 
 --- lock:acquire([opts]): with a scheduler and a coroutine that can yield,
 --- each wait yields to the loop; otherwise the core blocks.
