@@ -45,7 +45,8 @@ local function rw_acquire(owner, req, seq, kind, lease_ms)
                                 expect = 0, token = 0, kind = kind, writer = "" })
 end
 local function rw_renew(req, lease_ms, token)
-  return d.call("rw_renew", { req = req, lease_ms = lease_ms, token = token })
+  return d.call("rw_renew", { req = req, lease_ms = lease_ms, token = token,
+                              chan = key .. ":ch", pub = "PUBLISH" })
 end
 local function sem_acquire(owner, req, seq)
   return d.call("sem_acquire", { owner = owner, req = req, seq = seq, lease_ms = 10000,
