@@ -132,7 +132,12 @@ if os.getenv("TORTURE_ONLY") then order = { os.getenv("TORTURE_ONLY") } end
 -- releases, which the default mix meets too rarely to find a deaf
 -- listener (a forced hold must have a fixed lease longer than the bound of
 -- 2 s): forces ten times as often, half the holds on a fixed lease of 10 s,
--- and floods, subscriber kills and restarts three times as often.
+-- and floods, subscriber kills and restarts three times as often; one
+-- client of each worker holds on fixed leases only (its watchdog has no
+-- renewal to wake it: only a listener that retries on time hears a force).
+-- TORTURE_FOCUS=shares: a schedule aimed at a shared owner's share from a
+-- killed client: most lock holds under the shared owner, longer, and
+-- SIGKILLs of workers four times as often.
 local focus = os.getenv("TORTURE_FOCUS")
 local FOCUS_LEASE = 10
 
@@ -156,6 +161,8 @@ local function plan(k, len)
     for _, f in ipairs({ "flood", "kill_subs", "restart" }) do
       if weights[f] then weights[f] = weights[f] * 3 end
     end
+  elseif focus == "shares" then
+    weights.sigkill = weights.sigkill * 4
   end
   p.faults = {}
   local nf = math.floor(len / 2.2)

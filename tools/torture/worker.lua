@@ -238,7 +238,7 @@ local function release_all(h, obj)
 end
 
 local function hold_dur()
-  if cfg.focus == "notices" and rng:chance(0.3) then return 6 end
+  if cfg.focus and rng:chance(0.3) then return 6 end
   return rng:pick({ 0.05, 0.1, 0.3, 0.8, 1.5, 3, cfg.lease * 1.5 })
 end
 
@@ -296,7 +296,7 @@ function ops.lock()
   local client = c1
   if rng:chance(0.15) then
     client = c5                                 -- max_hold
-  elseif not cfg.conn.servers and rng:chance(0.3) then
+  elseif not cfg.conn.servers and rng:chance(cfg.focus == "shares" and 0.8 or 0.3) then
     shared = true
     -- a plain lock's shared owner on one name: workers then hold it
     -- together often, and a killed one's share meets co-owners that stay
@@ -305,6 +305,8 @@ function ops.lock()
     -- checker takes one owner's holds as never in conflict)
     owner = "job:" .. name .. (name == cfg.rw and (":" .. kind) or "")
     if rng:chance(0.5) then client = c2 end
+  elseif cfg.focus == "notices" and rng:chance(0.3) then
+    client = c2                                 -- fixed leases only (below)
   end
   local lopts = { owner = owner }
   local obj
@@ -312,6 +314,9 @@ function ops.lock()
   elseif kind == "fair" then obj = client:fair_lock(name, lopts)
   else obj = client:rwlock(name, lopts)[kind] end
   local o = lock_opts(shared)
+  if cfg.focus == "notices" and client == c2 then
+    o.expire, o.watchdog_lease = cfg.focus_lease, nil
+  end
   local how = rng:weighted({ acquire = 5, try = 2, with = 2 })
   local h = new_hold(kind, { name }, owner and ("x:" .. owner) or (me .. ":" .. client.id),
                      { shared = shared })
