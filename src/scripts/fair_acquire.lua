@@ -32,6 +32,7 @@
 --#include lib/holder.lua
 --#include lib/shares.lua
 --#include lib/shares_due.lua
+--#include lib/fair_join.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local waits, pub, secret = ARGV[7], ARGV[8], ARGV[9] or ''
@@ -104,13 +105,6 @@ if mine == 0 then
   end
   return {0, p}
 end
-mine = redis.call('hincrby', k, of, 1)
-if hf then
-  redis.call('hincrby', k, hf, 1)
-  share_until(k, hf, now + lease)
-end
-redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)
-if f[5] == req then redis.call('hdel', k, 'g') end
-raise_ttl(k, lease)
+mine = fair_join(k, of, hf, qf, req, seq, n, lease, now, f[5])
 unqueue(q, req)
 return {1, mine, t}

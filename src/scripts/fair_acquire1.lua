@@ -17,12 +17,11 @@
 --#include lib/now.lua
 --#include lib/request.lua
 --#include lib/reentry_lost.lua
---#include lib/raise_ttl.lua
 --#include lib/unqueue.lua
 --#include lib/holder.lua
 --#include lib/here.lua
---#include lib/shares.lua
 --#include lib/shares_due.lua
+--#include lib/fair_join.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local k = KEYS[1]
@@ -36,15 +35,7 @@ if answer then return answer end
 if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
 local n = tonumber(f[1] or '0')
 if expect <= 0 or n <= 0 then return {0, 10} end
-mine = redis.call('hincrby', k, of, 1)
-local now = now_ms()
-if hf then
-  redis.call('hincrby', k, hf, 1)
-  share_until(k, hf, now + lease)
-end
-redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)
-if f[5] == req then redis.call('hdel', k, 'g') end
-raise_ttl(k, lease)
+mine = fair_join(k, of, hf, qf, req, seq, n, lease, now_ms(), f[5])
 local q = here(k .. ':q')
 if q then unqueue(q, req) end
 return {1, mine, t}
