@@ -971,11 +971,12 @@ size_t dl_topology_fan(dl_topology *t, const dl_scripts *s, int wd, int id,
                        redisReply **out)
 {
     char err[DL_ERRLEN];
-    int sent[DL_MAX_NODES];
+    int sent[DL_MAX_NODES], reused[DL_MAX_NODES];
     size_t n = t->nnodes, replied = 0;
     for (size_t i = 0; i < n; i++) {
         dl_conn *c = wd ? &t->nodes[i]->wd : &t->nodes[i]->cmd;
         out[i] = NULL;
+        reused[i] = c->ctx != NULL;
         sent[i] = (id >= 0 ? dl_script_append(c, s, (dl_script_id)id, nkeys,
                                               argc, argv, lens, err,
                                               sizeof err)
@@ -987,24 +988,33 @@ size_t dl_topology_fan(dl_topology *t, const dl_scripts *s, int wd, int id,
                                          : t->command_timeout_us);
     for (size_t i = 0; i < n; i++) {
         dl_conn *c = wd ? &t->nodes[i]->wd : &t->nodes[i]->cmd;
-        if (!sent[i])
-            continue;
         int64_t left = deadline - dl_now_us();
+        if (!sent[i] && !(reused[i] && c->stale && left > 0))
+            continue;
         if (left <= 0) {
             dl_conn_drop(c);            /* its reply must not be read later */
             continue;
         }
         dl_conn_read_timeout(c, left);
-        redisReply *r;
-        if (dl_conn_read(c, &r, err, sizeof err) != DL_OK)
-            continue;
+        redisReply *r = NULL;
+        dl_status st = sent[i] ? dl_conn_read(c, &r, err, sizeof err) : DL_EDOWN;
+        if (st != DL_OK && reused[i] && c->stale) {
+            /* A link that died while idle (a restarted server): once more
+             * on a new one, as dl_conn_call does; a resend is exact. */
+            st = id >= 0 ? dl_script_eval(c, s, 0, (dl_script_id)id, nkeys,
+                                          argc, argv, lens, &r, err,
+                                          sizeof err)
+                         : dl_conn_call(c, argc, argv, lens, &r, err,
+                                        sizeof err);
+        }
         dl_conn_read_timeout(c, 0);
+        if (st != DL_OK)
+            continue;
         if (id >= 0 && dl_script_noscript(r)) {  /* nothing else queued */
             freeReplyObject(r);
             dl_conn_read_timeout(c, deadline - dl_now_us());
-            dl_status st = dl_script_eval(c, s, 0, (dl_script_id)id, nkeys,
-                                          argc, argv, lens, &r, err,
-                                          sizeof err);
+            st = dl_script_eval(c, s, 0, (dl_script_id)id, nkeys, argc,
+                                argv, lens, &r, err, sizeof err);
             dl_conn_read_timeout(c, 0);
             if (st != DL_OK)
                 continue;
