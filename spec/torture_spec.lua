@@ -124,6 +124,11 @@ describe("torture checker", function()
     assert.equal("exclusion", kinds(check.run(history(a, b, fr, cut), R)))
     local two = { cut[1], { ev = "fault", kind = "sleep", server = 2, dur = 1, t0 = 11.6, t1 = 11.6 } }
     assert.same({}, check.run(history(a, b, fr, two), R))
+    -- a restart cuts a client off only until its listener is back: a
+    -- force 0.5 s after it may go unheard (a lease), 3 s after it not
+    local restart = function(t) return { { ev = "fault", kind = "restart", server = 1, t0 = t, t1 = t + 0.05 } } end
+    assert.same({}, check.run(history(a, b, fr, restart(11.4)), META))
+    assert.equal("exclusion", kinds(check.run(history(a, b, fr, restart(8.9)), META)))
     -- the one forced may begin to believe last: its acquire's reply came
     -- after a force that freed it on its masters, and after the next
     -- holder's (torture seed 1002, round 12); not for 2 s more

@@ -161,14 +161,29 @@ end
 -- the check that follows it): then it learns at the end of its lease.
 local CUTS = { restart = true, pause = true, sleep = true, kill_conns = true, proxy = true,
                failover = true, migrate = true, kill_master = true }
-local function cut_off(g, meta, w, from, to)
+-- With `since` (a force's start): a fault that only takes servers or links
+-- away for a while cuts a client off from that force's notice only if it
+-- lasts until then, or ended less than the listener's lag before (its
+-- retries back off from 1 s, doubling while the fault lasts; once
+-- subscribed again it checks every hold at once: watchdog.c). A failover,
+-- a migration or a master's death moves where it must listen: those count
+-- from `from` on.
+local MOVES = { failover = true, migrate = true, kill_master = true }
+check.LISTENER_LAG_S = 1.5
+local function cut_off(g, meta, w, from, to, since)
   -- (on Redlock, only more masters than a quorum can spare: a client
   -- listens on every one and asks them all)
   local spare = meta.masters and meta.masters - (meta.quorum or 1) or 0
   local cut = {}
   for _, f in ipairs(g.faults) do
     local ends = math.max(f.t1 or f.t0, f.t0 + (f.dur or 0))
-    if CUTS[f.kind] and f.t0 <= to and ends >= from then
+    local near
+    if since and not MOVES[f.kind] then
+      near = ends + check.LISTENER_LAG_S + (ends - f.t0) >= since
+    else
+      near = ends >= from
+    end
+    if CUTS[f.kind] and f.t0 <= to and near then
       if not (meta.masters and f.server) then return true end
       if not cut[f.server] then cut[f.server] = true; spare = spare - 1 end
       if spare < 0 then return true end
@@ -188,7 +203,7 @@ local function forced(g, meta, name, a, b)
   local lease_grace = (meta.lease_max or 4) + check.FORCE_SLACK
   for _, f in ipairs(g.forces) do
     if f.name == name and f.t1 >= a.s - 0.2 and f.t0 <= b.s + 0.2 then
-      local grace = cut_off(g, meta, a.h.w, f.t0 - lease_grace, f.t1 + check.FORCE_BOUND)
+      local grace = cut_off(g, meta, a.h.w, f.t0 - lease_grace, f.t1 + check.FORCE_BOUND, f.t0)
                     and lease_grace or check.FORCE_BOUND
       if a.e <= f.t1 + grace then return true end
     end
