@@ -159,7 +159,7 @@ end
 
 -- Faults that may cut a holder off from the notice of a force (or from
 -- the check that follows it): then it learns at the end of its lease.
-local CUTS = { restart = true, pause = true, sleep = true, kill_conns = true, proxy = true,
+local CUTS = { restart = true, outage = true, pause = true, sleep = true, kill_conns = true, proxy = true,
                failover = true, migrate = true, kill_master = true }
 -- With `since` (a force's start): a fault that only takes servers or links
 -- away for a while cuts a client off from that force's notice only if it
@@ -652,7 +652,7 @@ end
 -- died was replaced by its replica; a Sentinel failover ended).
 check.RECOVER_S = 8
 check.REMAP_S = 3            -- s after a replica took over (kill_master)
-local TOUCHES = { restart = true, pause = true, sleep = true, kill_conns = true, kill_subs = true,
+local TOUCHES = { restart = true, outage = true, pause = true, sleep = true, kill_conns = true, kill_subs = true,
                   proxy = true, failover = true, migrate = true, kill_master = true, flush = true,
                   evict = true, flood = true }
 local function recovered(g, meta, out)

@@ -38,6 +38,15 @@ function faults.restart(env, a)
   return { server = i }
 end
 
+--- An outage: kill a server, and start it again on its port `dur` s
+--- later (AOF keeps what it acknowledged); clients' links and
+--- subscriptions fail meanwhile, and must come back by themselves.
+function faults.outage(env, a)
+  local srv, i = pick_server(env, a)
+  srv.restart_after(a.dur)
+  return { server = i, dur = a.dur }, function() srv.wait_up(10) end
+end
+
 --- CLIENT PAUSE ALL for `dur` s (Redis ends it by itself).
 function faults.pause(env, a)
   local srv, i = pick_server(env, a)

@@ -132,7 +132,8 @@ if os.getenv("TORTURE_ONLY") then order = { os.getenv("TORTURE_ONLY") } end
 -- releases, which the default mix meets too rarely to find a deaf
 -- listener (a forced hold must have a fixed lease longer than the bound of
 -- 2 s): forces ten times as often, half the holds on a fixed lease of 10 s,
--- and floods, subscriber kills and restarts three times as often; one
+-- and floods, subscriber kills and restarts three times as often (the
+-- other faults that cut clients off a quarter as often); one
 -- client of each worker holds on fixed leases only (its watchdog has no
 -- renewal to wake it: only a listener that retries on time hears a force).
 -- TORTURE_FOCUS=shares: a schedule aimed at a shared owner's share from a
@@ -161,6 +162,12 @@ local function plan(k, len)
     for _, f in ipairs({ "flood", "kill_subs", "restart" }) do
       if weights[f] then weights[f] = weights[f] * 3 end
     end
+    -- (faults that cut clients off excuse a deaf holder for a while: a
+    -- dense schedule of them hides one that never hears, check.lua)
+    for _, f in ipairs({ "pause", "sleep", "kill_conns", "proxy" }) do
+      if weights[f] then weights[f] = weights[f] / 4 end
+    end
+    if weights.restart then weights.outage = 3 end   -- (one server, Redlock)
   elseif focus == "shares" then
     weights.sigkill = weights.sigkill * 4
   end
@@ -186,6 +193,8 @@ local function plan(k, len)
       f.dur = rng:range(0.2, heavy and 1.5 or 2.5)
     elseif f.kind == "proxy" then
       f.dur = rng:range(0.5, 3)
+    elseif f.kind == "outage" then
+      f.dur = rng:range(0.2, 1)
     elseif f.kind == "flood" then
       f.dur = rng:range(1, 3)
     elseif f.kind == "kill_master" then
