@@ -34,6 +34,12 @@ local function kinds(v)
   return table.concat(t, ",")
 end
 
+local function kindset(v)
+  local t = {}
+  for _, x in ipairs(v) do t[x.kind] = true end
+  return t
+end
+
 local META = { t_start = 0, lease_max = 4, quorum = 1, dead_slack = 5 }
 
 describe("torture checker", function()
@@ -114,21 +120,25 @@ describe("torture checker", function()
     local fr = { { ev = "force", name = "L", ok = true, t0 = 11.9, t1 = 11.95 } }
     local soon = hold("a#1", "A", "L", 10.0, { 10.0, 13.5 }, 1)
     assert.same({}, check.run(history(soon, b, fr), META))
-    assert.equal("exclusion", kinds(check.run(history(a, b, fr), META)))   -- 2.05 s: deaf
+    assert.same({ exclusion = true, forced = true }, kindset(check.run(history(a, b, fr), META)))   -- 2.05 s: deaf
     local cut = { { ev = "fault", kind = "pause", server = 1, dur = 1, t0 = 11.5, t1 = 11.5 } }
     assert.same({}, check.run(history(a, b, fr, cut), META))
     local long = hold("a#1", "A", "L", 10.0, { 10.0, 17.0 }, 1)
-    assert.equal("exclusion", kinds(check.run(history(long, b, fr, cut), META)))
+    assert.same({ exclusion = true, forced = true }, kindset(check.run(history(long, b, fr, cut), META)))
     -- on Redlock, one master of three cut off spares the quorum
     local R = { quorum = 2, masters = 3 }
-    assert.equal("exclusion", kinds(check.run(history(a, b, fr, cut), R)))
+    assert.same({ exclusion = true, forced = true }, kindset(check.run(history(a, b, fr, cut), R)))
     local two = { cut[1], { ev = "fault", kind = "sleep", server = 2, dur = 1, t0 = 11.6, t1 = 11.6 } }
     assert.same({}, check.run(history(a, b, fr, two), R))
     -- a restart cuts a client off only until its listener is back: a
     -- force 0.5 s after it may go unheard (a lease), 3 s after it not
     local restart = function(t) return { { ev = "fault", kind = "restart", server = 1, t0 = t, t1 = t + 0.05 } } end
     assert.same({}, check.run(history(a, b, fr, restart(11.4)), META))
-    assert.equal("exclusion", kinds(check.run(history(a, b, fr, restart(8.9)), META)))
+    assert.same({ exclusion = true, forced = true }, kindset(check.run(history(a, b, fr, restart(8.9)), META)))
+    -- a forced holder that never hears is found with nobody beside it
+    assert.equal("forced", kinds(check.run(history(a, fr), META)))
+    assert.same({}, check.run(history(soon, fr), META))
+    assert.same({}, check.run(history(a, fr, restart(11.4)), META))
     -- the one forced may begin to believe last: its acquire's reply came
     -- after a force that freed it on its masters, and after the next
     -- holder's (torture seed 1002, round 12); not for 2 s more

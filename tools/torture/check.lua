@@ -216,6 +216,29 @@ local function forced(g, meta, name, a, b)
   end
 end
 
+-- A force_release that freed a lock: every hold of that name whose
+-- acquire had returned before the force began stops believing within
+-- FORCE_BOUND of it (its watchdog hears the notice and checks), or, where
+-- a fault may have cut its client off, within its lease; a second holder
+-- is not needed to see a deaf one.
+local function forced_holds(g, meta, by_name, out)
+  local lease_grace = (meta.lease_max or 4) + check.FORCE_SLACK
+  for _, f in ipairs(g.forces) do
+    for _, a in ipairs(by_name[f.name] or {}) do
+      if a.s < f.t0 and a.e > f.t1 + check.FORCE_BOUND then
+        local grace = cut_off(g, meta, a.h.w, f.t0 - lease_grace, f.t1 + check.FORCE_BOUND, f.t0)
+                      and lease_grace or check.FORCE_BOUND
+        if a.e > f.t1 + grace then
+          out[#out + 1] = { kind = "forced", t = f.t1 + grace, msg = ("%s: %s (%s) still believed " ..
+            "it held at %s, %.2f s after a force_release that freed it (bound %.1f s)"):format(
+            f.name, a.h.hid, a.h.owner, fmt_t(meta, a.e), a.e - f.t1, grace) }
+          return
+        end
+      end
+    end
+  end
+end
+
 -- A reentry or extend of hold h confirmed inside a failover's window: the
 -- lease it raised may be lost with the old master.
 local function raised_in_failover(g, h)
@@ -745,6 +768,7 @@ function check.run(records, meta)
   local by_name = intervals(g)
   local out = {}
   exclusion(g, meta, by_name, out)
+  forced_holds(g, meta, by_name, out)
   semaphores(g, meta, by_name, out)
   tokens(g, meta, out)
   store(g, meta, out)

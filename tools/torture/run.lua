@@ -239,6 +239,10 @@ local function run_round(p)
                          { name = dressed(pre, "S2"), permits = p.sems[2] } } }
   cfg.all_names = { cfg.locks[1], cfg.locks[2], cfg.locks[3], cfg.fair, cfg.rw,
                     cfg.sems[1].name, cfg.sems[2].name, cfg.cold }
+  if focus == "notices" then           -- the fixed-lease clients' own name
+    cfg.quiet = dressed(pre, "Q1")
+    cfg.all_names[#cfg.all_names + 1] = cfg.quiet
+  end
   local env = { topo = topo, log = log }
   -- A proxy in front of each data server (one server, every Redlock
   -- master), whose replies the proxy fault loses, delays or cuts.

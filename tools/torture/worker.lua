@@ -306,8 +306,9 @@ function ops.lock()
     owner = "job:" .. name .. (name == cfg.rw and (":" .. kind) or "")
     if rng:chance(0.5) then client = c2 end
   elseif cfg.focus == "notices" and rng:chance(0.3) then
-    -- fixed leases only (below), on the name forces go to most
-    client, kind, name = c2, "lock", cfg.locks[1]
+    -- fixed leases only (below), on a name of their own that half the
+    -- forces go to
+    client, kind, name = c2, "lock", cfg.quiet
   end
   local lopts = { owner = owner }
   local obj
@@ -461,7 +462,7 @@ end
 -- force_release of a plain or fair lock: its holder must learn it lost.
 function ops.force()
   local name = rng:chance(0.7) and rng:pick(cfg.locks) or cfg.fair
-  if cfg.focus == "notices" and rng:chance(0.5) then name = cfg.locks[1] end
+  if cfg.quiet and rng:chance(0.5) then name = cfg.quiet end
   local obj = name == cfg.fair and c1:fair_lock(name) or c1:lock(name)
   local rec = { ev = "force", name = name, bnd = bound(0) }
   call(rec, obj.force_release, obj)
