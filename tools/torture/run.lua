@@ -132,10 +132,11 @@ if os.getenv("TORTURE_ONLY") then order = { os.getenv("TORTURE_ONLY") } end
 -- releases, which the default mix meets too rarely to find a deaf
 -- listener (a forced hold must have a fixed lease longer than the bound of
 -- 2 s): forces ten times as often, half the holds on a fixed lease of 10 s,
--- and floods, subscriber kills and restarts three times as often (the
--- other faults that cut clients off a quarter as often); one
--- client of each worker holds on fixed leases only (its watchdog has no
--- renewal to wake it: only a listener that retries on time hears a force).
+-- floods, subscriber kills and restarts three times as often, outages,
+-- and the other faults that cut clients off a quarter as often; one
+-- client of each worker holds on fixed leases only, quietly, 9 s of 10,
+-- on a name of its own (its watchdog has no renewal to wake it: only a
+-- listener that retries on time hears a force). doc/torture.md.
 -- TORTURE_FOCUS=shares: a schedule aimed at a shared owner's share from a
 -- killed client: most lock holds under the shared owner, longer, and
 -- SIGKILLs of workers four times as often.
