@@ -29,6 +29,7 @@ describe("HAProxy with the recipe's scheduler", function()
     f:write(([[
 global
     nbthread 2
+    insecure-fork-wanted
     lua-prepend-path %s/?.so cpath
     lua-prepend-path %s/lua/?.lua
     lua-load %s/examples/haproxy/services.lua
@@ -76,7 +77,8 @@ frontend web
       local w = helper.read_file(wait)
       return w and w:match("after")
     end, 8, 0.05)
-    assert.truthy(done, "the waiting request never answered")
+    assert.truthy(done, ("the waiting request never answered (/hold: %s, /wait: %s)")
+      :format(helper.read_file(hold), helper.read_file(wait)))
     assert.matches("held", helper.read_file(hold))
     local got, ms = helper.read_file(wait):match("^(got it) after (%d+) ms")
     assert.equals("got it", got, helper.read_file(wait))

@@ -1,7 +1,12 @@
 #!/bin/sh
-# Install the Debian packages dlock needs, or print the command to do it.
+# Install the Debian packages dlock needs (as root), or, for anyone else,
+# say which are missing and the one command that installs them.
 # Usage: tools/deps.sh [lua-pc-name]
 LUA_PC=${1:-lua5.4}
+# Servers such as haproxy and lighttpd live in sbin, which a normal user's
+# PATH lacks; the specs that run them look there too (spec/support).
+PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin
+export PATH
 missing=""
 case "$LUA_PC" in
     luajit) LUA=luajit; LUA_DEV=libluajit-5.1-dev ;;
@@ -50,6 +55,11 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         fi ;;
     esac
 else
-    echo "dlock: missing packages; run: sudo apt-get install -y$missing" >&2
+    # Only root installs packages; say how, with sudo only where there is one.
+    if [ "$(id -u)" = 0 ]; then how="apt-get install -y"
+    elif command -v sudo >/dev/null 2>&1; then how="sudo apt-get install -y"
+    else how="as root: apt-get install -y"; fi
+    echo "dlock: missing packages; install them, then run make again as yourself:" >&2
+    echo "  $how$missing" >&2
     exit 1
 fi

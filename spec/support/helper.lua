@@ -35,9 +35,10 @@ do
 end
 
 --- Run cmd in sh for a host process (haproxy, lighttpd, a game server):
---- never with the sanitizer preloaded. Returns ok, its output.
+--- never with the sanitizer preloaded, and with sbin on the PATH (where
+--- Debian puts servers; a normal user's PATH lacks it). Returns ok, its output.
 function helper.host_sh(cmd)
-  local out = read("unset LD_PRELOAD; " .. cmd .. " 2>&1; echo \"exit=$?\"")
+  local out = read("unset LD_PRELOAD; PATH=$PATH:/usr/sbin:/sbin; " .. cmd .. " 2>&1; echo \"exit=$?\"")
   return tonumber(out:match("exit=(%d+)%s*$")) == 0, (out:gsub("exit=%d+%s*$", ""))
 end
 
