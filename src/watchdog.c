@@ -54,6 +54,7 @@
 #define LOST_TAKEN "lost: another owner holds the lock"
 #define LOST_UNCONFIRMED "lost: the lease ran out before a renewal was confirmed"
 #define LOST_EXPIRED "lost: the lease expired"
+#define LOST_FORCED "lost: forced release"
 
 static int reserve_batch(dl_watchdog *w, size_t n)
 {
@@ -257,6 +258,21 @@ static size_t renew(dl_client *c, dl_hold *orphans)
     return dl_exec_batch(&c->topo, &c->scripts, 1, &c->wd->run);
 }
 
+/* Whether a forced release of h's lock was among the last notices a
+ * listener read (this thread reads them: wait_until). */
+static int heard_forced(const dl_client *c, const dl_hold *h)
+{
+    const dl_watchdog *w = c->wd;
+    for (size_t i = 0; i < w->nplaces; i++) {
+        dl_listener *l = w->listen[i];
+        dl_waiter *wp = l ? &l->sub : NULL;
+        if (wp && dl_waiter_heard(&wp, 1, c->notice, c->noticelen,
+                                  h->ident.key, h->ident.keylen))
+            return 1;
+    }
+    return 0;
+}
+
 /* One hold's renewal result (w->batch[i], of the chunk from off, sent at
  * `sent`), with c->mu held: its deadline and next renewal, or lost.
  * Returns 1 if the renewal failed (not sent, no answer, unconfirmed). */
@@ -301,7 +317,8 @@ static int settle(dl_client *c, dl_hold *h, int64_t sent, int probe,
     }
     if (st == DL_OK) {                      /* a quorum has it not */
         dl_client_lose(c, h, res.kind == DL_V_TAKEN ? LOST_TAKEN
-                                                    : LOST_GONE);
+                             : heard_forced(c, h) ? LOST_FORCED
+                                                  : LOST_GONE);
         return 0;
     }
     h->retry_at_us = dl_now_us() + retry;
@@ -675,7 +692,9 @@ dl_status dl_watchdog_start(dl_client *c, char *err, size_t errlen)
     rc = pthread_create(&w->thread, NULL, run, c);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0)
-        return dl_fail(err, errlen, DL_ECONN, "cannot start the watchdog");
+        return dl_fail(err, errlen, DL_ECONN, "cannot start the watchdog thread: %s%s",
+                       strerror(rc), rc == EAGAIN ? " (the process may not create threads:"
+                       " see RLIMIT_NPROC; HAProxy needs insecure-fork-wanted)" : "");
     /* Named here, not by the thread: visible as soon as connect returns. */
     pthread_setname_np(w->thread, "dlock-watchdog");
     w->running = 1;
