@@ -308,7 +308,7 @@ describe("a forced release", function()
     local took = dlock.now() - t0
     assert.is_true(took < 3, ("took %.2f s (a renewal comes every 20 s)"):format(took))
     c:poll()
-    assert.same({ name .. ": lost: the lock expired or was deleted" }, lost)
+    assert.same({ name .. ": lost: forced release" }, lost)
     assert.is_true(k:held())                       -- the others stay
     assert(k:release())
   end)

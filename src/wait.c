@@ -264,6 +264,21 @@ const char *dl_waiter_note(dl_waiter **ws, size_t n, const char *chan,
     return NULL;
 }
 
+int dl_waiter_heard(dl_waiter **ws, size_t n, const char *chan, size_t len,
+                    const char *msg, size_t mlen)
+{
+    if (mlen == 0 || mlen >= DL_WAIT_NOTE_LEN)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        dl_sub *s = ws[i]->conn.ctx ? find(ws[i], chan, len) : NULL;
+        for (int j = 0; s && j < DL_WAIT_NOTES; j++)
+            if (memcmp(s->notes[j], msg, mlen) == 0 &&
+                s->notes[j][mlen] == '\0')
+                return 1;
+    }
+    return 0;
+}
+
 size_t dl_waiter_fds(dl_waiter **ws, size_t n, const char *chan, size_t len,
                      int *fds)
 {

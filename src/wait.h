@@ -13,7 +13,8 @@
 
 #define DL_WAIT_MAX_SUBS 64
 #define DL_WAIT_NOTES 4     /* messages kept per channel */
-#define DL_WAIT_NOTE_LEN 48 /* and their length at most */
+#define DL_WAIT_NOTE_LEN 80 /* and their length at most (a forced
+                               release's notice names the lock's key) */
 
 typedef struct dl_sub {
     char *chan;
@@ -65,6 +66,11 @@ uint64_t dl_waiter_seen(dl_waiter **ws, size_t n, const char *chan,
  * last read it; NULL if none. Valid until the next read. */
 const char *dl_waiter_note(dl_waiter **ws, size_t n, const char *chan,
                            size_t len, const char *prefix);
+
+/* Whether msg (len mlen) is among the last messages on chan (as
+ * dl_waiter_note keeps them: a longer one, or one with a NUL, never is). */
+int dl_waiter_heard(dl_waiter **ws, size_t n, const char *chan, size_t len,
+                    const char *msg, size_t mlen);
 
 /* The sockets of the waiters subscribed to chan, into fds (room for n);
  * returns how many. Readable means: call dl_waiter_count again. */
