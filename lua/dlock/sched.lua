@@ -177,6 +177,7 @@ local function luv_wait()
         timeout = math.min(timeout, 0.1)
       end
     end
+    uv.update_time()                    -- (the loop's clock is cached: it may be stale)
     w.timer:start(math.ceil(timeout * 1000), 0, function() wake(w) end)
     if p then
       p.waiting[w] = true
