@@ -99,7 +99,8 @@ test: deps all $(BUILD)/forktest.so  ## build, then the busted suite on real red
 # callbacks, coroutines and yields, the command. CI runs these on the other
 # Luas; the rest of the suite tests the C core, which is the same for all.
 BINDING_SPECS = lock release client misuse reference scheduler multilock semaphore rwlock \
-    fairlock family process command inspect log resources readme docs hostile watchdog call names
+    fairlock family process command inspect log resources readme docs hostile watchdog call names \
+    same_state
 binding-specs:
 	@echo $(wildcard $(BINDING_SPECS:%=spec/%_spec.lua))
 

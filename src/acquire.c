@@ -565,7 +565,12 @@ static int judge_refusal(dl_client *c, const dl_lockref *l, dl_acquire *op,
         op->reg_ms = s->ms;
         op->reg_watchdog = s->watchdog;
     }
-    if (args->wait_us == 0 || now >= op->until_us) {
+    /* A wait that blocks the owners' thread, for a lock another owner of
+     * this client holds, would wait for its own thread: it ends now. */
+    char whose[128];
+    int here = op->blocks && !op->waited && args->wait_us != 0 &&
+               dl_client_held_here(c, l, whose, sizeof whose);
+    if (args->wait_us == 0 || now >= op->until_us || here) {
         c->stats.timeouts++;
         if (fair && s->queues) {        /* leave the queue; a grant */
             c->fair_voids++;            /* to it passes on */
@@ -576,7 +581,11 @@ static int judge_refusal(dl_client *c, const dl_lockref *l, dl_acquire *op,
             if (args->busy_ms < 0)
                 args->busy_ms = 0;
         }
-        s->st = dl_fail(err, errlen, DL_ETIMEOUT, "timeout");
+        args->held_here = here;
+        if (here)
+            s->st = dl_fail(err, errlen, DL_ETIMEOUT, "timeout: %s", whose);
+        else
+            s->st = dl_fail(err, errlen, DL_ETIMEOUT, "timeout");
         if (h->pend != DL_PEND_NONE) {
             dl_client_hand_over(h);
             dl_watchdog_poke(c, 0);
@@ -672,6 +681,7 @@ static dl_status step_on(dl_client *c, const dl_lockref *l, dl_acquire *op,
         op->until_us = args->wait_us < 0 ? INT64_MAX : now + args->wait_us;
         args->ref_kept = 0;
         args->busy_ms = -1;
+        args->held_here = 0;
     } else if (op->nfds || op->wake_us) {   /* back from a wait: why? */
         uint64_t seen = dl_waiter_count(s.ws, s.nws, l->ident.chan,
                                         l->ident.chanlen, &nlive);
@@ -719,6 +729,7 @@ dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
     dl_acquire op;
     memset(&op, 0, sizeof op);
     op.args = *args;
+    op.blocks = 1;
     dl_status st;
     while ((st = dl_client_acquire_step(c, l, &op, err, errlen)) == DL_EWAIT)
         dl_wait_fds(op.fds, op.nfds, op.wake_us);

@@ -52,8 +52,12 @@ dl_status dl_client_guard(dl_client *c, const dl_lockref *l, int argc,
     pthread_mutex_unlock(&c->mu);
     if (dl_client_fans_out(c))          /* one reply is kept: one server */
         return dl_fail(err, errlen, DL_EREDIS, "guard: not on Redlock");
-    if (!token)
-        return dl_fail(err, errlen, DL_ENOTHELD, "not held");
+    if (!token) {
+        pthread_mutex_lock(&c->mu);
+        dl_status st = dl_client_not_held(c, l, err, errlen);
+        pthread_mutex_unlock(&c->mu);
+        return st;
+    }
     if (lost)
         return dl_fail(err, errlen, DL_ELOST, "%s", lost);
 

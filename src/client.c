@@ -344,6 +344,11 @@ dl_status dl_client_ping(dl_client *c, char *err, size_t errlen)
     return dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);
 }
 
+void dl_client_warn(dl_client *c, const char *msg)
+{
+    dl_log_say(&c->log, DL_LOG_WARN, "%s", msg);
+}
+
 void dl_client_hold_info(dl_client *c, const dl_lockref *l, dl_holdinfo *hi)
 {
     memset(hi, 0, sizeof *hi);

@@ -38,6 +38,10 @@ typedef struct dl_acquire_args {
     int ref_kept;               /* out: whether it was */
     int64_t busy_ms;            /* out, on DL_ETIMEOUT: the holder's TTL
                                    as the last attempt saw it; -1 unknown */
+    int held_here;              /* out, on DL_ETIMEOUT: a blocking wait
+                                   ended at once, as another owner of this
+                                   client holds the lock (it could not
+                                   release it while the wait blocks) */
 } dl_acquire_args;
 
 /* Internal: an acquire step wants to wait (below). */
@@ -75,6 +79,9 @@ typedef struct dl_acquire {
                                    place in a fair lock's or semaphore's
                                    queue); 0: none */
     int waiting;                /* the last step returned DL_EWAIT */
+    int blocks;                 /* the steps run back to back on the
+                                   thread of the client's owners (the
+                                   blocking dl_client_acquire) */
 } dl_acquire;
 
 /* Take l, or learn that it is busy. Returns DL_OK (acquired), a final
@@ -117,6 +124,9 @@ dl_status dl_client_force_release(dl_client *c, const dl_lockref *l,
 dl_status dl_client_ping(dl_client *c, char *err, size_t errlen);
 
 void dl_client_hold_info(dl_client *c, const dl_lockref *l, dl_holdinfo *hi);
+
+/* Queue a warning for the client's log function (if it has one). */
+void dl_client_warn(dl_client *c, const char *msg);
 
 /* Take up to max queued notices. */
 size_t dl_client_take_events(dl_client *c, dl_event *buf, size_t max);

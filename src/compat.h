@@ -21,6 +21,9 @@
 #ifndef LUA_OK
 #define LUA_OK 0
 #endif
+#ifndef LUA_LOADED_TABLE                /* (5.1: the same registry field) */
+#define LUA_LOADED_TABLE "_LOADED"
+#endif
 
 static inline int dl_compat_absindex(lua_State *L, int idx)
 {

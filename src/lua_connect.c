@@ -370,6 +370,7 @@ int dlua_connect(lua_State *L)
     lua_client *lc = lua_newuserdatauv(L, sizeof *lc, UV_COUNT);
     lc->c = NULL;
     lc->dispatching = 0;
+    lc->warned = 0;
     luaL_setmetatable(L, CLIENT_MT);
     o.topo = a.topo;
     int oom = 0;

@@ -25,7 +25,10 @@ enum { UV_ONLOST = 1, UV_REFS, UV_OWNERS, UV_SCHED, UV_LOG,
 typedef struct lua_client {
     dl_client *c;               /* NULL once closed */
     int dispatching;            /* inside an on_lost callback */
+    unsigned warned;            /* DLUA_WARN_*: told once, through log */
 } lua_client;
+
+enum { DLUA_WARN_LEASE = 1, DLUA_WARN_LOOP = 2 };
 
 /* The open client at idx, or raise ("closed", "forked"). */
 lua_client *dlua_client(lua_State *L, int idx, const char *fname);

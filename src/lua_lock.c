@@ -110,12 +110,12 @@ static int64_t opt_lease(lua_State *L, int t, const char *fname,
 
 /* wait, expire (or its old name lease) and watchdog_lease from the table
  * at t (if any) over the defaults in a. Either kind of lease given here
- * replaces a default of the other kind. */
-static void read_timing(lua_State *L, int t, const char *fname,
-                        dl_acquire_args *a)
+ * replaces a default of the other kind. Returns whether it said 'lease'. */
+static int read_timing(lua_State *L, int t, const char *fname,
+                       dl_acquire_args *a)
 {
     if (lua_isnoneornil(L, t))
-        return;
+        return 0;
     if (!lua_istable(L, t))
         dlua_arg_error(L, t - 1, fname, lua_pushfstring(L, "options table "
                        "expected, got %s", luaL_typename(L, t)));
@@ -140,6 +140,51 @@ static void read_timing(lua_State *L, int t, const char *fname,
         a->renew_ms = renew;
         a->lease_ms = 0;
     }
+    return lease != 0;
+}
+
+/* Log msg once per client (the flag what), through its log function. */
+static void warn_once(lua_client *lc, unsigned what, const char *msg)
+{
+    if (lc->warned & what)
+        return;
+    lc->warned |= what;
+    dl_client_warn(lc->c, msg);
+}
+
+static const char OLD_LEASE[] = "a lock's or an acquire's 'lease' is the "
+    "old name of 'expire': a fixed lease, which the watchdog does not "
+    "renew (connect's 'lease' is the watchdog's); say 'expire' for a "
+    "fixed lease, or 'watchdog_lease' for this lock's own watchdog lease";
+
+/* Before an acquire of the lock at 1 that may wait (a.wait_us != 0) and
+ * would block the Lua state (no scheduler, or not yieldable): whether
+ * an event loop is loaded that the wait would stall. */
+static void warn_acquire(lua_State *L, const char *fname, int old_lease,
+                         int64_t wait_us, int blocking)
+{
+    lua_client *lc = lock_client(L, 1, fname);
+    int ci = lua_gettop(L);
+    if (old_lease)
+        warn_once(lc, DLUA_WARN_LEASE, OLD_LEASE);
+    if (blocking && wait_us != 0 && !(lc->warned & DLUA_WARN_LOOP)) {
+        lua_getiuservalue(L, ci, UV_SCHED);
+        int sched = !lua_isnil(L, -1);
+        lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+        int cq = lua_getfield(L, -1, "cqueues") != LUA_TNIL;
+        int uv = lua_getfield(L, -2, "luv") != LUA_TNIL;
+        lua_pop(L, 4);
+        if (!sched && (cq || uv))
+            warn_once(lc, DLUA_WARN_LOOP, cq
+                ? "a blocking wait with cqueues loaded: without a scheduler "
+                  "a wait blocks the whole Lua state, every cqueues "
+                  "coroutine with it (connect{ scheduler = \"cqueues\" }: "
+                  "see doc/event-loops.md)"
+                : "a blocking wait with luv loaded: without a scheduler a "
+                  "wait blocks the whole Lua state, the luv loop with it "
+                  "(connect{ scheduler = \"luv\" }: see doc/event-loops.md)");
+    }
+    lua_pop(L, 1);
 }
 
 /* Push a new lock of kind for client:fname(name [, opts]) (client at 1,
@@ -156,7 +201,8 @@ static void new_lock(lua_State *L, const char *fname, int kind)
     if (namelen == 0)
         dlua_arg_error(L, 1, fname, "lock name must not be empty");
     dl_acquire_args a = { .wait_us = -1 };
-    read_timing(L, 3, "lock", &a);
+    if (read_timing(L, 3, "lock", &a))
+        warn_once(lc, DLUA_WARN_LEASE, OLD_LEASE);
     if (lua_istable(L, 3)) {
         int ty = lua_getfield(L, 3, "owner");
         if (ty == LUA_TSTRING)
@@ -361,15 +407,29 @@ static int acquire(lua_State *L, const char *fname, dl_acquire_args *a)
     char err[DL_ERRLEN];
     begin(L, fname, &k);
     dl_status st = run(L, &k, a, NULL, err);
+    if (st == DL_ETIMEOUT && a->held_here) {
+        lua_getiuservalue(L, k.ci, UV_SCHED);
+        size_t n = strlen(err);
+        snprintf(err + n, sizeof err - n, lua_isnil(L, -1)
+                 ? "; without a scheduler a wait blocks the Lua state, "
+                   "that coroutine with it (connect{ scheduler = ... })"
+                 : "; this wait cannot yield to the scheduler (it is not "
+                   "in a coroutine the scheduler runs): it would block the "
+                   "Lua state, that coroutine with it");
+        lua_pop(L, 1);
+    }
     return acquired(L, st, a, err);
 }
 
+/* The blocking acquire (dlock.lua calls lock:_step instead where a wait
+ * can yield to a scheduler). */
 static int lock_acquire(lua_State *L)
 {
     lua_lock *k = check_lock(L, 1, "acquire");
     dl_acquire_args a = { .wait_us = k->wait_us, .lease_ms = k->lease_ms,
                           .renew_ms = k->renew_ms };
-    read_timing(L, 2, "acquire", &a);
+    int old = read_timing(L, 2, "acquire", &a);
+    warn_acquire(L, "acquire", old, a.wait_us, 1);
     return acquire(L, "acquire", &a);
 }
 
@@ -404,7 +464,8 @@ static int lock_step_new(lua_State *L)
     lua_lock *k = check_lock(L, 1, "acquire");
     dl_acquire_args a = { .wait_us = k->wait_us, .lease_ms = k->lease_ms,
                           .renew_ms = k->renew_ms };
-    read_timing(L, 2, "acquire", &a);
+    int old = read_timing(L, 2, "acquire", &a);
+    warn_acquire(L, "acquire", old, a.wait_us, 0);
     dl_acquire *op = lua_newuserdatauv(L, sizeof *op, 0);
     memset(op, 0, sizeof *op);
     op->args = a;
@@ -455,10 +516,11 @@ static int lock_try_acquire(lua_State *L)
     lua_lock *k = check_lock(L, 1, "try_acquire");
     dl_acquire_args a = { .wait_us = 0, .lease_ms = k->lease_ms,
                           .renew_ms = k->renew_ms };
-    read_timing(L, 2, "try_acquire", &a);
+    int old = read_timing(L, 2, "try_acquire", &a);
     if (a.wait_us != 0)
         dlua_opt_error(L, "try_acquire", "wait", "try_acquire does not "
                        "wait: use acquire");
+    warn_acquire(L, "try_acquire", old, 0, 1);
     return acquire(L, "try_acquire", &a);
 }
 

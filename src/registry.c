@@ -72,6 +72,28 @@ dl_hold *dl_registry_find(dl_registry *reg, const dl_lockid *d)
     return NULL;
 }
 
+/* An owner without a read half's "\0r". */
+static size_t owner_len(const char *owner, size_t n)
+{
+    return n >= 2 && owner[n - 2] == '\0' && owner[n - 1] == 'r' ? n - 2 : n;
+}
+
+dl_hold *dl_registry_other_owner(dl_registry *reg, const dl_lockid *d,
+                                 int64_t now)
+{
+    size_t on = owner_len(d->owner, d->ownerlen);
+    dl_hold *h;
+    for (DL_REGISTRY_EACH(reg, i, h)) {
+        size_t hn = owner_len(h->ident.owner, h->ident.ownerlen);
+        if (h->kind != DL_KIND_SEM && h->count > 0 && !h->lost &&
+            now < h->deadline_us && h->ident.keylen == d->keylen &&
+            memcmp(h->ident.key, d->key, d->keylen) == 0 &&
+            (hn != on || memcmp(h->ident.owner, d->owner, on) != 0))
+            return h;
+    }
+    return NULL;
+}
+
 static void grow(dl_registry *reg)
 {
     size_t n = reg->nbuckets * 2;

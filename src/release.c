@@ -66,9 +66,10 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
     if (!h || h->count <= 0 || st != DL_OK) {
         if (h)
             dl_client_tidy(c, h, unref);
+        if (st == DL_OK)
+            st = dl_client_not_held(c, l, err, errlen);
         pthread_mutex_unlock(&c->mu);
-        return st != DL_OK ? st : dl_fail(err, errlen, DL_ENOTHELD,
-                                          "not held");
+        return st;
     }
     if (h->lost) {                          /* each release reports it */
         const char *why = h->lost;
@@ -137,8 +138,12 @@ dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
     const char *lost;
     int64_t cap_ms;
     int64_t tok = held_token(c, l, &lost, &cap_ms);
-    if (!tok)
-        return dl_fail(err, errlen, DL_ENOTHELD, "not held");
+    if (!tok) {
+        pthread_mutex_lock(&c->mu);
+        dl_status st = dl_client_not_held(c, l, err, errlen);
+        pthread_mutex_unlock(&c->mu);
+        return st;
+    }
     if (lost)
         return dl_fail(err, errlen, DL_ELOST, "%s", lost);
     if (cap_ms == 0)                        /* (the watchdog says so next) */
@@ -168,7 +173,7 @@ dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
     dl_hold *h = dl_registry_find(&c->reg, &l->ident);
     if (!h || h->count <= 0) {
         if (st == DL_OK)
-            st = dl_fail(err, errlen, DL_ENOTHELD, "not held");
+            st = dl_client_not_held(c, l, err, errlen);
     } else if (st != DL_OK) {
         if (dl_op_extend_lowers(l)) {
             h->gen++;

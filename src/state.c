@@ -63,6 +63,37 @@ void dl_client_opts_free(dl_client_opts *o)
     memset(o, 0, sizeof *o);
 }
 
+int dl_client_held_here(dl_client *c, const dl_lockref *l, char *buf,
+                        size_t n)
+{
+    if (l->kind == DL_KIND_SEM)
+        return 0;
+    dl_hold *h = dl_registry_other_owner(&c->reg, &l->ident, dl_now_us());
+    if (!h)
+        return 0;
+    size_t on = h->ident.ownerlen;
+    if (h->kind == DL_KIND_READ && on >= 2)
+        on -= 2;                        /* its writer's: the owner's own */
+    if (h->owner_num != 0)
+        snprintf(buf, n, "held by another coroutine of this client");
+    else
+        snprintf(buf, n, "held by owner \"%.*s\" of this client",
+                 on > 64 ? 64 : (int)on, h->ident.owner);
+    return 1;
+}
+
+dl_status dl_client_not_held(dl_client *c, const dl_lockref *l, char *err,
+                             size_t errlen)
+{
+    char whose[128];
+    if (!dl_client_held_here(c, l, whose, sizeof whose))
+        return dl_fail(err, errlen, DL_ENOTHELD, "not held");
+    return dl_fail(err, errlen, DL_ENOTHELD, "not held: %s (%s)", whose,
+                   l->owner_num ? "owners are per coroutine; pass opts.owner "
+                                  "to share" : "this lock object's owner "
+                                               "holds nothing");
+}
+
 void dl_hold_lockref(const dl_hold *h, dl_lockref *l)
 {
     memset(l, 0, sizeof *l);

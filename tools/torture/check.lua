@@ -51,7 +51,7 @@ local function gather(records)
   local g = { holds = {}, hold_list = {}, held = {}, faults = {}, forces = {}, rels = {},
               counts = {}, stores = {}, guards = {}, calls = {}, stops = {}, dead = {}, clients = {},
               inspects = {}, orphans = {}, reentries = {}, raises = {}, stats = {},
-              handoffs = {}, schedfails = {} }
+              handoffs = {}, schedfails = {}, selfwaits = {} }
   for _, r in ipairs(records) do
     local ev = r.ev
     if ev == "hold" then
@@ -95,6 +95,8 @@ local function gather(records)
       g.handoffs[#g.handoffs + 1] = r
     elseif ev == "schedfail" then
       g.schedfails[#g.schedfails + 1] = r
+    elseif ev == "selfwait" then
+      g.selfwaits[#g.selfwaits + 1] = r
     end
     if ev == "reenter" and r.ok then
       local t = g.reentries[r.hid] or {}
@@ -762,6 +764,23 @@ local function migrations(records, meta, out)
   end
 end
 
+-- A blocking wait for a lock another coroutine of the same client held
+-- throughout (its held() said so before and after the wait) ends with
+-- the timeout that says so, or a failure to reach Redis; never with the
+-- lock, nor with a plain timeout (it waited for its own Lua state).
+local function selfwaits(g, meta, out)
+  for _, x in ipairs(g.selfwaits) do
+    local err = tostring(x.err or "")
+    local fine = err:find("^timeout: held by another coroutine of this client; ") or
+                 err:find("^connection") or err:find("^quorum") or err:find("^redis")
+    if x.before and x.after and (x.got or not fine) then
+      out[#out + 1] = { kind = "selfwait", t = x.t1, msg = ("%s: a wait for the lock its " ..
+        "own coroutine held (%s) ended %s after %.2f s"):format(x.w, tostring(x.hid),
+        x.got and "with the lock" or ("with " .. err), x.t1 - x.t0) }
+    end
+  end
+end
+
 function check.run(records, meta)
   meta = meta or {}
   local g = gather(records)
@@ -779,6 +798,7 @@ function check.run(records, meta)
   maxhold(g, meta, out)
   renewals(g, meta, out)
   handoffs(g, meta, out)
+  selfwaits(g, meta, out)
   recovered(g, meta, out)
   slots(records, meta, out)
   migrations(records, meta, out)

@@ -589,8 +589,51 @@ function ops.sched()
   if not ok then log{ ev = "schedfail", w = me, t = now(), sched = sched_kind, err = tostring(err) } end
 end
 
+-- A wait for the worker's own Lua state: a coroutine of c1 holds a lock
+-- (a plain one, the fair lock or a half of the rwlock) while the main
+-- thread asks for it, or for the other half, with a blocking wait. The
+-- wait ends at once with a timeout that says so (check.lua, selfwaits),
+-- and leaves nothing behind: no hold, no place in the fair queue (which
+-- would hold up every other worker's fair waiters).
+function ops.selfwait()
+  local kind = rng:weighted({ lock = 3, fair = 2, read = 1, write = 1 })
+  local name = kind == "fair" and cfg.fair or kind == "lock" and rng:pick(cfg.locks) or cfg.rw
+  local other = kind == "read" and "write" or kind == "write" and "read" or kind
+  local function obj_of(k)
+    if k == "lock" then return c1:lock(name) end
+    if k == "fair" then return c1:fair_lock(name) end
+    return c1:rwlock(name)[k]
+  end
+  local obj, mine = obj_of(kind), obj_of(other)
+  local h = new_hold(kind, { name }, me .. ":" .. c1.id .. ":selfwait", { client = c1, reenter = false })
+  local held_before, held_after
+  local co = coroutine.create(function()
+    local rec = { ev = "acq", kind = kind, name = name, owner = h.owner, how = "acquire",
+                  wait = 1, bnd = bound(1) }
+    if not call(rec, obj.acquire, obj, { wait = 1 }) then return end
+    acquired(h, rec, obj, function() return obj:token() end)
+    held_before = check_held(h.hid, obj)
+    coroutine.yield(true)
+    held_after = check_held(h.hid, obj)
+    release_all(h, obj)
+  end)
+  local ok, holding = coroutine.resume(co)
+  if not (ok and holding) then return end
+  local mh = new_hold(other, { name }, me .. ":" .. c1.id, { client = c1, reenter = false })
+  local rec = { ev = "acq", kind = other, name = name, owner = mh.owner, how = "acquire",
+                wait = 3, bnd = bound(3), selfwait = true }
+  local got, err = call(rec, mine.acquire, mine, { wait = 3 })
+  coroutine.resume(co)
+  log{ ev = "selfwait", w = me, t0 = rec.t0, t1 = rec.t1, got = got and true or false,
+       err = err and tostring(err), before = held_before, after = held_after, hid = h.hid }
+  if got then
+    acquired(mh, rec, mine, function() return mine:token() end)
+    release_all(mh, mine)
+  end
+end
+
 local weights = { lock = 10, multi = 3, sem = 3, force = 0.5, closewait = 0.7, cold = 1,
-                  sched = c4 and 1.5 or nil }
+                  selfwait = 0.7, sched = c4 and 1.5 or nil }
 -- A Redlock client has no semaphore (each master would count on its own).
 if cfg.conn.servers then weights.sem = nil end
 if cfg.focus == "notices" then weights.force = 5 end
