@@ -130,6 +130,125 @@ local function passworded()
   return authed
 end
 
+-- A strict JSON decoder (RFC 8259) for `status --json`: one value and
+-- nothing after it but whitespace; no trailing commas, no leading zeros, no
+-- duplicate keys, no raw control characters in strings, strings valid
+-- UTF-8. null decodes as NULL. Raises on anything else.
+local NULL = setmetatable({}, { __tostring = function() return "null" end })
+local function json_decode(s)
+  local i = 1
+  local function fail(what) error(("JSON: %s at byte %d of %q"):format(what, i, s), 0) end
+  local function ws() i = s:find("[^ \t\n\r]", i) or #s + 1 end
+  local function utf8_char(cp)
+    if cp < 0x80 then return string.char(cp)
+    elseif cp < 0x800 then return string.char(0xc0 + math.floor(cp / 64), 0x80 + cp % 64)
+    elseif cp < 0x10000 then
+      return string.char(0xe0 + math.floor(cp / 4096), 0x80 + math.floor(cp / 64) % 64, 0x80 + cp % 64)
+    end
+    return string.char(0xf0 + math.floor(cp / 262144), 0x80 + math.floor(cp / 4096) % 64,
+      0x80 + math.floor(cp / 64) % 64, 0x80 + cp % 64)
+  end
+  local value
+  local function str()
+    i = i + 1
+    local out = {}
+    while true do
+      local c = s:sub(i, i)
+      if c == "" then fail("unterminated string") end
+      if c == '"' then i = i + 1; break end
+      if c:byte() < 0x20 then fail("a raw control character in a string") end
+      if c == "\\" then
+        local e = s:sub(i + 1, i + 1)
+        local simple = ({ ['"'] = '"', ["\\"] = "\\", ["/"] = "/", b = "\b", f = "\f",
+                          n = "\n", r = "\r", t = "\t" })[e]
+        if simple then out[#out + 1] = simple; i = i + 2
+        elseif e == "u" then
+          local h = s:match("^%x%x%x%x", i + 2) or fail("a bad \\u escape")
+          local cp = tonumber(h, 16)
+          i = i + 6
+          if cp >= 0xd800 and cp <= 0xdbff then
+            local l = s:match("^\\u(%x%x%x%x)", i) or fail("a lone surrogate")
+            local lo = tonumber(l, 16)
+            if lo < 0xdc00 or lo > 0xdfff then fail("a lone surrogate") end
+            cp = 0x10000 + (cp - 0xd800) * 0x400 + (lo - 0xdc00)
+            i = i + 6
+          elseif cp >= 0xdc00 and cp <= 0xdfff then fail("a lone surrogate") end
+          out[#out + 1] = utf8_char(cp)
+        else fail("a bad escape") end
+      else
+        local j = s:find('["\\%z\1-\31]', i) or #s + 1
+        local run = s:sub(i, j - 1)
+        -- valid UTF-8 only
+        local k = 1
+        while k <= #run do
+          local b = run:byte(k)
+          local n = b < 0x80 and 0 or (b >= 0xc2 and b <= 0xdf) and 1 or (b >= 0xe0 and b <= 0xef) and 2
+            or (b >= 0xf0 and b <= 0xf4) and 3 or fail("a byte that is not UTF-8")
+          for m = k + 1, k + n do
+            local cb = run:byte(m)
+            if not cb or cb < 0x80 or cb > 0xbf then fail("a byte that is not UTF-8") end
+          end
+          k = k + n + 1
+        end
+        out[#out + 1] = run
+        i = j
+      end
+    end
+    return table.concat(out)
+  end
+  function value()
+    ws()
+    local c = s:sub(i, i)
+    if c == "{" then
+      local t, keys = {}, {}
+      i = i + 1; ws()
+      if s:sub(i, i) == "}" then i = i + 1; return t, keys end
+      while true do
+        ws()
+        if s:sub(i, i) ~= '"' then fail("an object key that is not a string") end
+        local k = str()
+        if t[k] ~= nil then fail("a duplicate key " .. k) end
+        ws()
+        if s:sub(i, i) ~= ":" then fail("no ':'") end
+        i = i + 1
+        t[k] = value()
+        keys[#keys + 1] = k
+        ws()
+        c = s:sub(i, i); i = i + 1
+        if c == "}" then return t, keys end
+        if c ~= "," then fail("no ',' or '}'") end
+      end
+    elseif c == "[" then
+      local t = {}
+      i = i + 1; ws()
+      if s:sub(i, i) == "]" then i = i + 1; return t end
+      while true do
+        t[#t + 1] = value()
+        ws()
+        c = s:sub(i, i); i = i + 1
+        if c == "]" then return t end
+        if c ~= "," then fail("no ',' or ']'") end
+      end
+    elseif c == '"' then return str()
+    elseif s:sub(i, i + 3) == "true" then i = i + 4; return true
+    elseif s:sub(i, i + 4) == "false" then i = i + 5; return false
+    elseif s:sub(i, i + 3) == "null" then i = i + 4; return NULL
+    end
+    local num = s:match("^%-?%d+%.?%d*[eE]?[-+]?%d*", i)
+    if not num or not (num:match("^%-?0$") or num:match("^%-?0[.eE]") or num:match("^%-?[1-9]"))
+      or not (num:match("^%-?%d+$") or num:match("^%-?%d+%.%d+$") or num:match("^%-?%d+%.%d+[eE][-+]?%d+$")
+              or num:match("^%-?%d+[eE][-+]?%d+$")) then
+      fail("not a JSON value")
+    end
+    i = i + #num
+    return tonumber(num)
+  end
+  local v, keys = value()
+  ws()
+  if i <= #s then fail("something after the value") end
+  return v, keys
+end
+
 describe("the dlock command", function()
   setup(function() srv = helper.start_redis() end)
   teardown(function()
@@ -486,6 +605,106 @@ describe("the dlock command", function()
     c:close()
   end)
 
+  it("the strict JSON decoder of these specs refuses what is not JSON", function()
+    assert.same({ a = { 1, 2.5, "x\27y\195\169" }, b = true }, (json_decode(' {"a":[1,2.5,"x\\u001by\\u00e9"] ,"b":true}\n')))
+    assert.equals("\240\159\152\128", json_decode('"\\ud83d\\ude00"'))
+    for _, bad in ipairs({ "", "{", '{"a":1,}', "[1,]", "01", "1.", ".5", "nul", '{"a":1,"a":2}', "{a:1}",
+                           '"\1"', '"\\x41"', '"\\ud83d"', '"\255"', "1 2", "'a'", "[1]]" }) do
+      assert.is_false(pcall(json_decode, bad), "decoded: " .. bad)
+    end
+  end)
+
+  it("status --json: the facts of status as one JSON object on one line, and its exit status", function()
+    local name = helper.unique_name("json")
+    -- stdout alone: what a monitoring script reads
+    local function status_json(args, env)
+      local f = assert(io.popen(dlock_cmd(args, nil, env) .. " 2>/dev/null; echo \"exit=$?\""))
+      local out = f:read("*a")
+      f:close()
+      return tonumber(out:match("exit=(%d+)%s*$")), (out:gsub("exit=%d+%s*$", ""))
+    end
+    local code, out = status_json("status --json " .. q(name))
+    assert.equals(1, code, out)
+    assert.truthy(out:match("^[^\n]+\n$"), "not one line: " .. out)
+    local t, keys = json_decode(out)
+    assert.same({ "name", "held", "ttl", "token", "waiters", "holders" }, keys)
+    assert.equals(name, t.name)
+    assert.is_false(t.held)
+    assert.equals(NULL, t.ttl)
+    assert.equals(NULL, t.token)
+    assert.equals(NULL, t.waiters)
+    assert.same({}, t.holders)
+    -- the option may come first, as every option may
+    assert.equals(out, select(2, status_json("--json status " .. q(name))))
+    -- held by a dlock whose label has a quote, a backslash, ESC, a C1
+    -- control (CSI), UTF-8 and a byte that is not UTF-8
+    local label = 'night "ly"\\ \27[2J \194\155 \195\169 \255'
+    local h = spawn(("--label %s --lease 5 %s -- sh -c 'echo held; exec sleep 60'"):format(q(label), q(name)))
+    assert(helper.wait_for(function() return h.output():find("held") end, 10))
+    local waiter = spawn(("%s -- true"):format(q(name)))
+    assert(helper.wait_for(function()
+      local _, o = status_json("status --json " .. q(name))
+      return o:find('"waiters":1', 1, true)
+    end, 10))
+    code, out = status_json("status --json " .. q(name))
+    assert.equals(0, code, out)
+    assert.truthy(out:match("^[^\n]+\n$"), "not one line: " .. out)
+    assert.falsy(out:sub(1, -2):find("[%z\1-\31\127]"), "a control byte in: " .. out)
+    assert.falsy(out:find("\194[\128-\159]"), "a C1 control in: " .. out)
+    t, keys = json_decode(out)
+    assert.same({ "name", "held", "ttl", "token", "waiters", "holders" }, keys)
+    assert.is_true(t.held)
+    assert.equals(tonumber(srv.cli("hget", key(name), "t")), t.token)
+    assert.equals(1, t.waiters)
+    assert.is_true(t.ttl > 0 and t.ttl <= 5, tostring(t.ttl))
+    assert.equals(1, #t.holders)
+    local w = t.holders[1]
+    assert.equals('night "ly"\\ \27[2J \194\155 \195\169 \239\191\189', w.label)
+    assert.equals(1, w.count)
+    assert.truthy(w.client:match("^%x+$") and #w.client >= 16, w.client)
+    assert.equals(NULL, w.owner)
+    assert.equals(NULL, w.mode)
+    -- the same facts as the text
+    local _, text = run("status " .. q(name))
+    assert.truthy(text:find(("token %d, waiters 1"):format(t.token), 1, true), text)
+    assert.truthy(text:find("  x1  client " .. w.client .. "\n", 1, true), text)
+    assert.equals(0, (run("release --force " .. q(name))))
+    assert.equals(124, h.finish(15), h.output())
+    assert.equals(0, waiter.finish(15), waiter.output())
+    -- an explicit owner, a write mode, and a key without a TTL
+    local c = assert(helper.client{ url = srv.url, label = "by-hand" })
+    local rw = c:rwlock(name .. "-rw", { owner = "job-8" })
+    assert(rw.write:acquire{ expire = 100 })
+    assert.equals("1", srv.cli("persist", key(name .. "-rw")))
+    code, out = status_json("status --json " .. q(name .. "-rw"))
+    assert.equals(0, code, out)
+    t = json_decode(out)
+    assert.equals(NULL, t.ttl)
+    assert.same({ label = "by-hand", count = 1, client = c.id, owner = "job-8", mode = "write" },
+      t.holders[1])
+    assert(rw.write:release())
+    c:close()
+    -- what a JSON reader of the system says, where there is one
+    local py = os.execute("python3 -c 'import json' >/dev/null 2>&1")
+    if py == true or py == 0 then
+      local _, held = status_json("status --json " .. q(name))
+      local f = assert(io.popen("python3 -c 'import json,sys; d = json.loads(sys.stdin.read()); print(d[\"held\"])' <<'EOF'\n"
+        .. held .. "EOF\n"))
+      assert.equals("False\n", f:read("*a"))
+      f:close()
+    end
+    -- a failure prints nothing on stdout, and exits 125
+    code, out = status_json(("--url redis://127.0.0.1:%d/0 status --json %s"):format(helper.free_port(), q(name)))
+    assert.equals(125, code, out)
+    assert.equals("", out)
+    -- --json is for status only
+    for _, args in ipairs({ "--json " .. q(name) .. " -- true", "release --force --json " .. q(name) }) do
+      code, out = run(args)
+      assert.equals(125, code, out)
+      assert.truthy(out:find("dlock: --json goes with status\n", 1, true), out)
+    end
+  end)
+
   it("reports bad use with 125, and a command it cannot run with 127 or 126", function()
     local name = helper.unique_name("bad")
     for _, c in ipairs {
@@ -692,7 +911,7 @@ describe("the dlock command", function()
     for _, opt in ipairs { "--wait", "--nonblock", "--conflict-exit-code", "--lease",
         "--kill-after", "--label", "--url", "--cluster", "--sentinel", "--master",
         "--servers", "--prefix", "--cacert", "--cert", "--key", "--insecure",
-        "status NAME", "release --force NAME", "DLOCK_NAME", "DLOCK_TOKEN", "REDIS_URL",
+        "status [--json] NAME", "--json", "release --force NAME", "DLOCK_NAME", "DLOCK_TOKEN", "REDIS_URL",
         "REDIS_PASSWORD", "REDIS_USERNAME", "--password-file",
         "124", "125", "126", "127", "128+N" } do
       assert.truthy(out:find(opt, 1, true), opt)

@@ -45,6 +45,14 @@ sh_checks["doc/cron.md"] = function(outputs)
   assert(sample, "no sample of dlock status")
   local got = assert(out:match("(backup: held.-)\n[^ ]"), out)
   assert.equals(shape(sample), shape(got))
+  -- status --json: the sample is what the block printed, numbers and ids blurred
+  local json
+  for _, b in ipairs(blocks) do
+    if b.src:match('^{"name":"backup"') then json = b.src end
+  end
+  assert(json, "no sample of dlock status --json")
+  local printed = assert(out:match('({"name":"backup","held":true.-\nexit 1)\n'), out)
+  assert.equals(shape(json), shape(printed))
 end
 
 describe("the guides", function()
