@@ -11,6 +11,7 @@ LUA_DEV  ?= $(if $(filter luajit,$(LUA_PC)),libluajit-5.1-dev,$(if $(filter 5.1,
 LIBDIR   ?= $(PREFIX)/lib/lua/$(LUA_VER)
 SHAREDIR ?= $(PREFIX)/share/lua/$(LUA_VER)
 BINDIR   ?= $(PREFIX)/bin
+MANDIR   ?= $(PREFIX)/share/man
 
 WARN = -std=c99 -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes \
        -Wstrict-prototypes -Wpointer-arith -Wformat=2
@@ -57,10 +58,10 @@ $(SO): $(SRC) $(HDR)
 	    echo "  or run 'make deps' as root (it also installs the test tools)."; \
 	    exit 1; } >&2
 	@mkdir -p $(BUILD)/dlock
-	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -shared -o $@ $(SRC) $(PKG_LIBS) $(LDFLAGS)
+	$(CC) $(ALL_CFLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -shared -o $@ $(SRC) $(PKG_LIBS) $(LDFLAGS)
 
 $(PROC_SO): $(PROC_SRC) src/dlock.h src/compat.h | $(SO)
-	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -shared -o $@ $(PROC_SRC) -lpthread $(LDFLAGS)
+	$(CC) $(ALL_CFLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -shared -o $@ $(PROC_SRC) -lpthread $(LDFLAGS)
 
 # src/scripts.h: the Redis scripts (src/scripts/*.lua, one per script) as C,
 # written by tools/gen-scripts.lua when a script is newer. It is committed:
@@ -180,9 +181,13 @@ lint:                      ## cppcheck, the rule that only the binding sees lua.
 	else echo "lint: no luacheck (Debian: lua-check): the Redis scripts are not linted" >&2; fi
 
 # The `dlock` command goes to $(BINDIR), run by $(LUA) and told where the
-# module is (its @PATHS@ line), so it works whatever LUA_PATH says.
-install: all
-	install -d $(DESTDIR)$(LIBDIR)/dlock $(DESTDIR)$(SHAREDIR) $(DESTDIR)$(BINDIR)
+# module is (its @PATHS@ line), so it works whatever LUA_PATH says; its man
+# page, dlock(1), to $(MANDIR)/man1 (`man dlock` finds it there when
+# $(BINDIR) is on PATH).
+install: $(SO) $(PROC_SO)
+	install -d $(DESTDIR)$(LIBDIR)/dlock $(DESTDIR)$(SHAREDIR) $(DESTDIR)$(BINDIR) \
+	    $(DESTDIR)$(MANDIR)/man1
+	install -m 0644 doc/dlock.1 $(DESTDIR)$(MANDIR)/man1/dlock.1
 	install -m 0755 $(SO) $(DESTDIR)$(LIBDIR)/dlock/core.so
 	install -m 0755 $(PROC_SO) $(DESTDIR)$(LIBDIR)/dlock/process.so
 	install -d $(DESTDIR)$(SHAREDIR)/dlock

@@ -48,5 +48,8 @@ build = {
   },
   -- The `dlock` command: luarocks puts a wrapper for it in the tree's bin/.
   install = { bin = { dlock = "bin/dlock" } },
+  -- The guides and the man page (doc/dlock.1) go to the rock's doc/
+  -- (`luarocks doc dlock`): luarocks installs no man pages.
+  copy_directories = { "doc" },
 }
 test = { type = "busted" }

@@ -905,6 +905,135 @@ describe("the dlock command", function()
     assert.equals("", err2)
   end)
 
+  --- The text of troff source: no comments, font escapes or requests'
+  --- dots; \- is -, the named characters used in doc/dlock.1 are plain.
+  local function troff_text(src)
+    src = src:gsub("\\%-", "-"):gsub("\\f[BIRP]", ""):gsub("\\%(dq", '"')
+      :gsub("\\%(lq", '"'):gsub("\\%(rq", '"'):gsub("\\e", "\\")
+    local out = {}
+    for line in (src .. "\n"):gmatch("([^\n]*)\n") do
+      if not line:match("^%.\\\"") then out[#out + 1] = line end
+    end
+    return table.concat(out, "\n")
+  end
+
+  --- The options (-x and --xyz) named in the text of s.
+  local function options_in(s, into)
+    for o in s:gmatch("%-%-?%a[%w-]*") do
+      if not o:match("^%-%-?$") then into[o] = true end
+    end
+    return into
+  end
+
+  --- The exit statuses (numbers, and 128+N) named in s.
+  local function statuses_in(s)
+    local t = {}
+    for n in (" " .. s):gmatch("[^%w+%-](%d+%+?N?)") do t[n] = true end
+    return t
+  end
+
+  local function set_list(t)
+    local l = {}
+    for k in pairs(t) do l[#l + 1] = k end
+    table.sort(l)
+    return table.concat(l, " ")
+  end
+
+  it("--help and the man page doc/dlock.1 name the same options and exit statuses", function()
+    local code, help = run("--help")
+    assert.equals(0, code, help)
+    local man = "\n" .. troff_text(assert(helper.read_file(root .. "/doc/dlock.1")))
+    local function section(title)
+      return assert(man:match("\n%.SH " .. title .. "\n(.-\n)%.SH "), "no .SH " .. title .. " in doc/dlock.1")
+    end
+    -- --help's options: the tags of its option lines (an indented line
+    -- that starts with -, up to two spaces), from "Lock options:" to
+    -- "Exit status:"; the man page's: the tags (.TP lines) of OPTIONS.
+    local opts_help = {}
+    local listing = assert(help:match("\nLock options:\n(.-)\nExit status:\n"), help)
+    for line in listing:gmatch("[^\n]+") do
+      if line:match("^%s+%-") then
+        options_in(line:match("^%s*(%-.-)%s%s+%S") or line, opts_help)
+      end
+    end
+    local opts_man = {}
+    for tag in section("OPTIONS"):gmatch("\n%.TP\n([^\n]+)") do options_in(tag, opts_man) end
+    assert.is_true(opts_help["--json"] and opts_help["-w"] and opts_help["--cacertdir"] and opts_help["-V"]
+      and true or false, set_list(opts_help))
+    assert.equals(set_list(opts_help), set_list(opts_man))
+    -- the exit statuses, and what status and release exit with
+    local exit_help = assert(help:match("\nExit status:\n(.*)$"), help)
+    local exit_man = section("EXIT STATUS")
+    assert.equals("0 1 124 125 126 127 128+N", set_list(statuses_in(exit_help)))
+    assert.equals(set_list(statuses_in(exit_help)), set_list(statuses_in(exit_man)))
+    for _, sub in ipairs({ "status", "release" }) do
+      local says = assert(exit_help:match("\n%s*" .. sub .. ":%s+([^\n]+)"), sub)
+      assert.truthy(exit_man:find("\n.B " .. sub .. "\n" .. says:gsub("%p", "%%%0") .. "%.?\n"),
+        "doc/dlock.1's EXIT STATUS does not say, for " .. sub .. ": " .. says)
+    end
+    -- the usage lines, and the version
+    for _, form in ipairs({ "status [--json] NAME", "release --force NAME" }) do
+      assert.truthy(help:find("dlock [options] " .. form, 1, true), form)
+    end
+    -- the SYNOPSIS as man sets it: .B and .I join their arguments with
+    -- spaces, .BR and the like without; .br breaks the line
+    local words = {}
+    for line in section("SYNOPSIS"):gmatch("[^\n]+") do
+      local macro, rest = line:match("^%.(%a+)%s*(.*)$")
+      if macro == "br" then words[#words + 1] = "\n"
+      else
+        local args = {}
+        local r = rest or line
+        while r ~= "" do
+          local quoted, after = r:match('^"([^"]*)"%s*(.*)$')
+          if quoted then args[#args + 1], r = quoted, after
+          else
+            local word, after2 = r:match("^(%S+)%s*(.*)$")
+            args[#args + 1], r = word, after2
+          end
+        end
+        words[#words + 1] = table.concat(args, (macro == nil or #macro == 1) and " " or "")
+      end
+    end
+    local synopsis = table.concat(words, " "):gsub(" ?\n ?", "\n")
+    assert.truthy(synopsis:find("dlock [options] status [--json] name", 1, true), synopsis)
+    assert.truthy(synopsis:find("dlock [options] release --force name", 1, true), synopsis)
+    assert.truthy(man:find('\n%.TH DLOCK 1 %d%d%d%d%-%d%d%-%d%d "' .. dlock._VERSION:gsub("%p", "%%%0") .. '"'),
+      "doc/dlock.1's .TH names another version than " .. dlock._VERSION)
+    for _, s in ipairs({ "NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXIT STATUS", "ENVIRONMENT",
+                         "EXAMPLES", "SEE ALSO" }) do
+      assert.truthy(man:find("\n.SH " .. s .. "\n", 1, true), "no .SH " .. s)
+    end
+    for _, v in ipairs({ "REDIS_URL", "REDIS_PASSWORD", "REDIS_USERNAME", "REDIS_SENTINEL_PASSWORD",
+                         "REDIS_SENTINEL_USERNAME", "DLOCK_NAME", "DLOCK_TOKEN" }) do
+      assert.truthy(section("ENVIRONMENT"):find(v, 1, true), "ENVIRONMENT does not name " .. v)
+      assert.truthy(help:find(v, 1, true), "--help does not name " .. v)
+    end
+  end)
+
+  it("the man page renders without a warning (groff, man -l)", function()
+    local page = root .. "/doc/dlock.1"
+    local function sh(cmd)
+      local f = assert(io.popen(cmd .. " 2>&1; echo \"exit=$?\""))
+      local out = f:read("*a")
+      f:close()
+      return tonumber(out:match("exit=(%d+)%s*$")), (out:gsub("exit=%d+%s*$", ""))
+    end
+    if sh("command -v groff >/dev/null") ~= 0 then
+      return pending("needs groff (Debian: groff-base) to check doc/dlock.1")
+    end
+    local code, out = sh("groff -man -Tutf8 -ww -z " .. q(page))
+    assert.equals(0, code, out)
+    assert.equals("", out, "groff warns about doc/dlock.1")
+    if sh("command -v man >/dev/null") ~= 0 then return end
+    code, out = sh("LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l " .. q(page) .. " | col -bx")
+    assert.equals(0, code, out)
+    assert.truthy(out:find("dlock - hold a distributed lock on Redis while a command runs", 1, true), out)
+    assert.truthy(out:find("\n       -n, --nonblock\n", 1, true), out)
+    assert.truthy(out:find("\nEXIT STATUS\n", 1, true), out)
+    assert.falsy(out:find("warning:", 1, true), out)
+  end)
+
   it("--help documents every option and exit status; --version", function()
     local code, out = run("--help")
     assert.equals(0, code)

@@ -308,6 +308,13 @@ describe("install", function()
     assert.truthy(must("sed -n 4p " .. q(home .. "/.local/bin/dlock"))
       :find('package.path = "' .. home .. '/.local/share/lua/5.4/?.lua;"', 1, true))
     assert_loaded_from(log, function(a0) return a0 == "lua5.4" end, home, "lua5.4 -e")
+    -- and the man page, where man finds it for a PATH with the prefix's bin/
+    local page = home .. "/.local/share/man/man1/dlock.1"
+    assert.equals(helper.read_file(root .. "/doc/dlock.1"), helper.read_file(page), "make install put no " .. page)
+    if run("command -v man >/dev/null") then
+      assert.equals(page .. "\n", must(("env -i HOME=%s PATH=%s man -w dlock"):format(q(home),
+        q(home .. "/.local/bin:/usr/bin:/bin"))))
+    end
     assert_copy_clean(b)
   end)
 
@@ -332,7 +339,7 @@ describe("install", function()
       names[name] = true
     end
     for _, f in ipairs({ "LICENSE", "README.md", "Makefile", ROCKSPEC, "src/lua_dlock.c",
-                         "lua/dlock.lua", "examples/quickstart.lua" }) do
+                         "lua/dlock.lua", "examples/quickstart.lua", "doc/dlock.1" }) do
       assert.truthy(names[top .. f], "not in the tarball: " .. top .. f)
     end
     -- The .src.rock: the rockspec and the tarball.
@@ -353,6 +360,10 @@ describe("install", function()
     assert(ok, "installing the .src.rock failed:\n" .. out)
     assert.truthy(out:find("\ndlock " .. VERSION .. "\n", 1, true), out)
     assert_loaded_from(log, function(a0) return a0 == "lua5.4" end, home .. "/tree", "the release")
+    -- the man page is in the rock's doc/ (luarocks installs no man pages)
+    assert.equals(helper.read_file(root .. "/doc/dlock.1"),
+      helper.read_file(home .. "/tree/lib/luarocks/rocks-5.4/dlock/" .. REL .. "/doc/dlock.1"),
+      "the installed rock has no doc/dlock.1")
     assert_copy_clean(b)
   end)
 
