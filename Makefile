@@ -12,6 +12,8 @@ LIBDIR   ?= $(PREFIX)/lib/lua/$(LUA_VER)
 SHAREDIR ?= $(PREFIX)/share/lua/$(LUA_VER)
 BINDIR   ?= $(PREFIX)/bin
 MANDIR   ?= $(PREFIX)/share/man
+# the installed command's #! line (the Debian package: /usr/bin/lua5.4)
+LUA_SHEBANG ?= /usr/bin/env $(LUA)
 
 WARN = -std=c99 -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes \
        -Wstrict-prototypes -Wpointer-arith -Wformat=2
@@ -43,7 +45,7 @@ export LUA_CPATH := $(CURDIR)/$(BUILD)/?.so;;
 export DLOCK_LUA := $(LUA)
 export DLOCK_BUILD := $(BUILD)
 
-.PHONY: all deps test binding-specs demo bench bench-instr soak torture asan tsan valgrind lint install dist clean help
+.PHONY: all deps test binding-specs demo bench bench-instr soak torture asan tsan valgrind lint install dist deb clean help
 
 all: $(SO) $(PROC_SO) $(BUILD)/host
 
@@ -194,7 +196,7 @@ install: $(SO) $(PROC_SO)
 	install -m 0644 lua/dlock.lua $(DESTDIR)$(SHAREDIR)/dlock.lua
 	install -m 0644 lua/dlock/sched.lua lua/dlock/multi.lua lua/dlock/semaphore.lua \
 	    $(DESTDIR)$(SHAREDIR)/dlock/
-	sed -e '1s|.*|#!/usr/bin/env $(LUA)|' \
+	sed -e '1s|.*|#!$(LUA_SHEBANG)|' \
 	    -e 's|^-- @PATHS@.*|package.path = "$(SHAREDIR)/?.lua;" .. package.path; package.cpath = "$(LIBDIR)/?.so;" .. package.cpath|' \
 	    bin/dlock >$(DESTDIR)$(BINDIR)/dlock.tmp
 	chmod 0755 $(DESTDIR)$(BINDIR)/dlock.tmp
@@ -205,8 +207,16 @@ install: $(SO) $(PROC_SO)
 dist: all                  ## dist/: the release tarball and a .src.rock that installs offline
 	LUA=$(LUA) LUA_VER=$(LUA_VER) sh tools/dist.sh
 
+# The Debian package (debian/): tools/deb.sh builds it with dpkg-buildpackage
+# in a copy of the source under build/deb, and moves the .deb, .changes and
+# .buildinfo to dist/. It says which build dependencies are missing.
+deb:                       ## dist/: the Debian package lua-dlock (needs dpkg-dev, debhelper)
+	sh tools/deb.sh
+
+# build and dist, and what a dpkg-buildpackage run in the checkout leaves
 clean:
-	rm -rf build dist
+	rm -rf build dist debian/.debhelper debian/lua-dlock debian/tmp debian/files \
+	    debian/*.substvars debian/*.debhelper.log debian/debhelper-build-stamp
 
 help:
 	@grep -E '^[a-z]+:.*##' Makefile | sed 's/:.*##/\t/'

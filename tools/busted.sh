@@ -57,7 +57,7 @@ if [ "${SERIAL:-}" = 1 ]; then
 fi
 
 # The files, the slowest first so that the last to start are short ones.
-slow="failover command ha faults watchdog luanti log suspects combine tls harness fairlock
+slow="failover command ha faults watchdog luanti package log suspects combine tls harness fairlock
       hostile lock client soak install docs sentinel cluster names rwlock resources inspect"
 all=
 for p in $paths; do
