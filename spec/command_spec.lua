@@ -4,15 +4,7 @@
 local dlock = require "dlock"
 local helper = require "helper"
 
-local here = debug.getinfo(1, "S").source:match("^@(.*)$") or "spec/command_spec.lua"
-local root = here:match("^(.*)/spec/[^/]*$") or "."
-do                                            -- as an absolute path
-  local p = assert(io.popen("cd '" .. root .. "' && pwd"))
-  root = p:read("*l")
-  p:close()
-end
-
-local function q(s) return "'" .. tostring(s):gsub("'", [['\'']]) .. "'" end
+local root, q = helper.root, helper.q       -- (root: the checkout, absolute)
 
 local srv
 -- Started under setsid (no controlling terminal), unless on_tty: a dlock

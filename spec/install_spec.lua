@@ -14,23 +14,7 @@
 -- a tree already on the machine (`luarocks make` run as root, say).
 local helper = require "helper"
 
-local function q(s) return "'" .. tostring(s):gsub("'", [['\'']]) .. "'" end
-
---- Run a shell command; returns whether it exited 0, its output (stdout
---- and stderr) and its exit status. (Not under `make asan`'s LD_PRELOAD.)
-local function run(cmd)
-  local f = assert(io.popen("unset LD_PRELOAD; { " .. cmd .. "\n} 2>&1; echo \"exit=$?\""))
-  local out = f:read("*a")
-  f:close()
-  local code = tonumber(out:match("exit=(%d+)%s*$"))
-  return code == 0, (out:gsub("exit=%d+%s*$", "")), code
-end
-
-local function must(cmd)
-  local ok, out = run(cmd)
-  assert(ok, "failed: " .. cmd .. "\n" .. out)
-  return out
-end
+local q, run, must = helper.q, helper.run_sh, helper.must_sh
 
 local function write(path, text)
   local f = assert(io.open(path, "wb"))
@@ -46,10 +30,7 @@ end
 
 local function starts(s, prefix) return s:sub(1, #prefix) == prefix end
 
--- The checkout, as an absolute path.
-local here = debug.getinfo(1, "S").source:match("^@(.*)$") or "spec/install_spec.lua"
-local root = here:match("^(.*)/spec/[^/]*$") or "."
-root = must("cd " .. q(root) .. " && pwd"):gsub("%s+$", "")
+local root = helper.root            -- the checkout, as an absolute path
 
 -- The one version: DLOCK_VERSION in src/lua_dlock.c, and the rockspec.
 local VERSION = assert(assert(helper.read_file(root .. "/src/lua_dlock.c"))

@@ -7,31 +7,7 @@
 -- what to install, where dpkg-dev or the build dependencies are missing.
 local helper = require "helper"
 
-local here = debug.getinfo(1, "S").source:match("^@(.*)$") or "spec/package_spec.lua"
-local root = here:match("^(.*)/spec/[^/]*$") or "."
-do                                            -- as an absolute path
-  local p = assert(io.popen("cd '" .. root .. "' && pwd"))
-  root = p:read("*l")
-  p:close()
-end
-
-local function q(s) return "'" .. tostring(s):gsub("'", [['\'']]) .. "'" end
-
---- Run a shell command (not under `make asan`'s LD_PRELOAD): whether it
---- exited 0, its output (stdout and stderr), its exit status.
-local function run(cmd)
-  local f = assert(io.popen("unset LD_PRELOAD; { " .. cmd .. "\n} 2>&1; echo \"exit=$?\""))
-  local out = f:read("*a")
-  f:close()
-  local code = tonumber(out:match("exit=(%d+)%s*$"))
-  return code == 0, (out:gsub("exit=%d+%s*$", "")), code
-end
-
-local function must(cmd)
-  local ok, out = run(cmd)
-  assert(ok, "failed: " .. cmd .. "\n" .. out)
-  return out
-end
+local root, q, run, must = helper.root, helper.q, helper.run_sh, helper.must_sh
 
 local VERSION = assert(assert(helper.read_file(root .. "/src/lua_dlock.c"))
   :match('#define DLOCK_VERSION "dlock ([^"]+)"'))

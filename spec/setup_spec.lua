@@ -4,14 +4,10 @@
 -- touches no server it did not start.
 local helper = require "helper"
 
-local root = helper.root
-local function q(s) return "'" .. tostring(s):gsub("'", [['\'']]) .. "'" end
-
-local function run(cmd)
-  local f = assert(io.popen("unset LD_PRELOAD; { " .. cmd .. "\n} 2>&1; echo \"exit=$?\""))
-  local out = f:read("*a")
-  f:close()
-  return tonumber(out:match("exit=(%d+)%s*$")), (out:gsub("exit=%d+%s*$", ""))
+local root, q = helper.root, helper.q
+local function run(cmd)            -- its exit status, its output
+  local _, out, code = helper.run_sh(cmd)
+  return code, out
 end
 
 local is_root = select(2, run("id -u")):match("^0") ~= nil

@@ -42,6 +42,24 @@ function helper.host_sh(cmd)
   return tonumber(out:match("exit=(%d+)%s*$")) == 0, (out:gsub("exit=%d+%s*$", ""))
 end
 
+--- s quoted for sh, as one word.
+function helper.q(s) return "'" .. tostring(s):gsub("'", [['\'']]) .. "'" end
+
+--- Run a shell command (not under `make asan`'s LD_PRELOAD): whether it
+--- exited 0, its output (stdout and stderr), its exit status.
+function helper.run_sh(cmd)
+  local out = read("unset LD_PRELOAD; { " .. cmd .. "\n} 2>&1; echo \"exit=$?\"")
+  local code = tonumber(out:match("exit=(%d+)%s*$"))
+  return code == 0, (out:gsub("exit=%d+%s*$", "")), code
+end
+
+--- helper.run_sh's output, raising when the command fails.
+function helper.must_sh(cmd)
+  local ok, out = helper.run_sh(cmd)
+  assert(ok, "failed: " .. cmd .. "\n" .. out)
+  return out
+end
+
 function helper.read_file(path)
   local f = io.open(path, "rb")
   if not f then return nil end
