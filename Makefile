@@ -86,7 +86,10 @@ $(BUILD)/forktest.so: spec/support/forktest.c   # fork() for the fork specs only
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) -shared -o $@ $< $(LDFLAGS)
 
 deps:                      ## install missing Debian packages (as root)
-	@sh tools/deps.sh $(LUA_PC)
+	@sh tools/deps.sh $(LUA_PC) $(DEPS_FOR)
+
+# The demo needs the build's packages and a Redis only.
+demo: DEPS_FOR = demo
 
 # Under make -j too, deps finishes before the build when a goal needs it.
 ifneq ($(filter test demo asan valgrind bench tsan soak torture,$(MAKECMDGOALS)),)

@@ -18,7 +18,7 @@ local b = assert(dlock.connect(url))
 local name = "invoice:1001"
 
 local la = a:lock(name)
-assert(la:acquire{ lease = 0.3 })               -- fixed lease, no watchdog
+assert(la:acquire{ expire = 0.3 })              -- fixed lease, no watchdog
 local token_a = la:token()
 print("A holds token", token_a, "and pauses (GC, SIGSTOP, slow disk...)")
 dlock.sleep(0.5)                                 -- A's lease runs out

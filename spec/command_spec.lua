@@ -715,8 +715,8 @@ describe("the dlock command", function()
       { "--url redis://127.0.0.1:1 --cluster redis://127.0.0.1:2 " .. q(name) .. " -- true", "give one of" },
       { "--url ftp://x " .. q(name) .. " -- true", "scheme" },
       { "--force " .. q(name) .. " -- true", "--force goes with release" },
-      { "status", "usage: dlock [options] status [--] NAME" },
-      { "status a -- b", "usage: dlock [options] status [--] NAME" },
+      { "status", "usage: dlock [options] status [--json] [--] NAME" },
+      { "status a -- b", "usage: dlock [options] status [--json] [--] NAME" },
       { "status ''", "the lock NAME is empty" },
       { "--label -- " .. q(name) .. " -- true", "--label needs a value" },
     } do

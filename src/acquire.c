@@ -566,17 +566,19 @@ static int judge_refusal(dl_client *c, const dl_lockref *l, dl_acquire *op,
         op->reg_watchdog = s->watchdog;
     }
     /* A wait that blocks the owners' thread, for a lock another owner of
-     * this client holds, would wait for its own thread: it ends now. */
+     * this client holds past the wait's end, would wait for its own
+     * thread: it ends now. */
     char whose[128];
     int here = op->blocks && !op->waited && args->wait_us != 0 &&
-               dl_client_held_here(c, l, whose, sizeof whose);
+               dl_client_held_here(c, l, op->until_us, whose, sizeof whose);
     if (args->wait_us == 0 || now >= op->until_us || here) {
         c->stats.timeouts++;
         if (fair && s->queues) {        /* leave the queue; a grant */
             c->fair_voids++;            /* to it passes on */
             dl_client_request_owe_cancel(h);
         }
-        if (a->busy_ms >= 0) {          /* as of this last attempt */
+        if (a->busy_ms >= 0 && !here) { /* as of this last attempt (no
+                                           use to come back: ours) */
             args->busy_ms = a->busy_ms - (now - t0) / 1000;
             if (args->busy_ms < 0)
                 args->busy_ms = 0;

@@ -152,10 +152,10 @@ static void warn_once(lua_client *lc, unsigned what, const char *msg)
     dl_client_warn(lc->c, msg);
 }
 
-static const char OLD_LEASE[] = "a lock's or an acquire's 'lease' is the "
-    "old name of 'expire': a fixed lease, which the watchdog does not "
-    "renew (connect's 'lease' is the watchdog's); say 'expire' for a "
-    "fixed lease, or 'watchdog_lease' for this lock's own watchdog lease";
+static const char OLD_LEASE[] = "'lease' on a lock or an acquire is the "
+    "old name of 'expire', a fixed lease the watchdog does not renew "
+    "(connect's 'lease' is the watchdog's): say 'expire', or "
+    "'watchdog_lease' for the lock's own watchdog lease";
 
 /* Before an acquire of the lock at 1 that may wait (a.wait_us != 0) and
  * would block the Lua state (no scheduler, or not yieldable): whether
@@ -170,10 +170,13 @@ static void warn_acquire(lua_State *L, const char *fname, int old_lease,
     if (blocking && wait_us != 0 && !(lc->warned & DLUA_WARN_LOOP)) {
         lua_getiuservalue(L, ci, UV_SCHED);
         int sched = !lua_isnil(L, -1);
-        lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-        int cq = lua_getfield(L, -1, "cqueues") != LUA_TNIL;
-        int uv = lua_getfield(L, -2, "luv") != LUA_TNIL;
-        lua_pop(L, 4);
+        int cq = 0, uv = 0;
+        if (lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE) == LUA_TTABLE) {
+            cq = lua_getfield(L, -1, "cqueues") != LUA_TNIL;
+            uv = lua_getfield(L, -2, "luv") != LUA_TNIL;
+            lua_pop(L, 2);
+        }
+        lua_pop(L, 2);
         if (!sched && (cq || uv))
             warn_once(lc, DLUA_WARN_LOOP, cq
                 ? "a blocking wait with cqueues loaded: without a scheduler "

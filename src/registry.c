@@ -79,14 +79,15 @@ static size_t owner_len(const char *owner, size_t n)
 }
 
 dl_hold *dl_registry_other_owner(dl_registry *reg, const dl_lockid *d,
-                                 int64_t now)
+                                 int64_t now, int64_t until)
 {
     size_t on = owner_len(d->owner, d->ownerlen);
     dl_hold *h;
     for (DL_REGISTRY_EACH(reg, i, h)) {
         size_t hn = owner_len(h->ident.owner, h->ident.ownerlen);
+        int lasts = (h->watchdog && !h->final) || h->deadline_us >= until;
         if (h->kind != DL_KIND_SEM && h->count > 0 && !h->lost &&
-            now < h->deadline_us && h->ident.keylen == d->keylen &&
+            now < h->deadline_us && lasts && h->ident.keylen == d->keylen &&
             memcmp(h->ident.key, d->key, d->keylen) == 0 &&
             (hn != on || memcmp(h->ident.owner, d->owner, on) != 0))
             return h;

@@ -101,10 +101,11 @@ dl_hold *dl_registry_find(dl_registry *reg, const dl_lockid *ident);
 
 /* A linked hold of the lock's key (any kind but a permit) by an owner
  * other than ident's (a read half's owner is its writer's), that counts
- * holds, is not lost and whose lease had not run out at now (monotonic
- * us); NULL if none. It walks every hold. */
+ * holds, is not lost, and lasts from now to until (monotonic us): renewed
+ * by the watchdog, or a lease not over before until; NULL if none. It
+ * walks every hold. */
 dl_hold *dl_registry_other_owner(dl_registry *reg, const dl_lockid *ident,
-                                 int64_t now);
+                                 int64_t now, int64_t until);
 
 /* A new linked hold with count 0 and a copy of the lock's identity;
  * NULL if out of memory. */

@@ -63,12 +63,14 @@ void dl_client_opts_free(dl_client_opts *o)
     memset(o, 0, sizeof *o);
 }
 
-int dl_client_held_here(dl_client *c, const dl_lockref *l, char *buf,
-                        size_t n)
+int dl_client_held_here(dl_client *c, const dl_lockref *l, int64_t until_us,
+                        char *buf, size_t n)
 {
     if (l->kind == DL_KIND_SEM)
         return 0;
-    dl_hold *h = dl_registry_other_owner(&c->reg, &l->ident, dl_now_us());
+    int64_t now = dl_now_us();
+    dl_hold *h = dl_registry_other_owner(&c->reg, &l->ident, now,
+                                         until_us > now ? until_us : now);
     if (!h)
         return 0;
     size_t on = h->ident.ownerlen;
@@ -86,7 +88,7 @@ dl_status dl_client_not_held(dl_client *c, const dl_lockref *l, char *err,
                              size_t errlen)
 {
     char whose[128];
-    if (!dl_client_held_here(c, l, whose, sizeof whose))
+    if (!dl_client_held_here(c, l, 0, whose, sizeof whose))
         return dl_fail(err, errlen, DL_ENOTHELD, "not held");
     return dl_fail(err, errlen, DL_ENOTHELD, "not held: %s (%s)", whose,
                    l->owner_num ? "owners are per coroutine; pass opts.owner "

@@ -93,11 +93,11 @@ int dl_client_same_process(const dl_client *c);
 void dl_client_lose(dl_client *c, dl_hold *h, const char *reason);
 
 /* With c->mu held: whether another owner of this client holds l's lock
- * (registry.h: dl_registry_other_owner; never for a permit); if so, say
- * who in buf: "held by another coroutine of this client" or "held by
- * owner \"x\" of this client". */
-int dl_client_held_here(dl_client *c, const dl_lockref *l, char *buf,
-                        size_t n);
+ * until until_us at least (registry.h: dl_registry_other_owner; never
+ * for a permit); if so, say who in buf: "held by another coroutine of
+ * this client" or "held by owner \"x\" of this client". */
+int dl_client_held_here(dl_client *c, const dl_lockref *l, int64_t until_us,
+                        char *buf, size_t n);
 
 /* With c->mu held: DL_ENOTHELD, "not held", and who holds l's lock if
  * another owner of this client does (dl_client_held_here). */

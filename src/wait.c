@@ -71,6 +71,7 @@ static int is(const redisReply *e, const char *word)
 /* Count a message on s, and keep its text if it is short. */
 static void note(dl_sub *s, const redisReply *r)
 {
+    s->note_us[s->count % DL_WAIT_NOTES] = dl_now_us();
     char *at = s->notes[s->count++ % DL_WAIT_NOTES];
     const redisReply *m = r->elements >= 3 ? r->element[2] : NULL;
     at[0] = '\0';
@@ -265,14 +266,15 @@ const char *dl_waiter_note(dl_waiter **ws, size_t n, const char *chan,
 }
 
 int dl_waiter_heard(dl_waiter **ws, size_t n, const char *chan, size_t len,
-                    const char *msg, size_t mlen)
+                    const char *msg, size_t mlen, int64_t since_us)
 {
     if (mlen == 0 || mlen >= DL_WAIT_NOTE_LEN)
         return 0;
     for (size_t i = 0; i < n; i++) {
         dl_sub *s = ws[i]->conn.ctx ? find(ws[i], chan, len) : NULL;
         for (int j = 0; s && j < DL_WAIT_NOTES; j++)
-            if (memcmp(s->notes[j], msg, mlen) == 0 &&
+            if (s->note_us[j] >= since_us &&
+                memcmp(s->notes[j], msg, mlen) == 0 &&
                 s->notes[j][mlen] == '\0')
                 return 1;
     }

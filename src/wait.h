@@ -22,6 +22,7 @@ typedef struct dl_sub {
     uint64_t count;         /* messages that arrived on it */
     uint64_t used;          /* LRU stamp */
     char notes[DL_WAIT_NOTES][DL_WAIT_NOTE_LEN]; /* the last messages */
+    int64_t note_us[DL_WAIT_NOTES];                /* when each was read */
 } dl_sub;
 
 typedef struct dl_waiter {
@@ -68,9 +69,10 @@ const char *dl_waiter_note(dl_waiter **ws, size_t n, const char *chan,
                            size_t len, const char *prefix);
 
 /* Whether msg (len mlen) is among the last messages on chan (as
- * dl_waiter_note keeps them: a longer one, or one with a NUL, never is). */
+ * dl_waiter_note keeps them: a longer one, or one with a NUL, never is),
+ * read at or after since_us. */
 int dl_waiter_heard(dl_waiter **ws, size_t n, const char *chan, size_t len,
-                    const char *msg, size_t mlen);
+                    const char *msg, size_t mlen, int64_t since_us);
 
 /* The sockets of the waiters subscribed to chan, into fds (room for n);
  * returns how many. Readable means: call dl_waiter_count again. */

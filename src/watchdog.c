@@ -259,7 +259,8 @@ static size_t renew(dl_client *c, dl_hold *orphans)
 }
 
 /* Whether a forced release of h's lock was among the last notices a
- * listener read (this thread reads them: wait_until). */
+ * listener read since h was acquired (this thread reads them:
+ * wait_until). */
 static int heard_forced(const dl_client *c, const dl_hold *h)
 {
     const dl_watchdog *w = c->wd;
@@ -267,7 +268,8 @@ static int heard_forced(const dl_client *c, const dl_hold *h)
         dl_listener *l = w->listen[i];
         dl_waiter *wp = l ? &l->sub : NULL;
         if (wp && dl_waiter_heard(&wp, 1, c->notice, c->noticelen,
-                                  h->ident.key, h->ident.keylen))
+                                  h->ident.key, h->ident.keylen,
+                                  h->acquired_us))
             return 1;
     }
     return 0;

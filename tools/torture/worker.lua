@@ -624,7 +624,7 @@ function ops.selfwait()
                 wait = 3, bnd = bound(3), selfwait = true }
   local got, err = call(rec, mine.acquire, mine, { wait = 3 })
   coroutine.resume(co)
-  log{ ev = "selfwait", w = me, t0 = rec.t0, t1 = rec.t1, got = got and true or false,
+  log{ ev = "selfwait", w = me, name = name, t0 = rec.t0, t1 = rec.t1, got = got and true or false,
        err = err and tostring(err), before = held_before, after = held_after, hid = h.hid }
   if got then
     acquired(mh, rec, mine, function() return mine:token() end)
