@@ -11,9 +11,21 @@
 # busted over everything, as before. Options must be one word each
 # (--filter=x, not --filter x). BUSTED_CMD runs busted some other way
 # (under valgrind, say).
+#
+# A spec tagged #timing asserts a time bound or waits a fixed time for
+# another process to act: when one fails, the report says so and prints
+# the machine's load average and core count, so that a reader suspects
+# load first (CONTRIBUTING.md, "The tests").
 set -u
 lua=$1; shift
 here=$(cd "$(dirname "$0")" && pwd)
+
+# The load average (1, 5 and 15 min) and the core count, as one phrase.
+load() {
+    printf 'load average %s on %s cores' \
+        "$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')" \
+        "$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?')"
+}
 
 # One file, as a job of the parallel run: busted, then its output whole.
 if [ "${DLOCK_SHARD_OUT:-}" ]; then
@@ -23,6 +35,7 @@ if [ "${DLOCK_SHARD_OUT:-}" ]; then
     # shellcheck disable=SC2086
     sh "$here/with-tmp.sh" ${BUSTED_CMD:-busted --lua=$lua} $BUSTED_OPTS "$f" >"$log" 2>&1
     t1=$(date +%s)
+    load >"$log.load"                   # as the file ended, for the report
     flock "$DLOCK_SHARD_OUT/.print" sh -c 'printf "\n== %s (%s s)\n" "$1" "$2"; cat "$3"' \
         - "$f" $((t1 - t0)) "$log"
     exit 0
@@ -36,6 +49,22 @@ for a; do
     esac
 done
 
+# The names of the failed specs tagged #timing in busted's output $1: each
+# failure is "Failure -> FILE @ LINE" (or "Error -> ..."), then the full
+# name, describe blocks' names first, on the next line.
+timing_failures() {
+    awk '/^(Failure|Error) -> / { getline name; if (name ~ /#timing/) print name }' "$1"
+}
+
+# After a failed run: whether any failed spec was timing-bound, and the
+# load, once more at the end.
+timing_note() {
+    [ "$1" -gt 0 ] || return 0
+    echo "note: $1 failed spec(s) are timing-bound (#timing: a time bound, or a" \
+         "wait for another process); the run ended at $(load): on a loaded" \
+         "machine suspect load first, and run them again on a quiet one (CONTRIBUTING.md)"
+}
+
 # The summary line busted prints: "N successes / N failures / N errors / N pending".
 counts() {
     sed -n 's/^\([0-9]*\) success.* \([0-9]*\) failure.* \([0-9]*\) error.* \([0-9]*\) pending.*/\1 \2 \3 \4/p' "$1" | tail -n 1
@@ -45,8 +74,10 @@ if [ "${SERIAL:-}" = 1 ]; then
     out=$(mktemp)
     # shellcheck disable=SC2086
     ${BUSTED_CMD:-busted --lua=$lua} $opts $paths 2>&1 | tee "$out"
+    ntiming=$(timing_failures "$out" | wc -l)
     set -- $(counts "$out")
     rm -f "$out"
+    timing_note "$ntiming"
     if [ $# -eq 4 ]; then
         echo "busted: $1 passed, $(($2 + $3)) failed, $4 skipped"
         [ $(($2 + $3)) -eq 0 ] && [ "$1" -gt 0 ] && exit 0
@@ -76,13 +107,14 @@ done
 dir=$(mktemp -d) || exit 1
 trap 'rm -rf "$dir"' EXIT
 trap 'exit 130' INT TERM
+load0=$(load)
 t0=$(date +%s)
 # shellcheck disable=SC2086
 printf '%s\n' $files | DLOCK_SHARD_OUT=$dir BUSTED_OPTS=$opts \
     xargs -P "${JOBS:-6}" -n 1 sh "$0" "$lua"
 t1=$(date +%s)
 
-passed=0; failed=0; skipped=0; bad=
+passed=0; failed=0; skipped=0; bad=; ntiming=0
 for f in $files; do
     log="$dir/$(echo "$f" | tr '/' '_').log"
     set -- $(counts "$log")
@@ -100,9 +132,20 @@ for f in $files; do
     else
         tail -n 40 "$log"
     fi
+    # A timing-bound spec that failed: say so, with the load now.
+    timing_failures "$log" >"$dir/.timing"
+    if [ -s "$dir/.timing" ]; then
+        n=$(wc -l <"$dir/.timing"); ntiming=$((ntiming + n))
+        echo "-- $n of these failed specs are timing-bound (#timing):"
+        sed 's/^/--   /' "$dir/.timing"
+        echo "-- the file ended at $(cat "$log.load" 2>/dev/null || load):" \
+             "on a loaded machine, suspect load first"
+    fi
 done
 echo
 [ -z "$bad" ] || echo "failed in:$bad"
+[ -z "$bad" ] || timing_note "$ntiming"
 echo "busted: $passed passed, $failed failed, $skipped skipped" \
-     "($(echo $files | wc -w) files, ${JOBS:-6} at a time, $((t1 - t0)) s)"
+     "($(echo $files | wc -w) files, ${JOBS:-6} at a time, $((t1 - t0)) s;" \
+     "$load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) at the end)"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
