@@ -395,21 +395,23 @@ describe("the scripts, one by one", function()
     -- to its own lease: a resend that comes after a shorter one ended finds
     -- nothing, and is answered lost though it ran (a known limit, on the
     -- safe side: doc/reference.md, Lost replies).
-    it("answers lost a resent release whose record a later, shorter tenancy took away", function()
+    -- (b's lease is shorter than a's, yet long enough to outlast the
+    -- resend's redis-cli calls on a loaded machine: 50 ms did not.)
+    it("answers lost a resent release whose record a later, shorter tenancy took away #timing", function()
       local t = acquire("a", "a", 1, 10000)[3]
       assert.same({ 1, 0 }, release("a", "a", 2, t))       -- ran; its reply lost
-      local t2 = acquire("b", "b", 1, 50)[3]                 -- b's lease: 50 ms
+      local t2 = acquire("b", "b", 1, 3000)[3]               -- b's lease: 3 s
       assert.same({ 1, 0 }, release("b", "b", 2, t2))
       assert.same({ 1, 0 }, release("a", "a", 2, t))       -- the resend, in time
       expire_now()                                          -- b's lease ran out
       assert.same({ -1 }, release("a", "a", 2, t))         -- a later resend: lost
     end)
 
-    it("keeps a freed lock's record for the rest of the lease, not keep_ms", function()
+    it("keeps a freed lock's record for the rest of the lease, not keep_ms #timing", function()
       local t = acquire("a", "a", 1, 10000)[3]
       assert.same({ 1, 0 }, release("a", "a", 2, t, 100))
       local left = tonumber(srv.cli("pttl", key))
-      assert.is_true(left > 9000, left)       -- the releaser resends up to then
+      assert.is_true(left > 5000, left)       -- the releaser resends up to then
     end)
 
     it("reports lost a hold that expired, also after others took the lock", function()
