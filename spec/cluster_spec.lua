@@ -4,7 +4,7 @@ local dlock = require "dlock"
 local helper = require "helper"
 
 describe("live slot migration", function()
-  it("keeps acquire, wait, renew and release working while a slot moves key by key", function()
+  it("keeps acquire, wait, renew and release working while a slot moves key by key #timing", function()
     local topology = require "topology"
     local cl = topology.cluster(3)
     local opts = { cluster = cl.urls, lease = 1.5, command_timeout = 0.5 }
@@ -250,7 +250,7 @@ end)
 -- redirect or connect: after its replica took over, acquires failed with
 -- "Connection refused" for good, while a fresh client got the lock.)
 describe("a Cluster master that dies", function()
-  it("is replaced by its promoted replica, on the Lua thread and in the watchdog", function()
+  it("is replaced by its promoted replica, on the Lua thread and in the watchdog #timing", function()
     local topology = require "topology"
     local cl = topology.cluster(3, { replicas = 1 })
     finally(function() cl.stop() end)
@@ -298,7 +298,7 @@ end)
 -- two spun at full CPU, stepping without end.)
 describe("scheduler waits on two Cluster masters", function()
   for _, kind in ipairs({ "cqueues", "luv" }) do
-    it("sleep until a release under " .. kind, function()
+    it("sleep until a release under  #timing" .. kind, function()
       if not pcall(require, kind) then pending(kind .. " is not installed") return end
       local topology = require "topology"
       local cl = topology.cluster(3)

@@ -205,7 +205,7 @@ describe("found by review: a fair grant another acquire's cancel took back", fun
   -- cancel of it took back the grant C's release made to the requester
   -- under S1, passing the lock on to D. X then heard the grant's message
   -- for S1 and took it: A and D held at once.
-  it("is not taken from its message by the other: A and D never hold at once", function()
+  it("is not taken from its message by the other: A and D never hold at once #timing", function()
     local srv = helper.redis()
     local px = helper.proxy(srv)
     if not px then pending("cqueues for Lua 5.4 is missing") return end
@@ -287,7 +287,7 @@ describe("found by the checker: an extend that lowers the TTL, its reply lost", 
   -- DEBUG SLEEP of 0.8 s in the background, once the server is asleep.
   local function put_to_sleep() return helper.put_to_sleep(srv, 0.8) end
 
-  it("is believed for no longer than it asked, from its send", function()
+  it("is believed for no longer than it asked, from its send #timing", function()
     -- The extend runs after its client gave up on it (the server slept);
     -- it set a 0.4 s TTL, and the hold's 30 s lease must not outlive it.
     local c = assert(dlock.connect{ url = srv.url, command_timeout = 0.2 })
@@ -324,7 +324,7 @@ describe("found by the checker: an extend that lowers the TTL, its reply lost", 
 end)
 
 describe("found by the checker: a reentry whose reply comes after the loss", function()
-  it("goes on with both counts when Redis still had the tenancy #slow", function()
+  it("goes on with both counts when Redis still had the tenancy #slow #timing", function()
     -- A fixed 6 s lease; the reentry is sent at 3 s, its reply held back
     -- 4.2 s by a proxy: the client declares the hold lost at 6 s, then
     -- hears at 7.2 s that the reentry joined it (the key lives to 9 s).
@@ -412,7 +412,7 @@ describe("found by review: a fair grant its own cancel took back", function()
   -- never claimed it), passing the lock on to D. The grant's message for
   -- S1 must not make A a holder after that: A took it, and A and D both
   -- held for a second.
-  it("is not taken from its message: A and D never hold at once", function()
+  it("is not taken from its message: A and D never hold at once #timing", function()
     local srv = helper.redis()
     local px = helper.proxy(srv)
     if not px then pending("cqueues for Lua 5.4 is missing") return end

@@ -438,7 +438,7 @@ describe("the dlock command", function()
 
   -- The holder's watchdog hears of a forced release at once (force.lua's
   -- notice), not at its next renewal, a third of the lease later.
-  it("starts stopping its command within a second of a forced release, whatever the lease", function()
+  it("starts stopping its command within a second of a forced release, whatever the lease #timing", function()
     local name = helper.unique_name("forced")
     local h = start_logged(name, "--lease 60", [[echo "started $$" >>LOG; sleep 60]])
     local t0 = dlock.now()
@@ -521,7 +521,7 @@ describe("the dlock command", function()
     assert.is_true(helper.is_free(srv, key(name)))
   end)
 
-  it("keeps renewing while something else stops the command (SIGSTOP); a lease lost while stopped is SIGTERM before SIGCONT", function()
+  it("keeps renewing while something else stops the command (SIGSTOP); a lease lost while stopped is SIGTERM before SIGCONT #timing", function()
     local name = helper.unique_name("stopped")
     local h, _, group = start_logged(name, "--lease 1",
       [[echo "started $$" >>LOG; while :; do sleep 0.05; done]])

@@ -108,7 +108,7 @@ describe("fair lock", function()
     assert.is_true(l:release())
   end)
 
-  it("passes over a waiter killed in the queue, and takes back its grant", function()
+  it("passes over a waiter killed in the queue, and takes back its grant #timing", function()
     local name = helper.unique_name("fair")
     local l = c:fair_lock(name)
     assert(l:acquire())
@@ -139,7 +139,7 @@ describe("fair lock", function()
       ws[1].output())
   end)
 
-  it("gives a killed holder's lock to the first waiter after its lease", function()
+  it("gives a killed holder's lock to the first waiter after its lease #timing", function()
     local name = helper.unique_name("fair")
     local holder = helper.spawn("fair_hold", srv.url, name, 1)
     assert.truthy(helper.wait_for(function() return holder.output():match("held") end, 10))
@@ -274,7 +274,7 @@ describe("fair lock", function()
     assert(third:fair_lock(name):try_acquire())
   end)
 
-  it("passes the lock on when its holder's client closes", function()
+  it("passes the lock on when its holder's client closes #timing", function()
     local name = helper.unique_name("fair")
     local mine = assert(dlock.connect(srv.url))
     assert(mine:fair_lock(name):acquire())
@@ -295,7 +295,7 @@ describe("fair lock", function()
     for k = 2, #toks do assert.is_true(toks[k] > toks[k - 1]) end
   end)
 
-  it("waits under a scheduler, in arrival order", function()
+  it("waits under a scheduler, in arrival order #timing", function()
     local cqueues = require "cqueues"             -- lua-cqueues: make deps installs it
     local name = helper.unique_name("fair")
     local held = c:fair_lock(name, { owner = "first" })  -- released elsewhere

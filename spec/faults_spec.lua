@@ -15,7 +15,7 @@ describe("command_timeout", function()
   lazy_setup(function() srv = helper.start_redis("--enable-debug-command local") end)
   lazy_teardown(function() srv.stop() end)
 
-  it("bounds a call on a server that does not answer (DEBUG SLEEP)", function()
+  it("bounds a call on a server that does not answer (DEBUG SLEEP) #timing", function()
     local c = assert(dlock.connect{ url = srv.url, command_timeout = 0.2 })
     local sleeper = helper.put_to_sleep(srv, 1)
     local t, ok, err = elapsed(function() return c:ping() end)
@@ -49,7 +49,7 @@ describe("command_timeout", function()
     c:close()
   end)
 
-  it("bounds a call while clients are paused (CLIENT PAUSE)", function()
+  it("bounds a call while clients are paused (CLIENT PAUSE) #timing", function()
     local c = assert(dlock.connect{ url = srv.url, command_timeout = 0.2 })
     srv.cli("client", "pause", "800")
     local t, ok, err = elapsed(function() return c:lock("p"):acquire() end)
@@ -115,7 +115,7 @@ describe("a server that is killed", function()
     srv.stop()
   end)
 
-  it("ends a wait with 'connection' or 'timeout' within the wait bound", function()
+  it("ends a wait with 'connection' or 'timeout' within the wait bound #timing", function()
     local srv = helper.start_redis()
     local name = helper.unique_name()
     local holder = helper.spawn("hold", srv.url, name, 30)
@@ -136,7 +136,7 @@ describe("a server that is killed", function()
   -- A wait rides out a short outage: within its wait an acquire tries
   -- again (backing off) while the server is out of reach, and fails at
   -- its end with the last connection error; one attempt fails at once.
-  it("lets a finite wait ride out a restart, and fail at its end if the server stays down", function()
+  it("lets a finite wait ride out a restart, and fail at its end if the server stays down #timing", function()
     local srv = helper.start_redis()
     finally(function() srv.stop() end)
     local c = assert(dlock.connect{ url = srv.url, command_timeout = 0.3,
@@ -163,7 +163,7 @@ describe("a server that is killed", function()
     assert.same({ true, 0 }, { l:release() })
   end)
 
-  it("still fails a wait at once on a refusal (AUTH) that time does not end", function()
+  it("still fails a wait at once on a refusal (AUTH) that time does not end #timing", function()
     local srv = helper.start_redis()
     finally(function() srv.stop() end)
     local c = assert(dlock.connect{ url = srv.url, connect_timeout = 0.3 })
@@ -181,7 +181,7 @@ end)
 describe("fork() #fork", function()
   local ok_fork, forktest = pcall(require, "forktest")
 
-  it("leaves the parent's holds to the parent; the child makes its own client", function()
+  it("leaves the parent's holds to the parent; the child makes its own client #timing", function()
     if not ok_fork then return pending("forktest module not built") end
     local srv = helper.redis()
     local c = assert(helper.client{ lease = 0.5 })

@@ -187,7 +187,7 @@ local KINDS = {
     call = function(c, n) return nil, c:inspect(n) end },
 }
 
-describe("a server that answers a script with", function()
+describe("a server that answers a script with #timing", function()
   local srv, client
   lazy_setup(function() srv = fake.start{} end)
   lazy_teardown(function()
@@ -293,7 +293,7 @@ describe("a well-formed reply with odd values", function()
     assert_works(client, "odd-neg")
   end)
 
-  it("acquire: busy with a TTL of INT64_MAX ms waits no longer than wait", function()
+  it("acquire: busy with a TTL of INT64_MAX ms waits no longer than wait #timing", function()
     with("acquire", "odd:busy:", R.ints(0, INT64_MAX))
     local l = client:lock("odd:busy:")
     local t, r = elapsed(function() return l:acquire{ wait = 0.2 } end)
@@ -317,7 +317,7 @@ describe("a well-formed reply with odd values", function()
     assert_works(client, "odd-busyneg")
   end)
 
-  it("acquire: 'stale' ({-2}) every time ends at wait", function()
+  it("acquire: 'stale' ({-2}) every time ends at wait #timing", function()
     with("acquire", "odd:stale:", R.ints(-2))
     local l = client:lock("odd:stale:")
     local t, r = elapsed(function() return l:acquire{ wait = 0.2 } end)
@@ -518,7 +518,7 @@ end)
 
 -- ---- connecting ----------------------------------------------------------
 
-describe("connect to a server that answers", function()
+describe("connect to a server that answers #timing", function()
   local srv
   lazy_setup(function() srv = fake.start{} end)
   lazy_teardown(function() fake.stop_all() end)
@@ -638,7 +638,7 @@ end)
 
 -- ---- transport: replies that never end ----------------------------------
 
-describe("a reply that never ends", function()
+describe("a reply that never ends #timing", function()
   local srv, client
   lazy_setup(function()
     srv = fake.start{}
@@ -675,7 +675,7 @@ end)
 
 -- An acquire that finds the lock busy subscribes to the lock's channel
 -- and waits; its SUBSCRIBE gets the shape, and the next attempt the grant.
-describe("a waiter whose SUBSCRIBE gets", function()
+describe("a waiter whose SUBSCRIBE gets #timing", function()
   local srv, client
   lazy_setup(function()
     srv = fake.start{}
@@ -919,7 +919,7 @@ end)
 
 -- ---- Sentinel ------------------------------------------------------------
 
-describe("Sentinel: a sentinel or master that answers", function()
+describe("Sentinel: a sentinel or master that answers #timing", function()
   local sentinel, master, spare
   lazy_setup(function()
     master = fake.start{}
@@ -1068,7 +1068,7 @@ end)
 
 -- ---- Cluster -------------------------------------------------------------
 
-describe("Cluster: a node that answers", function()
+describe("Cluster: a node that answers #timing", function()
   local node
   lazy_setup(function() node = fake.start{} end)
   lazy_teardown(function() fake.stop_all() end)

@@ -583,7 +583,7 @@ describe("leases: 'expire' and 'watchdog_lease'", function()
     c:close()
   end)
 
-  it("'watchdog_lease' renews one lock on its own lease, beside the client's", function()
+  it("'watchdog_lease' renews one lock on its own lease, beside the client's #timing", function()
     local c = assert(helper.client{ lease = 30 })
     local short = c:lock(helper.unique_name("short"), { watchdog_lease = 0.6 })
     local long = c:lock(helper.unique_name("long"))
@@ -652,7 +652,7 @@ describe("two clients sharing an explicit owner", function()
 
   -- Each client's share ends with its own lease: B's joins keep the key
   -- alive, but not the holds of a co-owner that was killed.
-  it("free the lock within the killed client's lease, while the other joins and releases", function()
+  it("free the lock within the killed client's lease, while the other joins and releases #timing", function()
     local name = helper.unique_name("shared")
     local w = helper.spawn("hold_forever", helper.url(), name, 1, "job")
     assert(helper.wait_for(function() return w.output():match("held") end, 10), w.output())

@@ -42,7 +42,7 @@ local function events(log)
 end
 
 describe("two Luanti servers with the example mod", function()
-  it("run one world event at a time, tick on while waiting, and survive a crash #luanti", function()
+  it("run one world event at a time, tick on while waiting, and survive a crash #luanti #timing", function()
     if not sh(("test -x %s && test -d %s/devtest"):format(SERVER, GAMES)) then
       pending("needs minetest-server and minetest-data")
       return

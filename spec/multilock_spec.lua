@@ -58,7 +58,7 @@ describe("multi_lock", function()
     end
   end)
 
-  it("gives up within wait on a name held elsewhere, and releases the rest", function()
+  it("gives up within wait on a name held elsewhere, and releases the rest #timing", function()
     local n = names(2)
     local busy = other:lock(n[2])
     assert(busy:acquire())
@@ -423,7 +423,7 @@ describe("a lock's acquire ended by an error or a cancel", function()
     end)
   end
 
-  it("leaves a fair lock's queue within its lease when its wait raises", function()
+  it("leaves a fair lock's queue within its lease when its wait raises #timing", function()
     local name = helper.unique_name("fairend")
     local busy = other:fair_lock(name)
     assert(busy:acquire())

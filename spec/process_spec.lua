@@ -47,7 +47,7 @@ describe("across processes", function()
     c:close()
   end)
 
-  it("frees the lock of a holder killed with SIGKILL within the lease", function()
+  it("frees the lock of a holder killed with SIGKILL within the lease #timing", function()
     local name = helper.unique_name()
     local holder = helper.spawn("hold_forever", helper.url(), name, 1)
     assert(helper.wait_for(function() return holder.output():match("held") end, 10))
@@ -60,7 +60,7 @@ describe("across processes", function()
     c:close()
   end)
 
-  it("tells a holder stopped past its lease that it lost the lock", function()
+  it("tells a holder stopped past its lease that it lost the lock #timing", function()
     local name = helper.unique_name()
     local go = helper.tmp .. "/" .. name:gsub(":", "_") .. ".go"
     local holder = helper.spawn("stopped", helper.url(), name, 0.5, go)

@@ -22,7 +22,7 @@ describe("Redlock retry jitter", function()
 end)
 
 describe("a subscriber connection to a server that hangs", function()
-  it("is bounded in its set-up (SELECT) by connect_timeout", function()
+  it("is bounded in its set-up (SELECT) by connect_timeout #timing", function()
     local srvs, urls = {}, {}
     for i = 1, 3 do
       srvs[i] = helper.start_redis()

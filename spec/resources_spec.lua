@@ -41,7 +41,7 @@ describe("resources", function()
     c:close()
   end)
 
-  it("renews 10,000 locks held at once by one client, losing none #slow", function()
+  it("renews 10,000 locks held at once by one client, losing none #slow #timing", function()
     local c = assert(helper.client{ lease = 1.5 })
     local locks = {}
     local prefix = helper.unique_name("many")
@@ -71,7 +71,7 @@ describe("resources", function()
     probe:close()
   end)
 
-  it("closes promptly when the server is gone, whatever it holds", function()
+  it("closes promptly when the server is gone, whatever it holds #timing", function()
     local srv = helper.start_redis()
     local c = assert(dlock.connect{ url = srv.url, connect_timeout = 0.2,
                                     command_timeout = 0.2 })

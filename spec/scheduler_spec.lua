@@ -114,7 +114,7 @@ for _, kind in ipairs({ "table", "cqueues", "luv" }) do
       return assert(helper.client(o))
     end
 
-    it("lets two coroutines of one state take turns on one lock, the loop ticking", function()
+    it("lets two coroutines of one state take turns on one lock, the loop ticking #timing", function()
       local k = new(); if not k then return end
       local c = client(k)
       local name = helper.unique_name("turns")
@@ -152,7 +152,7 @@ for _, kind in ipairs({ "table", "cqueues", "luv" }) do
     -- would sleep through their reservation, and each coroutine would take
     -- its three turns in a row. (Two in a row may happen: a waiter's
     -- first try may come late on a loaded machine.)
-    it("passes the default lock round once a waiter waited past its bound", function()
+    it("passes the default lock round once a waiter waited past its bound #timing", function()
       local k = new(); if not k then return end
       local c = client(k)
       local name = helper.unique_name("round")
@@ -177,7 +177,7 @@ for _, kind in ipairs({ "table", "cqueues", "luv" }) do
       c:close()
     end)
 
-    it("wakes a waiter on release, long before the holder's lease", function()
+    it("wakes a waiter on release, long before the holder's lease #timing", function()
       local k = new(); if not k then return end
       local c = client(k, { lease = 30 })
       local name = helper.unique_name("wake")
@@ -203,7 +203,7 @@ for _, kind in ipairs({ "table", "cqueues", "luv" }) do
       c:close()
     end)
 
-    it("honours wait, with the holder's TTL third, while other coroutines run", function()
+    it("honours wait, with the holder's TTL third, while other coroutines run #timing", function()
       local k = new(); if not k then return end
       local c = client(k)
       local holder = assert(helper.client())
@@ -262,7 +262,7 @@ for _, kind in ipairs({ "table", "cqueues", "luv" }) do
       c:close()
     end)
 
-    it("wakes every coroutine waiting on one lock", function()
+    it("wakes every coroutine waiting on one lock #timing", function()
       local k = new(); if not k then return end
       local c = client(k)
       local name = helper.unique_name("many")
@@ -293,7 +293,7 @@ for _, kind in ipairs({ "table", "cqueues", "luv" }) do
     -- under the same number: a scheduler that still watched the old one
     -- never saw the new one (a waiter woke 6 s after the release, at the
     -- holder's TTL), and cqueues raised from its loop.
-    it("wakes waiters on release after their subscriber connection was killed mid-wait", function()
+    it("wakes waiters on release after their subscriber connection was killed mid-wait #timing", function()
       local k = new(); if not k then return end
       local c = client(k)
       local holder = assert(helper.client{ lease = 30 })
@@ -330,7 +330,7 @@ for _, kind in ipairs({ "table", "cqueues", "luv" }) do
 end
 
 describe("scheduler", function()
-  it("blocks as without one where the wait cannot yield (the main coroutine)", function()
+  it("blocks as without one where the wait cannot yield (the main coroutine) #timing", function()
     local yielded = 0
     local c = assert(helper.client{ scheduler = { wait = function() yielded = yielded + 1 end } })
     local holder = assert(helper.client())

@@ -162,7 +162,7 @@ end)
 -- its fixed lease, or max_hold) while B's watchdog keeps the key alive.
 describe("suspect 3: a shared owner lost on one client, alive on another", function()
   for _, how in ipairs({ "expire", "max_hold" }) do
-    it(("frees the lock when B releases, A's share lost by %s"):format(how), function()
+    it(("frees the lock when B releases, A's share lost by %s #timing"):format(how), function()
       local name, owner = helper.unique_name("shared"), helper.unique_name("job")
       local lost = {}
       local a = assert(helper.client{
@@ -199,7 +199,7 @@ describe("suspect 3: a shared owner lost on one client, alive on another", funct
 
   -- The DROP takes out A's holds alone (two, a reentry), in that tenancy
   -- alone, whatever A does next: here A joins B's tenancy again.
-  it("takes out only A's lost holds, also when A joins again", function()
+  it("takes out only A's lost holds, also when A joins again #timing", function()
     local name, owner = helper.unique_name("shared"), helper.unique_name("job")
     local lost = {}
     local a = assert(helper.client{ lease = 3,
@@ -233,7 +233,7 @@ describe("suspect 3: a shared owner lost on one client, alive on another", funct
   -- out while A believes in it. No other owner gets in while A or B
   -- holds, and A's release frees the lock (before the DROP on fair
   -- locks, A's lost share kept it held for another lease).
-  it("fair lock: A's lost share goes; no other owner gets in while A holds", function()
+  it("fair lock: A's lost share goes; no other owner gets in while A holds #timing", function()
     local name, owner = helper.unique_name("fshared"), helper.unique_name("job")
     local a = assert(helper.client{ lease = 3 })
     local b = assert(helper.client{ lease = 3 })
@@ -286,7 +286,7 @@ describe("suspect 4: rwlock, fair lock and semaphore during a slot migration", f
                           { "rwlock", false }, { "fair", false }, { "semaphore", false } }) do
     local kind, fresh = case[1], case[2]
     it(kind .. (fresh and ": a fresh acquire waits out the migration; one holder at a time"
-                or ": an acquire after a one-attempt acquire met TRYAGAIN waits it out too"), function()
+                or ": an acquire after a one-attempt acquire met TRYAGAIN waits it out too") .. " #timing", function()
       local opts = { cluster = cl.urls, lease = 3, command_timeout = 0.5 }
       local c1, c2 = assert(dlock.connect(opts)), assert(dlock.connect(opts))
       finally(function() c1:close(); c2:close() end)

@@ -123,7 +123,7 @@ describe("TLS", function()
     strict.stop()
   end)
 
-  it("keeps a hold whose TLS links die mid-hold, renewing over new ones", function()
+  it("keeps a hold whose TLS links die mid-hold, renewing over new ones #timing", function()
     -- (a lease long enough for a TLS handshake under valgrind on a
     -- loaded machine: 0.6 s was not)
     local c = assert(connect{ lease = 1.5 })
@@ -166,7 +166,7 @@ describe("TLS", function()
     other.stop()
   end)
 
-  it("wakes a waiter on release through the TLS subscriber", function()
+  it("wakes a waiter on release through the TLS subscriber #timing", function()
     local a = assert(connect())
     local name = helper.unique_name("tlswait")
     local la = a:lock(name)
@@ -205,7 +205,7 @@ describe("TLS", function()
     a:close()
   end)
 
-  it("yields to cqueues while waiting on a TLS connection", function()
+  it("yields to cqueues while waiting on a TLS connection #timing", function()
     local ok, cqueues = pcall(require, "cqueues")
     if not ok then pending("lua-cqueues is not installed"); return end
     local c = assert(connect{ scheduler = "cqueues" })

@@ -2,7 +2,7 @@ local dlock = require "dlock"
 local helper = require "helper"
 
 describe("the watchdog", function()
-  it("keeps a lock held three times longer than its lease", function()
+  it("keeps a lock held three times longer than its lease #timing", function()
     local c = assert(helper.client{ lease = 0.6 })
     local probe = assert(helper.client())
     local name = helper.unique_name()
@@ -104,7 +104,7 @@ describe("the watchdog", function()
     c:close()
   end)
 
-  it("batches renewals: one script call renews many holds", function()
+  it("batches renewals: one script call renews many holds #timing", function()
     local c = assert(helper.client{ lease = 0.6 })
     local locks = {}
     for i = 1, 250 do
@@ -201,7 +201,7 @@ end)
 
 describe("the watchdog while Redis is down", function()
   for _, nholds in ipairs({ 1, 2000 }) do
-    it(("backs off instead of spinning (%d holds)"):format(nholds), function()
+    it(("backs off instead of spinning (%d holds) #timing"):format(nholds), function()
       local srv = helper.start_redis()
       local c = assert(dlock.connect{ url = srv.url, lease = 6,
                                       connect_timeout = 0.2, command_timeout = 0.2 })
@@ -233,7 +233,7 @@ describe("the watchdog while Redis is down", function()
 end)
 
 describe("max_hold", function()
-  it("keeps the hold until max_hold after its acquire, then reports it lost", function()
+  it("keeps the hold until max_hold after its acquire, then reports it lost #timing", function()
     local seen, seen_at
     local c = assert(helper.client{ lease = 1, max_hold = 2,
       on_lost = function(_, why) seen, seen_at = why, dlock.now() end })
@@ -266,7 +266,7 @@ describe("max_hold", function()
 
   -- (an extend(20) used to carry the hold past max_hold: still held at 8 s)
   for _, mode in ipairs({ "watchdog", "expire", "owner" }) do
-    it("is a ceiling on extend and on a fixed lease too (" .. mode .. ")", function()
+    it("is a ceiling on extend and on a fixed lease too (" .. mode .. ") #timing", function()
       local c = assert(helper.client{ lease = 1, max_hold = 1.5 })
       local probe = assert(helper.client())
       finally(function() c:close(); probe:close() end)
@@ -291,7 +291,7 @@ end)
 -- holder's watchdog then renews its holds at once and finds the forced
 -- one gone, instead of a third of the lease later.
 describe("a forced release", function()
-  it("reaches a watchdog-mode holder within a round trip, whatever its lease", function()
+  it("reaches a watchdog-mode holder within a round trip, whatever its lease #timing", function()
     local lost = {}
     local c = assert(helper.client{ lease = 60,
       on_lost = function(l, why) lost[#lost + 1] = l.name .. ": " .. why end })
@@ -315,7 +315,7 @@ describe("a forced release", function()
 
   -- A fixed-lease hold is not renewed, so its client asks Redis (a
   -- renewal of 1 ms, which changes no TTL) whether it is still its own.
-  it("reaches a fixed-lease holder too, and leaves its lease as it was", function()
+  it("reaches a fixed-lease holder too, and leaves its lease as it was #timing", function()
     local c = assert(helper.client())
     local other = assert(helper.client())
     finally(function() c:close(); other:close() end)
@@ -406,7 +406,7 @@ describe("renewals after the server lost the scripts", function()
     return n
   end
 
-  it("renews every hold after SCRIPT FLUSH, and counts only what it renewed", function()
+  it("renews every hold after SCRIPT FLUSH, and counts only what it renewed #timing", function()
     local srv = helper.start_redis()
     local c = assert(dlock.connect{ url = srv.url, lease = 3 })
     local keys = {}
@@ -428,7 +428,7 @@ describe("renewals after the server lost the scripts", function()
     srv.stop()
   end)
 
-  it("on Cluster, renews holds on a master the client was not seeded with", function()
+  it("on Cluster, renews holds on a master the client was not seeded with #timing", function()
     local topology = require "topology"
     local cl = topology.cluster(3)
     local lost = {}
