@@ -7,12 +7,20 @@ local helper = require "helper"
 local root, q = helper.root, helper.q       -- (root: the checkout, absolute)
 
 local srv
+-- SIGHUP back to its default for dlock, where env(1) can (coreutils 8.31):
+-- under `nohup make test` every process here inherits it ignored, and
+-- dlock keeps an ignored signal ignored, so the specs that end a command
+-- with SIGHUP waited 20 s for nothing.
+local UNHUP = os.execute("env --default-signal=HUP true >/dev/null 2>&1")
+UNHUP = (UNHUP == true or UNHUP == 0) and "--default-signal=HUP " or ""   -- (5.1: 0)
 -- Started under setsid (no controlling terminal), unless on_tty: a dlock
 -- run by `make test` at a terminal must not hand that terminal over. env
 -- (a shell fragment, optional) sets variables for it, after REDIS_URL.
-local function dlock_cmd(args, on_tty, env)
+-- keep_ignored: leave the signals ignored as they are (a nohup spec).
+local function dlock_cmd(args, on_tty, env, keep_ignored)
   return ("REDIS_URL=%s %s%s%s %s/bin/dlock %s"):format(q(srv.url), env and env .. " " or "",
-    on_tty and "" or "setsid -w env ", helper.lua_cmd(), q(root), args)
+    on_tty and "" or "setsid -w env " .. (keep_ignored and "" or UNHUP), helper.lua_cmd(),
+    q(root), args)
 end
 
 --- Run dlock with args (a shell fragment) to its end: its exit status and
@@ -33,7 +41,8 @@ local function spawn(args, ignore, env)
   n = n + 1
   local base = ("%s/cmd-%d-%d"):format(helper.tmp, n, math.random(1, 1e9))
   local script = ("%s%s >%s.out 2>&1 & echo $! >%s.pid; wait $!; echo $? >%s.code")
-    :format(ignore and ("trap '' %s; "):format(ignore) or "", dlock_cmd(args, nil, env), base, base, base)
+    :format(ignore and ("trap '' %s; "):format(ignore) or "", dlock_cmd(args, nil, env, ignore),
+            base, base, base)
   assert(os.execute(("sh -c %s >/dev/null 2>&1 &"):format(q(script))))
   local pid = helper.wait_for(function()
     local s = helper.read_file(base .. ".pid")
