@@ -417,10 +417,15 @@ describe("renewals after the server lost the scripts", function()
     end
     local cmds = { "script flush" }
     for i, k in ipairs(keys) do cmds[i + 1] = ("pexpire %s %d"):format(k, LOW) end
+    local r0 = c:stats().renewed
     set_at = dlock.now()
     pipe(srv.port, cmds)
-    assert.equals(0, renewed_keys(srv.port, keys))
-    local r0 = c:stats().renewed
+    -- None renewed yet, but what the watchdog renewed (and counted) since:
+    -- on a loaded machine its next pass (every 1 s) may come before the
+    -- read (164 keys were, once).
+    local early = renewed_keys(srv.port, keys)
+    assert.is_true(early <= c:stats().renewed - r0,
+      ("%d keys renewed, %d renewals counted"):format(early, c:stats().renewed - r0))
     assert(helper.wait_for(function() return c:stats().renewed - r0 >= 400 end, 5))
     assert.equals(400, renewed_keys(srv.port, keys))
     assert.equals(0, c:stats().lost)
