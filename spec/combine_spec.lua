@@ -339,9 +339,20 @@ describe("found by the checker: a reentry whose reply comes after the loss", fun
     finally(function() proxy.set("pass"); c:close(); proxy.stop() end)
     local name = helper.unique_name("late")
     local l = c:lock(name, { expire = 6 })
+    local function listeners()                  -- of forced releases
+      return tonumber(srv.cli("pubsub", "numsub", "dlock:forced"):match("\n(%d+)%s*$")) or 0
+    end
+    local before = listeners()
     local t0 = dlock.now()
     assert(l:acquire())
     local tok = l:token()
+    -- The watchdog subscribes to forced releases at its first hold, through
+    -- the proxy too: the delay comes once that is done. (Beside two busy
+    -- loops it once came first: the watchdog's own traffic waited in the
+    -- proxy past the 6 s deadline, the reentry's reply came before it
+    -- declared the loss, and no loss was declared: 0 for 1.)
+    assert(helper.wait_for(function() return listeners() > before end, 2.5, 0.01),
+      "the watchdog never subscribed")
     proxy.set("delay 4.2")
     dlock.sleep(3 - (dlock.now() - t0))
     assert(l:acquire())
