@@ -259,15 +259,25 @@ static size_t renew(dl_client *c, dl_hold *orphans)
 }
 
 /* Whether a forced release of h's lock was among the last notices a
- * listener read since h was acquired (this thread reads them:
- * wait_until). */
-static int heard_forced(const dl_client *c, const dl_hold *h)
+ * listener read since h was acquired (this thread reads them). What came
+ * since wait_until's last read is read first, without waiting: a pass
+ * under way when the force ran finds the lock gone before wait_until has
+ * read the force's notice. */
+static int heard_forced(dl_client *c, const dl_hold *h)
 {
-    const dl_watchdog *w = c->wd;
+    dl_watchdog *w = c->wd;
     for (size_t i = 0; i < w->nplaces; i++) {
         dl_listener *l = w->listen[i];
-        dl_waiter *wp = l ? &l->sub : NULL;
-        if (wp && dl_waiter_heard(&wp, 1, c->notice, c->noticelen,
+        dl_waiter *wp = l && l->init ? &l->sub : NULL;
+        if (!wp)
+            continue;
+        size_t live;
+        uint64_t n = dl_waiter_count(&wp, 1, c->notice, c->noticelen, &live);
+        if (n != l->count) {                /* as wait_until would have */
+            l->count = n;
+            w->forced_wanted = 1;
+        }
+        if (dl_waiter_heard(&wp, 1, c->notice, c->noticelen,
                                   h->ident.key, h->ident.keylen,
                                   h->acquired_us))
             return 1;
