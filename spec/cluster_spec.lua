@@ -257,7 +257,10 @@ describe("a Cluster master that dies", function()
     -- (a lease longer than the failover takes: no renewal can be
     -- confirmed while no master serves the slot)
     local opts = { cluster = cl.urls, lease = 15, connect_timeout = 0.3, command_timeout = 0.5 }
-    local c = assert(dlock.connect(opts))
+    local why = {}
+    local c = assert(dlock.connect{ cluster = cl.urls, lease = 15, connect_timeout = 0.3,
+      command_timeout = 0.5, on_lost = function(_, r) why[#why + 1] = r end,
+      log = function(_, msg) why[#why + 1] = msg end })
     finally(function() c:close() end)
     local name, kept = helper.unique_name("dies"), nil
     local slot = cl.keyslot("dlock:{" .. name .. "}")
@@ -285,8 +288,9 @@ describe("a Cluster master that dies", function()
       last = probe:lock(kept):ttl()
       return last and last > 14
     end, 10, 0.1)
-    assert.is_truthy(renewed, ("the kept hold was not renewed on the new master (TTL %s, lost %s)")
-      :format(tostring(last), tostring(c:stats().lost)))
+    c:poll()
+    assert.is_truthy(renewed, ("the kept hold was not renewed on the new master (TTL %s, lost %s: %s)")
+      :format(tostring(last), tostring(c:stats().lost), table.concat(why, "; ")))
     assert.is_true(lk:held())
     assert(lk:release())
     -- and the Lua thread's own calls go there too
