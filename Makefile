@@ -18,7 +18,7 @@ LUA_SHEBANG ?= /usr/bin/env $(LUA)
 WARN = -std=c99 -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes \
        -Wstrict-prototypes -Wpointer-arith -Wformat=2
 ALL_CFLAGS = $(CFLAGS) $(WARN) -fPIC -fvisibility=hidden
-PKG_CFLAGS = $(shell pkg-config --cflags $(LUA_PC) hiredis 2>/dev/null)
+PKG_CFLAGS = -Isrc $(shell pkg-config --cflags $(LUA_PC) hiredis 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs hiredis 2>/dev/null) -lpthread -ldl -lm
 # TLS (rediss://) over OpenSSL when libssl-dev is there; TLS=0 builds
 # without it (rediss:// then gives a "connection" error saying so).
@@ -28,13 +28,14 @@ PKG_CFLAGS += -DDL_WITH_TLS $(shell pkg-config --cflags openssl)
 PKG_LIBS   += $(shell pkg-config --libs openssl)
 endif
 
-SRC = src/util.c src/log.c src/tls.c src/endpoint.c src/conn.c src/script.c src/lockid.c src/registry.c src/wait.c \
-      src/topology.c src/op.c src/exec.c src/batch.c src/state.c src/watchdog.c \
-      src/pending.c src/client.c src/inspect.c src/call.c src/acquire.c src/release.c \
-      src/lua_aux.c src/lua_dlock.c src/lua_client.c src/lua_connect.c src/lua_lock.c
+# src/ by layer, each folder using only those below it (spec/layout_spec.lua):
+# binding/ (Lua) -> core/ (client, holds, watchdog) -> redis/ (executor,
+# topologies, connections, scripts) -> base/ (status codes, clock, log).
+SRC = $(wildcard src/base/*.c src/redis/*.c src/core/*.c) \
+      $(filter-out src/binding/lua_process.c,$(wildcard src/binding/*.c))
 # dlock.process: the `dlock` command's process plumbing, a module of its own
-PROC_SRC = src/lua_process.c src/util.c
-HDR = $(wildcard src/*.h) src/scripts.h
+PROC_SRC = src/binding/lua_process.c src/base/util.c
+HDR = $(wildcard src/*/*.h) src/redis/scripts.h
 BUILD ?= build
 SO  = $(BUILD)/dlock/core.so
 PROC_SO = $(BUILD)/dlock/process.so
@@ -62,20 +63,20 @@ $(SO): $(SRC) $(HDR)
 	@mkdir -p $(BUILD)/dlock
 	$(CC) $(ALL_CFLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -shared -o $@ $(SRC) $(PKG_LIBS) $(LDFLAGS)
 
-$(PROC_SO): $(PROC_SRC) src/dlock.h src/compat.h | $(SO)
+$(PROC_SO): $(PROC_SRC) src/base/dlock.h src/binding/compat.h | $(SO)
 	$(CC) $(ALL_CFLAGS) $(CPPFLAGS) $(PKG_CFLAGS) -shared -o $@ $(PROC_SRC) -lpthread $(LDFLAGS)
 
-# src/scripts.h: the Redis scripts (src/scripts/*.lua, one per script) as C,
+# src/redis/scripts.h: the Redis scripts (src/redis/scripts/*.lua, one per script) as C,
 # written by tools/gen-scripts.lua when a script is newer. It is committed:
 # a build with no Lua to run the generator (luarocks, or a fresh clone whose
 # file times say nothing) uses it as it is.
-SCRIPTS = $(wildcard src/scripts/*.lua src/scripts/lib/*.lua)
+SCRIPTS = $(wildcard src/redis/scripts/*.lua src/redis/scripts/lib/*.lua)
 GEN_LUA ?= $(firstword $(shell command -v $(LUA) lua5.4 lua5.3 lua5.1 luajit lua 2>/dev/null))
-src/scripts.h: $(SCRIPTS) tools/gen-scripts.lua
+src/redis/scripts.h: $(SCRIPTS) tools/gen-scripts.lua
 	@if [ -n "$(GEN_LUA)" ]; then \
-	    echo "$(GEN_LUA) tools/gen-scripts.lua src/scripts $@"; \
-	    $(GEN_LUA) tools/gen-scripts.lua src/scripts $@; \
-	else echo "dlock: no Lua to run tools/gen-scripts.lua: src/scripts.h as committed" >&2; fi
+	    echo "$(GEN_LUA) tools/gen-scripts.lua src/redis/scripts $@"; \
+	    $(GEN_LUA) tools/gen-scripts.lua src/redis/scripts $@; \
+	else echo "dlock: no Lua to run tools/gen-scripts.lua: src/redis/scripts.h as committed" >&2; fi
 
 # examples/host: a C program embedding Lua, running jobs from a tick loop.
 $(BUILD)/host: examples/host/host.c $(SO)
@@ -100,8 +101,7 @@ SPECS ?= spec
 test: deps all $(BUILD)/forktest.so  ## build, then the busted suite on real redis-servers (JOBS=6 files at a time; SERIAL=1)
 	sh tools/with-tmp.sh sh tools/busted.sh $(LUA) $(BUSTED_ARGS) $(SPECS)
 
-# The specs that go through the binding and its compat header (src/lua_*.c,
-# src/compat.h) in every way a Lua version can differ: values, errors,
+# The specs that go through the binding and its compat header (src/binding/) in every way a Lua version can differ: values, errors,
 # callbacks, coroutines and yields, the command. CI runs these on the other
 # Luas; the rest of the suite tests the C core, which is the same for all.
 BINDING_SPECS = lock release client misuse reference scheduler multilock semaphore rwlock \
@@ -173,16 +173,16 @@ valgrind: deps all $(BUILD)/forktest.so ## the suite under valgrind (leaks, bad 
 
 lint:                      ## cppcheck, the rule that only the binding sees lua.h, luacheck on the Redis scripts
 	@! grep -l '#include.*\(lua\.h\|lauxlib\.h\|compat\.h\|lua_dlock\.h\)' \
-	    $(filter-out src/lua_% src/compat.h,$(wildcard src/*.c src/*.h)) \
-	    || (echo "lint: only src/lua_*.c may see Lua" && false)
+	    $(wildcard src/base/* src/redis/*.[ch] src/core/*) \
+	    || (echo "lint: only src/binding/ may see Lua" && false)
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
 	    --std=c99 --suppress=missingIncludeSystem --inline-suppr -Isrc src
 	@# each script as Redis gets it (its includes in it), against Redis's globals
 	@if command -v luacheck >/dev/null 2>&1 && [ -n "$(GEN_LUA)" ]; then \
 	    rm -rf $(BUILD)/scripts && mkdir -p $(BUILD)/scripts && \
-	    $(GEN_LUA) tools/gen-scripts.lua src/scripts --expand $(BUILD)/scripts && \
-	    echo "luacheck --config src/scripts/.luacheckrc $(BUILD)/scripts" && \
-	    luacheck -q --no-color --config src/scripts/.luacheckrc $(BUILD)/scripts; \
+	    $(GEN_LUA) tools/gen-scripts.lua src/redis/scripts --expand $(BUILD)/scripts && \
+	    echo "luacheck --config src/redis/scripts/.luacheckrc $(BUILD)/scripts" && \
+	    luacheck -q --no-color --config src/redis/scripts/.luacheckrc $(BUILD)/scripts; \
 	else echo "lint: no luacheck (Debian: lua-check): the Redis scripts are not linted" >&2; fi
 
 # The `dlock` command goes to $(BINDIR), run by $(LUA) and told where the

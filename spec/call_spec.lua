@@ -1,6 +1,6 @@
 -- client:call, a Redis command through the client's connections and
 -- routing, and lock:guard, the same run only while a hold is still its
--- lock's current tenancy (src/scripts/guard.lua; its steps are in
+-- lock's current tenancy (src/redis/scripts/guard.lua; its steps are in
 -- scripts_guard_spec). On one server, Sentinel and Cluster.
 local dlock = require "dlock"
 local helper = require "helper"

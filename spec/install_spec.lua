@@ -32,8 +32,8 @@ local function starts(s, prefix) return s:sub(1, #prefix) == prefix end
 
 local root = helper.root            -- the checkout, as an absolute path
 
--- The one version: DLOCK_VERSION in src/lua_dlock.c, and the rockspec.
-local VERSION = assert(assert(helper.read_file(root .. "/src/lua_dlock.c"))
+-- The one version: DLOCK_VERSION in src/binding/lua_dlock.c, and the rockspec.
+local VERSION = assert(assert(helper.read_file(root .. "/src/binding/lua_dlock.c"))
   :match('#define%s+DLOCK_VERSION%s+"dlock ([^"]+)"'), "no DLOCK_VERSION")
 local ROCKSPECS = lines(must("cd " .. q(root) .. " && ls dlock-*.rockspec"))
 local ROCKSPEC = ROCKSPECS[1]
@@ -319,7 +319,7 @@ describe("install", function()
         or starts(name, top .. "dist/"), "a build output in the tarball: " .. name)
       names[name] = true
     end
-    for _, f in ipairs({ "LICENSE", "README.md", "Makefile", ROCKSPEC, "src/lua_dlock.c",
+    for _, f in ipairs({ "LICENSE", "README.md", "Makefile", ROCKSPEC, "src/binding/lua_dlock.c",
                          "lua/dlock.lua", "examples/quickstart.lua", "doc/dlock.1" }) do
       assert.truthy(names[top .. f], "not in the tarball: " .. top .. f)
     end

@@ -1,7 +1,14 @@
--- layout_spec.lua: the shape of the C core, checked on its sources: the
--- house reads top-down with no cycles, and every operation is written
--- once (op.c builds it, the executor alone sends it).
+-- layout_spec.lua: the shape of the C core, checked on its sources: src/ is
+-- one folder per layer, each using only the folders below it; the house
+-- reads top-down with no cycles; every operation is written once (op.c
+-- builds it, the executor alone sends it); files and functions stay small.
 local DIR = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".") .. "/.."
+
+-- the layers, top down: a file may include and call its own folder's and
+-- those below it
+local LAYERS = { "binding", "core", "redis", "base" }
+local RANK = {}
+for i, l in ipairs(LAYERS) do RANK[l] = i end
 
 local function read(path)
   local f = assert(io.open(path, "rb"))
@@ -10,23 +17,33 @@ local function read(path)
   return s
 end
 
+-- every C file under src/, as "folder/name.c"
 local function sources()
   local files = {}
-  local p = assert(io.popen("ls " .. DIR .. "/src"))
-  for name in p:lines() do
-    if name:match("%.[ch]$") then files[#files + 1] = name end
-  end
+  local p = assert(io.popen("cd " .. DIR .. "/src && ls */*.[ch]"))
+  for name in p:lines() do files[#files + 1] = name end
   p:close()
   return files
 end
 
--- module (file name without .c/.h) -> set of modules it includes
+local function src(name) return read(DIR .. "/src/" .. name) end
+local function module(name) return (name:gsub("^.*/", ""):gsub("%.[ch]$", "")) end
+local function folder(name) return name:match("^([^/]+)/") end
+
+-- the folder of each module (file name without folder and .c/.h)
+local function folders()
+  local f = {}
+  for _, name in ipairs(sources()) do f[module(name)] = folder(name) end
+  return f
+end
+
+-- module -> set of modules it includes
 local function graph()
   local g = {}
   for _, name in ipairs(sources()) do
-    local m = name:gsub("%.[ch]$", "")
+    local m = module(name)
     g[m] = g[m] or {}
-    for inc in read(DIR .. "/src/" .. name):gmatch('#include "([%w_]+)%.h"') do
+    for inc in src(name):gmatch('#include "[%w_]+/([%w_]+)%.h"') do
       if inc ~= m then g[m][inc] = true end
     end
   end
@@ -45,15 +62,15 @@ local function reach(g, m)
   return seen
 end
 
--- file (name without .c) -> set of files whose functions it calls (or
+-- file (module of a .c) -> set of modules whose functions it calls (or
 -- names, as in a luaL_Reg table): includes alone miss a cycle that one
 -- header hides.
 local function call_graph()
   local defined, texts = {}, {}
   for _, name in ipairs(sources()) do
     if name:match("%.c$") then
-      local m = name:gsub("%.c$", "")
-      texts[m] = read(DIR .. "/src/" .. name)
+      local m = module(name)
+      texts[m] = src(name)
       for line in texts[m]:gmatch("[^\n]+") do
         local fn = not line:match("^static") and not line:match(";%s*$")
           and line:match("^[%a_][%w_ %*]-%f[%w_]([%a_][%w_]*)%(")
@@ -73,8 +90,106 @@ local function call_graph()
   return g
 end
 
+-- The shape's limits, and what still exceeds them (to shrink to nothing).
+local MAX_FILE, MAX_FN, MAX_PARAMS = 600, 80, 7
+local STILL_OVER = {
+  "binding/lua_connect.c read_args: lines",
+  "binding/lua_connect.c dlua_connect: lines",
+  "binding/lua_lock.c: lines",
+  "binding/lua_process.c process_spawn: lines",
+  "core/acquire.c: lines",
+  "core/acquire.c plan_attempt: parameters",
+  "core/acquire.c record_acquire: parameters",
+  "core/release.c dl_client_release: lines",
+  "core/watchdog.c: lines",
+  "core/watchdog.c scan: lines",
+  "redis/conn.c: lines",
+  "redis/conn.c dl_conn_ensure: lines",
+  "redis/exec.c dl_exec_verdict: parameters",
+  "redis/lockid.c dl_lockid_build: parameters",
+  "redis/op.c dl_op_acquire: parameters",
+  "redis/op.c lease_op: parameters",
+  "redis/op.c dl_op_guard: parameters",
+  "redis/script.c call_once: parameters",
+  "redis/script.c dl_script_eval: parameters",
+  "redis/script.c dl_script_append: parameters",
+  "redis/topology.c: lines",
+  "redis/topology.c dl_topology_init: parameters",
+  "redis/topology.c run_once: parameters",
+  "redis/topology.c dl_topology_run: parameters",
+  "redis/topology.c dl_topology_fan: parameters",
+}
+
+-- the executor and the topologies: the only files that send, or know a
+-- topology's kind
+local EXECUTOR = { exec = true, batch = true, topology = true, cluster = true,
+                   sentinel = true, script = true }
+
+-- each function defined in C text: name, first line, lines, parameters
+-- (an error buffer and its length count as one)
+local function functions(text)
+  local lines, out = {}, {}
+  for l in (text .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = l end
+  local i = 2
+  while i <= #lines do
+    if lines[i] == "{" then
+      local j = i - 1
+      while j > 1 and not lines[j]:match("^[%a_].*%(") do j = j - 1 end
+      local sig = table.concat(lines, " ", j, i - 1)
+      local params = sig:match("%((.*)%)") or ""
+      local n = 0
+      if not params:match("^%s*void%s*$") and params:match("%S") then
+        n = 1
+        local depth = 0
+        for c in params:gmatch("[(),]") do
+          if c == "(" then depth = depth + 1 elseif c == ")" then depth = depth - 1
+          elseif depth == 0 then n = n + 1 end
+        end
+        if params:match("char%s*%*%s*[%w_]*err[%w_]*%s*,%s*size_t%s+[%w_]*len") then n = n - 1 end
+      end
+      local k = i + 1
+      while k <= #lines and lines[k] ~= "}" do k = k + 1 end
+      out[#out + 1] = { name = sig:match("([%a_][%w_]*)%s*%("), line = j,
+                        lines = k - j + 1, params = n }
+      i = k
+    end
+    i = i + 1
+  end
+  return out
+end
+
 describe("the C core's layout", function()
   local g = graph()
+  local where = folders()
+
+  it("is one folder per layer, each using only its own and those below", function()
+    local seen = {}
+    for _, name in ipairs(sources()) do
+      local f = folder(name)
+      assert.truthy(RANK[f], name .. " is in no layer's folder")
+      seen[f] = true
+      for inc in src(name):gmatch('#include "([^"]+)"') do
+        local to = inc:match("^([%w_]+)/[%w_]+%.h$")
+        assert.truthy(to, name .. ": #include \"" .. inc .. "\" names no folder")
+        assert.truthy(RANK[to] >= RANK[f], name .. " includes " .. inc .. ", a layer above it")
+      end
+    end
+    for _, l in ipairs(LAYERS) do assert.truthy(seen[l], "no folder " .. l) end
+    -- and the calls agree with the includes
+    for m, callees in pairs(call_graph()) do
+      for callee in pairs(callees) do
+        assert.truthy(RANK[where[callee]] >= RANK[where[m]], m .. " calls up into " .. callee)
+      end
+    end
+  end)
+
+  it("hides each header's names from the loader (luarocks builds without -fvisibility)", function()
+    for _, name in ipairs(sources()) do
+      if name:match("%.h$") and name ~= "binding/compat.h" and name ~= "redis/scripts.h" then
+        assert.truthy(src(name):match("#pragma GCC visibility push%(hidden%)"), name)
+      end
+    end
+  end)
 
   it("has no cycle of calls between files", function()
     local calls, cycles = call_graph(), {}
@@ -108,56 +223,77 @@ describe("the C core's layout", function()
     for _, m in ipairs({ "exec", "batch", "op", "topology", "pending" }) do
       assert.is_nil(reach(g, m).watchdog, m .. " must not depend on the watchdog")
     end
-    for _, m in ipairs({ "exec", "batch", "op", "topology" }) do
+    -- the lock's identity and the slots sit below the transport
+    for _, m in ipairs({ "lockid", "slot" }) do
       local r = reach(g, m)
-      assert.is_nil(r.state, m .. " must not know what a client is")
-      assert.is_nil(r.registry, m .. " must not know the holds")
+      assert.is_nil(r.topology, m .. " must not depend on the topology")
+      assert.is_nil(r.conn, m .. " must not depend on a connection")
     end
     -- only the binding sees Lua
     for _, name in ipairs(sources()) do
-      if not name:match("^lua_") and name ~= "compat.h" then
-        assert.is_nil(read(DIR .. "/src/" .. name):match('#include [<"]lua'),
-                      name .. " includes a Lua header")
+      if folder(name) ~= "binding" then
+        assert.is_nil(src(name):match('#include [<"]lua'), name .. " includes a Lua header")
       end
     end
+  end)
+
+  it("keeps files and functions small: 600 lines a file, 80 a function, 7 parameters", function()
+    local over = {}
+    for _, name in ipairs(sources()) do
+      local text = src(name)
+      local _, n = text:gsub("\n", "")
+      if name:match("%.c$") and n > MAX_FILE then
+        over[#over + 1] = name .. ": lines"
+      end
+      for _, fn in ipairs(functions(text)) do
+        if fn.lines > MAX_FN then
+          over[#over + 1] = ("%s %s: lines"):format(name, fn.name)
+        end
+        if fn.params > MAX_PARAMS then
+          over[#over + 1] = ("%s %s: parameters"):format(name, fn.name)
+        end
+      end
+    end
+    table.sort(over)
+    table.sort(STILL_OVER)
+    assert.are.same(STILL_OVER, over)
+    -- (and the count sees functions)
+    local names = {}
+    for _, fn in ipairs(functions(src("redis/slot.c"))) do names[#names + 1] = fn.name end
+    assert.are.same({ "make_crc_table", "crc16", "dl_slot_of", "find_slot_tags", "dl_slot_tag" }, names)
   end)
 
   it("sends every operation through the executor, and builds each in one place", function()
     local senders = { "dl_script_eval%(", "dl_script_append%(", "dl_topology_run%(",
                       "dl_topology_fan%(" }
-    local allowed = { ["exec.c"] = true, ["batch.c"] = true, ["topology.c"] = true,
-                      ["script.c"] = true }
     for _, name in ipairs(sources()) do
-      if name:match("%.c$") and not allowed[name] then
-        local s = read(DIR .. "/src/" .. name)
+      if name:match("%.c$") and not EXECUTOR[module(name)] then
+        local s = src(name)
         for _, fn in ipairs(senders) do
           assert.is_nil(s:match(fn), name .. " sends on its own: " .. fn)
         end
       end
     end
     -- each script id named by one builder, in op.c alone (the ids come
-    -- from src/scripts/, through the generated scripts.h)
-    local ids = read(DIR .. "/src/scripts.h"):match("typedef enum {(.-)} dl_script_id")
+    -- from src/redis/scripts/, through the generated scripts.h)
+    local ids = src("redis/scripts.h"):match("typedef enum {(.-)} dl_script_id")
     for id in ids:gmatch("(DL_S_[%u%d_]+)") do
       if id ~= "DL_S_COUNT" then
         for _, name in ipairs(sources()) do
-          if name:match("%.c$") and name ~= "op.c" and name ~= "script.c" then
-            assert.is_nil(read(DIR .. "/src/" .. name):match(id .. "[^%w_]"),
-                          name .. " uses " .. id .. " directly")
+          if name:match("%.c$") and name ~= "redis/op.c" and name ~= "redis/script.c" then
+            assert.is_nil(src(name):match(id .. "[^%w_]"), name .. " uses " .. id .. " directly")
           end
         end
-        assert.truthy(read(DIR .. "/src/op.c"):match(id .. "[^%w_]"), id .. " has no builder")
+        assert.truthy(src("redis/op.c"):match(id .. "[^%w_]"), id .. " has no builder")
       end
     end
   end)
 
   it("asks the executor what the topology means: the lock operations never test its kind", function()
     -- (connect's options may: they choose it)
-    local allowed = { ["exec.c"] = true, ["batch.c"] = true, ["topology.c"] = true,
-                      ["lua_connect.c"] = true }
     for _, name in ipairs(sources()) do
-      if name:match("%.c$") and not allowed[name] then
-        local s = read(DIR .. "/src/" .. name)
+      if name:match("%.c$") and not EXECUTOR[module(name)] and name ~= "binding/lua_connect.c" then
+        local s = src(name)
         assert.is_nil(s:match("DL_TOPO_%u+"), name .. " tests the topology's kind")
         assert.is_nil(s:match("wd_retarget"), name .. " reaches into the topology")
       end
@@ -165,7 +301,7 @@ describe("the C core's layout", function()
   end)
 
   it("lets no callee release a mutex its caller holds: pending.c never unlocks", function()
-    local s = read(DIR .. "/src/pending.c"):gsub("/%*.-%*/", " ")
+    local s = src("core/pending.c"):gsub("/%*.-%*/", " ")
     assert.is_nil(s:match("pthread_mutex_unlock"))
     assert.is_nil(s:match("pthread_mutex_lock"))
   end)
@@ -178,11 +314,11 @@ describe("the C core's layout", function()
     assert.is_number(process.signals().TERM)
     -- its own object, from lua_process.c and util.c alone
     local incs = {}
-    for inc in read(DIR .. "/src/lua_process.c"):gmatch('#include "([%w_.]+)"') do
+    for inc in src("binding/lua_process.c"):gmatch('#include "([%w_./]+)"') do
       incs[#incs + 1] = inc
     end
     table.sort(incs)
-    assert.are.same({ "compat.h", "dlock.h" }, incs)
-    assert.matches("PROC_SRC = src/lua_process.c src/util.c", read(DIR .. "/Makefile"), 1, true)
+    assert.are.same({ "base/dlock.h", "binding/compat.h" }, incs)
+    assert.matches("PROC_SRC = src/binding/lua_process.c src/base/util.c", read(DIR .. "/Makefile"), 1, true)
   end)
 end)

@@ -188,7 +188,7 @@ describe("an acquire ended by an error or a cancel", function()
     assert(busy:release())
     assert.is_true(free(n[2]))
     -- (co waited long: n[2] is reserved for it, for at most 0.25 s, as for
-    -- a waiter that died: src/scripts/lib/waiter.lua)
+    -- a waiter that died: src/redis/scripts/lib/waiter.lua)
     dlock.sleep(0.3)
     -- and the multi-lock works afterwards, in another coroutine
     signalled = false
@@ -385,7 +385,7 @@ describe("a lock's acquire ended by an error or a cancel", function()
     end)
   end
 
-  -- The default lock's starvation bound (src/scripts/lib/waiter.lua): a
+  -- The default lock's starvation bound (src/redis/scripts/lib/waiter.lua): a
   -- waiter is the longest waiter (v) from its first busy try, and once it
   -- has waited 10 ms the release that frees the lock keeps it for that
   -- waiter for 0.25 s. A wait ended so gives the claim up at once (a

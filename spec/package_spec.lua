@@ -9,7 +9,7 @@ local helper = require "helper"
 
 local root, q, run, must = helper.root, helper.q, helper.run_sh, helper.must_sh
 
-local VERSION = assert(assert(helper.read_file(root .. "/src/lua_dlock.c"))
+local VERSION = assert(assert(helper.read_file(root .. "/src/binding/lua_dlock.c"))
   :match('#define DLOCK_VERSION "dlock ([^"]+)"'))
 
 -- A shell as a user's: no LUA_PATH or LUA_CPATH (make test points them at

@@ -144,7 +144,7 @@ for _, kind in ipairs({ "table", "cqueues", "luv" }) do
       c:close()
     end)
 
-    -- The default lock's starvation bound (src/scripts/lib/waiter.lua):
+    -- The default lock's starvation bound (src/redis/scripts/lib/waiter.lua):
     -- holds of 50 ms let each waiter wait past 10 ms, so a releaser that
     -- asks again at once is refused, and the lock goes round. Under luv
     -- and cqueues the releaser's own step reads the release message off

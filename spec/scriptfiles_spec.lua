@@ -1,5 +1,5 @@
--- scriptfiles_spec.lua: the Redis scripts are files (src/scripts/), put
--- into the core by tools/gen-scripts.lua as the committed src/scripts.h.
+-- scriptfiles_spec.lua: the Redis scripts are files (src/redis/scripts/), put
+-- into the core by tools/gen-scripts.lua as the committed src/redis/scripts.h.
 -- The header must be what the files make (else: run `make`), and the
 -- generator must hold each script to its header.
 local helper = require "helper"
@@ -14,23 +14,23 @@ local function write(path, s)
 end
 
 describe("the scripts' files", function()
-  it("make the committed src/scripts.h (stale: run make, and commit it)", function()
+  it("make the committed src/redis/scripts.h (stale: run make, and commit it)", function()
     local out = ("%s/scripts-%s.h"):format(helper.tmp, helper.unique_name("gen"):gsub("%W", "_"))
-    local cmd = ("%s %s/tools/gen-scripts.lua %s/src/scripts %s"):format(helper.lua, ROOT, ROOT, out)
+    local cmd = ("%s %s/tools/gen-scripts.lua %s/src/redis/scripts %s"):format(helper.lua, ROOT, ROOT, out)
     local r = os.execute(cmd)
     assert.is_true(r == true or r == 0, cmd)
     local made = assert(helper.read_file(out))
     os.remove(out)
-    assert.is_true(made == helper.read_file(ROOT .. "/src/scripts.h"),
-                   "src/scripts.h is stale: run make and commit it")
+    assert.is_true(made == helper.read_file(ROOT .. "/src/redis/scripts.h"),
+                   "src/redis/scripts.h is stale: run make and commit it")
   end)
 
   it("are the scripts the built core runs", function()
     local core = require("dlock.core").scripts()
-    local names = gen.names(ROOT .. "/src/scripts")
+    local names = gen.names(ROOT .. "/src/redis/scripts")
     assert.is_true(#names >= 20)
     for _, name in ipairs(names) do
-      assert.equals((gen.script(ROOT .. "/src/scripts", name)), core[name], name)
+      assert.equals((gen.script(ROOT .. "/src/redis/scripts", name)), core[name], name)
     end
     local n = 0
     for _ in pairs(core) do n = n + 1 end
@@ -49,7 +49,7 @@ describe("the scripts' files", function()
     end
     p:close()
     local all = table.concat(specs, "\n")
-    for _, name in ipairs(gen.names(ROOT .. "/src/scripts")) do
+    for _, name in ipairs(gen.names(ROOT .. "/src/redis/scripts")) do
       assert.truthy(all:find('describe("' .. name .. '.lua"', 1, true), name .. ".lua has no spec")
     end
   end)

@@ -1,4 +1,4 @@
--- The one-key forms a Cluster slot mid-migration falls back to (src/op.c,
+-- The one-key forms a Cluster slot mid-migration falls back to (src/redis/op.c,
 -- dl_op_one_key: TRYAGAIN, the lock's keys not all on one node), driven
 -- step by step on one server: fair_release1, fair_drop1, fair_void1,
 -- fair_acquire1 (a reentry), sem_release1 and sem_acquire1. Each takes

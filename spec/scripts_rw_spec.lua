@@ -3,7 +3,7 @@
 -- rw_renew, in the states a client only meets when a reply is lost: a
 -- resend, a stale copy, a cancel racing it, a reader's own lease that ran
 -- out, a key evicted under a hold. Read-write holds are released by
--- release.lua and cancelled by void.lua (src/op.c).
+-- release.lua and cancelled by void.lua (src/redis/op.c).
 local helper = require "helper"
 local drive = require "scriptdrive"
 

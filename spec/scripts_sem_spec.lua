@@ -3,7 +3,7 @@
 -- in the states a client only meets when a reply is lost: a resend, a
 -- stale copy, a cancel racing it, a permit whose lease ran out, a key
 -- evicted under a hold. A permit is one owner ("<client id>:p<n>"), taken
--- once; a cancel is sem_void.lua's (src/op.c).
+-- once; a cancel is sem_void.lua's (src/redis/op.c).
 local helper = require "helper"
 local drive = require "scriptdrive"
 

@@ -1,4 +1,4 @@
--- A shared owner's shares (src/scripts/lib/shares.lua) driven step by
+-- A shared owner's shares (src/redis/scripts/lib/shares.lua) driven step by
 -- step: each client's holds of an owner it shares with other clients end
 -- with that client's own lease, whatever its co-owners' renewals and
 -- joins do to the lock's TTL. A share's end is moved into the past with

@@ -138,7 +138,7 @@ describe("semaphore", function()
 
   it("keeps its request records bounded while it is never free", function()
     -- A record stays while a resend of its request may come (twice its
-    -- lease, src/scripts/lib/prune.lua), so the bound is the requesters of
+    -- lease, src/redis/scripts/lib/prune.lua), so the bound is the requesters of
     -- the last two leases and two prunes: with a 0.3 s lease, 150 permits
     -- come and go; a prune stamps their release records, and the first
     -- prune after those times (a second after the last) drops them.

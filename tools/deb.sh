@@ -29,8 +29,8 @@ if ! unmet=$(dpkg-checkbuilddeps 2>&1); then
     fail "missing build dependencies; run: $apt $pkgs"
 fi
 
-v=$(sed -n 's/^#define DLOCK_VERSION "dlock \([^"]*\)".*/\1/p' src/lua_dlock.c)
-[ -n "$v" ] || fail "no DLOCK_VERSION \"dlock X.Y.Z\" in src/lua_dlock.c"
+v=$(sed -n 's/^#define DLOCK_VERSION "dlock \([^"]*\)".*/\1/p' src/binding/lua_dlock.c)
+[ -n "$v" ] || fail "no DLOCK_VERSION \"dlock X.Y.Z\" in src/binding/lua_dlock.c"
 src=$(dpkg-parsechangelog -S Source)
 dv=$(dpkg-parsechangelog -S Version)
 case $dv in

@@ -1,7 +1,7 @@
 #!/bin/sh
 # make dist: the release in dist/, from the checkout's working tree.
 #
-# One version: DLOCK_VERSION in src/lua_dlock.c ("dlock 1.0.0" -> 1.0.0).
+# One version: DLOCK_VERSION in src/binding/lua_dlock.c ("dlock 1.0.0" -> 1.0.0).
 # The rockspec's file name, its version, source.url and source.dir, and
 # the built module's _VERSION must all agree with it, or nothing is written.
 #
@@ -15,8 +15,8 @@ LUA=${LUA:-lua5.4}
 LUA_VER=${LUA_VER:-5.4}
 fail() { echo "dist: $*" >&2; exit 1; }
 
-v=$(sed -n 's/^#define DLOCK_VERSION "dlock \([^"]*\)".*/\1/p' src/lua_dlock.c)
-[ -n "$v" ] || fail "no DLOCK_VERSION \"dlock X.Y.Z\" in src/lua_dlock.c"
+v=$(sed -n 's/^#define DLOCK_VERSION "dlock \([^"]*\)".*/\1/p' src/binding/lua_dlock.c)
+[ -n "$v" ] || fail "no DLOCK_VERSION \"dlock X.Y.Z\" in src/binding/lua_dlock.c"
 set -- dlock-*.rockspec
 rs=$1
 n=${rs#dlock-"$v"-}

@@ -328,7 +328,7 @@ function helper.is_free(srv, key)
   return n == "" or n == "0"
 end
 
---- The hash tag of lock `name`'s keys (src/lockid.c): the name itself,
+--- The hash tag of lock `name`'s keys (src/redis/lockid.c): the name itself,
 --- but "\1" .. name for a name that starts with "}" (whose tag would be
 --- empty) or with "\1". A key of that tag is on the lock's Cluster slot.
 function helper.lock_tag(name)
@@ -485,12 +485,12 @@ end
 -- The checkout: spec/support/../.. (two above this file's directory).
 local ROOT = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".") .. "/../.."
 
---- The scripts' layouts, read from their headers in src/scripts/ (the one
+--- The scripts' layouts, read from their headers in src/redis/scripts/ (the one
 --- place they are written: tools/gen-scripts.lua reads them the same way
 --- for the C core): name -> { keys = { "lock", ... }, args = { "owner", ... } }.
 local layouts
 function helper.script_layouts()
-  layouts = layouts or dofile(ROOT .. "/tools/gen-scripts.lua").layouts(ROOT .. "/src/scripts")
+  layouts = layouts or dofile(ROOT .. "/tools/gen-scripts.lua").layouts(ROOT .. "/src/redis/scripts")
   return layouts
 end
 

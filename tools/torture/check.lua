@@ -749,7 +749,7 @@ end
 
 -- A held lock is released whatever its slot is doing: no release fails
 -- because its slot migrates (TRYAGAIN, the script's keys not all on one
--- node: its one-key form runs instead, src/op.c). A fair lock's or a
+-- node: its one-key form runs instead, src/redis/op.c). A fair lock's or a
 -- semaphore's release did, for the whole migration, while its queue was
 -- empty.
 local function migrations(records, meta, out)

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT
+ * script.h: the Lua scripts dlock runs inside Redis, their SHA1s, and
+ * EVALSHA on connections whose server is known to have them.
+ *
+ * The scripts are files in src/redis/scripts/, one per script: each one's
+ * header comment says its KEYS, ARGV and reply, and src/redis/scripts/README.md
+ * has the data model they share. Keys of one lock:
+ *   P{name}        hash  n, t, "o"..owner -> holds, "q"..requester -> the
+ *                        last request that took effect; TTL always
+ *   P{tag}:fence   string the fencing counter of the slot P{name} is in
+ *                        (tag: dl_slot_tag), shared by the slot's locks
+ *   P{name}:ch     channel a release publishes on
+ *   P{name}:q      a semaphore's waiters (sorted set), a fair lock's
+ *                        (hash: its queue, and each queued attempt's
+ *                        secret)
+ *   P{name}:ch:<client id>  channel of one client's wake-ups and grants
+ *                        (a grant: "seq:secret:token")
+ * (a name that starts with "}" or "\1" is "\1" + name there: lockid.h).
+ */
+#ifndef DLOCK_SCRIPT_H
+#define DLOCK_SCRIPT_H
+
+#include "redis/conn.h"
+/* Generated from src/redis/scripts/ (tools/gen-scripts.lua): dl_script_id
+ * (DL_S_<FILE NAME>), the names of keys and arguments (DL_KEY_*,
+ * DL_ARG_*), dl_script_layout, and DL_FAIR_GRANT_MS, how long a fair
+ * lock's grant lasts before its new holder's client renews it. */
+#include "redis/scripts.h"
+
+#pragma GCC visibility push(hidden)
+
+/* The secret a fair lock's queued attempt registers, and a grant to it
+ * carries ("seq:secret:token"): 64 random bits as 16 hex digits. */
+#define DL_FAIR_SECRET_FMT "%016llx"
+
+/* The three slots every argv passed to dl_script_eval/append reserves at
+ * its front for EVALSHA, the SHA and numkeys. */
+#define DL_SCRIPT_HEAD 3
+
+typedef struct dl_scripts {
+    char sha[DL_S_COUNT][41];
+    int loaded;
+} dl_scripts;
+
+/* Load every script on c with one pipelined round trip; fills s->sha.
+ * Used once, at open. */
+dl_status dl_scripts_load(dl_conn *c, dl_scripts *s, char *err, size_t errlen);
+
+/* Connect c if needed and make sure its server has the scripts: loaded
+ * once per connection (a new connection may be a restarted server or a
+ * node never used before), or again when `again` (after NOSCRIPT). Only
+ * call it when no reply is pending on c. */
+dl_status dl_scripts_ready(dl_conn *c, const dl_scripts *s, int again,
+                           char *err, size_t errlen);
+
+/* Run script id with EVALSHA, preceded by ASKING when `asking` (a Cluster
+ * ASK redirect). argv[0..DL_SCRIPT_HEAD) and lens[...] are filled in
+ * here; the caller's arguments (keys then args) follow. On NOSCRIPT the
+ * scripts are loaded again and the call resent once. A Redis error reply
+ * becomes an error status with its text in err. */
+dl_status dl_script_eval(dl_conn *c, const dl_scripts *s, int asking,
+                         dl_script_id id, int nkeys, int argc,
+                         const char **argv, size_t *lens,
+                         redisReply **out, char *err, size_t errlen);
+
+/* Queue script id on a pipeline, after dl_scripts_ready. A NOSCRIPT
+ * reply is the caller's to handle once every queued reply is read. */
+dl_status dl_script_append(dl_conn *c, const dl_scripts *s, dl_script_id id,
+                           int nkeys, int argc, const char **argv,
+                           size_t *lens, char *err, size_t errlen);
+int dl_script_noscript(const redisReply *r);
+
+/* The source of script id and its name ("acquire", ...), for tests. */
+const char *dl_script_source(dl_script_id id, const char **name);
+
+/* Where script id takes each key and argument, by the names its header
+ * gives them (op.c builds each call with it). */
+const dl_script_layout *dl_script_layout_of(dl_script_id id);
+
+#pragma GCC visibility pop
+#endif
