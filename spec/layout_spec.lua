@@ -103,8 +103,6 @@ local STILL_OVER = {
   "core/release.c dl_client_release: lines",
   "core/watchdog.c: lines",
   "core/watchdog.c scan: lines",
-  "redis/conn.c: lines",
-  "redis/conn.c dl_conn_ensure: lines",
   "redis/exec.c dl_exec_verdict: parameters",
   "redis/lockid.c dl_lockid_build: parameters",
   "redis/op.c dl_op_acquire: parameters",
@@ -214,7 +212,8 @@ describe("the C core's layout", function()
 
   it("reads top-down: binding, client, watchdog beside it, executor, topology", function()
     local below_client = { "watchdog", "pending", "exec", "batch", "op", "state",
-                           "topology", "script", "wait", "conn", "registry" }
+                           "topology", "script", "wait", "conn", "wire", "reply",
+                           "registry" }
     for _, m in ipairs(below_client) do
       local r = reach(g, m)
       assert.is_nil(r.client, m .. " must not depend on the client")
@@ -222,6 +221,10 @@ describe("the C core's layout", function()
     end
     for _, m in ipairs({ "exec", "batch", "op", "topology", "pending" }) do
       assert.is_nil(reach(g, m).watchdog, m .. " must not depend on the watchdog")
+    end
+    -- the bytes and the replies' meaning sit below the connection
+    for _, m in ipairs({ "wire", "reply" }) do
+      assert.is_nil(reach(g, m).conn, m .. " must not depend on a connection")
     end
     -- the lock's identity and the slots sit below the transport
     for _, m in ipairs({ "lockid", "slot" }) do
@@ -298,6 +301,60 @@ describe("the C core's layout", function()
         assert.is_nil(s:match("wd_retarget"), name .. " reaches into the topology")
       end
     end
+  end)
+
+  it("lets conn.c alone write a connection's fields (the others use its setters)", function()
+    local body = src("redis/conn.h"):match("typedef struct dl_conn {(.-)} dl_conn;")
+    body = body:gsub("/%*.-%*/", " ")
+    local fields = {}
+    for decl in body:gmatch("([^;]+);") do
+      for name in decl:gsub("%b()", ""):gmatch("([%a_][%w_]*)%s*,?%s*$") do
+        fields[#fields + 1] = name
+      end
+      for name in decl:gmatch(",%s*%**%s*([%a_][%w_]*)") do
+        fields[#fields + 1] = name
+      end
+    end
+    -- the field names no other struct has: no assignment to them at all;
+    -- the others: none through the members that hold a connection
+    local elsewhere = {}
+    for _, name in ipairs(sources()) do
+      if name ~= "redis/conn.h" then
+        local text = src(name):gsub("/%*.-%*/", " ")
+        for b in text:gmatch("struct[%w_%s]*(%b{})") do
+          for f in b:gmatch("([%a_][%w_]*)%s*[;%[,]") do elsewhere[f] = true end
+        end
+      end
+    end
+    local function writes(text, lhs)
+      return text:match(lhs .. "[%w_%.]*%s*[-+*/|&]?=[^=]") or
+             text:match(lhs .. "%s*%+%+") or text:match(lhs .. "%s*%-%-")
+    end
+    local seen = 0
+    for _, name in ipairs(sources()) do
+      if name:match("%.c$") then
+        local text = src(name):gsub("/%*.-%*/", " "):gsub("//[^\n]*", " ")
+        for _, f in ipairs(fields) do
+          local hits = {}
+          if not elsewhere[f] then
+            hits[#hits + 1] = writes(text, "[%.>]" .. f .. "%f[^%w_]")
+          end
+          for _, holder in ipairs({ "cmd", "wd", "probe", "conn" }) do
+            for _, sep in ipairs({ "%.", "%->" }) do
+              hits[#hits + 1] = writes(text, "%f[%w_]" .. holder .. "%s*" .. sep ..
+                                       f .. "%f[^%w_]")
+            end
+          end
+          if name == "redis/conn.c" then
+            if #hits > 0 then seen = seen + 1 end
+          else
+            assert.are.same({}, hits, name .. " writes dl_conn." .. f)
+          end
+        end
+      end
+    end
+    -- (and the check sees writes: conn.c's own)
+    assert.truthy(#fields > 20 and seen > 0)
   end)
 
   it("lets no callee release a mutex its caller holds: pending.c never unlocks", function()

@@ -1,22 +1,24 @@
 /* SPDX-License-Identifier: MIT
- * conn.c: one blocking hiredis connection.
+ * conn.c: one blocking hiredis connection (conn.h): connecting and its
+ * set-up, timeouts, the reconnect and its backoff, the log of its ups and
+ * downs, and the one resend of a command on a link found dead. The only
+ * writer of a dl_conn's fields.
  *
  * hiredis rules this file follows: a context that reported an error is
  * unusable and must be freed (we drop it and reconnect on the next call);
  * redisSetTimeout bounds each read/write with SO_RCVTIMEO/SO_SNDTIMEO, so
  * a timed-out command shows up as an I/O error with errno EAGAIN.
  * hiredis connects, formats commands into ctx->obuf and parses replies
- * with ctx->reader; the bytes in between are moved here, with send/recv
- * on a plain socket or through a TLS session (tls.h) on a rediss:// one.
+ * with ctx->reader; wire.c moves the bytes in between.
  */
 #define _GNU_SOURCE
 #include "redis/conn.h"
+#include "redis/wire.h"
 
 #include <hiredis/sds.h>
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -83,6 +85,47 @@ void dl_conn_retarget(dl_conn *c)
         c->resolve_next = 1;
 }
 
+void dl_conn_tell(dl_conn *c, dl_log *log, const char *role)
+{
+    c->log = log;
+    c->role = role;
+}
+
+void dl_conn_follow(dl_conn *c, const dl_resolver *r, const uint64_t *moved,
+                    int first)
+{
+    c->resolver = r;
+    c->moved = moved;
+    c->resolve_next = first;
+}
+
+void dl_conn_move_to(dl_conn *c, const char *host, int port)
+{
+    char *h = strdup(host);
+    if (!h) {
+        dl_conn_retarget(c);
+        return;
+    }
+    dl_conn_drop(c);
+    free(c->ep.host);
+    free(c->ep.path);
+    c->ep.path = NULL;
+    c->ep.host = h;
+    c->ep.port = port;
+    c->resolve_next = 0;
+    c->retry_at_us = c->backoff_us = 0;
+}
+
+void dl_conn_note_scripts(dl_conn *c)
+{
+    c->scripts_epoch = c->epoch;
+}
+
+int dl_conn_has_scripts(const dl_conn *c)
+{
+    return c->scripts_epoch == c->epoch;
+}
+
 void dl_conn_drop(dl_conn *c)
 {
     if (c->up) {
@@ -131,99 +174,16 @@ dl_status dl_conn_error(dl_conn *c, char *err, size_t errlen)
     return st;
 }
 
-dl_status dl_reply_error(const redisReply *r, char *err, size_t errlen)
-{
-    if (strncmp(r->str, "MOVED ", 6) == 0 || strncmp(r->str, "ASK ", 4) == 0)
-        return dl_fail(err, errlen, DL_EMOVED, "%s", r->str);
-    static const char *const transient[] = { "LOADING", "BUSY ",
-                                             "MASTERDOWN", NULL };
-    for (int i = 0; transient[i]; i++)
-        if (strncmp(r->str, transient[i], strlen(transient[i])) == 0)
-            return dl_fail(err, errlen, DL_EDOWN, "server not ready: %s",
-                           r->str);
-    return dl_fail(err, errlen, DL_EREDIS, "%s", r->str);
-}
-
-/* Mark c's context failed as hiredis would: a socket error (errno), the
- * end of the stream, or a TLS error told in msg. Returns REDIS_ERR. */
-static int io_failed(dl_conn *c, ssize_t how, const char *msg)
-{
-    redisContext *ctx = c->ctx;
-    c->eno = how == DL_TLS_EIO ? errno : 0;
-    ctx->err = how == DL_TLS_EIO ? REDIS_ERR_IO : how == DL_TLS_EOF
-               ? REDIS_ERR_EOF : REDIS_ERR_OTHER;
-    snprintf(ctx->errstr, sizeof ctx->errstr, "%s", how == DL_TLS_EIO ?
-             strerror(c->eno) : how == DL_TLS_EOF ?
-             "Server closed the connection" : msg);
-    return REDIS_ERR;
-}
-
-/* Write the context's whole output buffer: with send(MSG_NOSIGNAL), so a
- * socket the server closed gives EPIPE instead of raising SIGPIPE (hiredis
- * itself writes with write()), or through the TLS session. */
+/* Whatever is queued, written (wire.h). */
 static int send_all(dl_conn *c)
 {
-    redisContext *ctx = c->ctx;
-    char msg[DL_ERRLEN];
-    if (c->tls && sdslen(ctx->obuf) > 0) {
-        int rc = dl_tls_write(c->tls, ctx->fd, ctx->obuf, sdslen(ctx->obuf),
-                              msg, sizeof msg);
-        if (rc != 0)
-            return io_failed(c, rc, msg);
-        sdsclear(ctx->obuf);
-    }
-    while (sdslen(ctx->obuf) > 0) {
-        ssize_t n = send(ctx->fd, ctx->obuf, sdslen(ctx->obuf), MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            if (n == 0)
-                errno = EPIPE;
-            return io_failed(c, DL_TLS_EIO, NULL);
-        }
-        sdsrange(ctx->obuf, (int)n, -1);
-    }
-    return REDIS_OK;
+    return dl_wire_send(c->ctx, c->tls, &c->eno);
 }
 
-/* Read into the reply reader: wait (bounded by the socket's timeout) for
- * some bytes, or take only what is there. Then, for TLS, take whatever
- * else is already there, so no whole record stays in the session. Returns
- * REDIS_OK or REDIS_ERR (ctx->err set). */
+/* Read into the reply reader, waiting or not (wire.h). */
 static int fill(dl_conn *c, int wait)
 {
-    char buf[16384], msg[DL_ERRLEN];
-    for (int fed = 0;; fed = 1) {
-        ssize_t n;
-        if (c->tls) {
-            n = dl_tls_read(c->tls, c->ctx->fd, buf, sizeof buf, wait, msg,
-                            sizeof msg);
-        } else {
-            n = recv(c->ctx->fd, buf, sizeof buf, wait ? 0 : MSG_DONTWAIT);
-            if (n == 0)
-                n = DL_TLS_EOF;
-            else if (n < 0 && errno == EINTR)
-                continue;
-            else if (n < 0 && !wait && (errno == EAGAIN ||
-                                        errno == EWOULDBLOCK))
-                n = 0;
-        }
-        if (n < 0 && fed)       /* the reader has bytes: they go first, */
-            return REDIS_OK;    /* the failure is met again next time */
-        if (n < 0)
-            return io_failed(c, n, msg);
-        if (n == 0)
-            return REDIS_OK;
-        if (redisReaderFeed(c->ctx->reader, buf, (size_t)n) != REDIS_OK) {
-            c->ctx->err = REDIS_ERR_PROTOCOL;
-            snprintf(c->ctx->errstr, sizeof c->ctx->errstr, "%s",
-                     c->ctx->reader->errstr);
-            return REDIS_ERR;
-        }
-        if (!c->tls)
-            return REDIS_OK;    /* the socket itself tells poll() the rest */
-        wait = 0;
-    }
+    return dl_wire_fill(c->ctx, c->tls, wait, &c->eno);
 }
 
 /* Read one reply; whatever is queued is sent first, by send_all. Each
@@ -245,7 +205,7 @@ static int get_reply(dl_conn *c, void **r)
         }
         if (until && dl_now_us() > until) {
             errno = EAGAIN;                 /* told as "timed out" */
-            return io_failed(c, DL_TLS_EIO, NULL);
+            return dl_wire_failed(c->ctx, DL_TLS_EIO, NULL, &c->eno);
         }
         if (fill(c, 1) != REDIS_OK)
             return REDIS_ERR;
@@ -352,6 +312,118 @@ int dl_conn_moved(const dl_conn *c)
            __atomic_load_n(c->moved, __ATOMIC_ACQUIRE) != c->moved_seen;
 }
 
+/* Open c's socket, not yet set up. */
+static dl_status open_socket(dl_conn *c, char *err, size_t errlen)
+{
+    const dl_endpoint *ep = &c->ep;
+    if (!ep->path && !ep->host)
+        return dl_fail(err, errlen, DL_ECONN, "no address to connect to");
+    struct timeval tv = to_tv(c->connect_timeout_us);
+    c->ctx = ep->path ? redisConnectUnixWithTimeout(ep->path, tv)
+                      : redisConnectWithTimeout(ep->host, ep->port, tv);
+    if (!c->ctx)
+        return dl_oom(err, errlen);
+    if (c->ctx->err)
+        return connect_failed(c, err, errlen);
+    c->read_us = c->connect_timeout_us;     /* hiredis set it so */
+    int fd = c->ctx->fd, one = 1;
+    (void)fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+    if (!ep->path)
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return DL_OK;
+}
+
+/* Who we are, on a fresh connection: AUTH, SELECT, CLIENT SETNAME. */
+static dl_status introduce(dl_conn *c, char *err, size_t errlen)
+{
+    const dl_endpoint *ep = &c->ep;
+    dl_status st = DL_OK;
+    if (ep->password) {
+        const char *argv[3] = { "AUTH", ep->username, ep->password };
+        int argc = 3;
+        if (!ep->username) {
+            argv[1] = ep->password;
+            argc = 2;
+        }
+        st = setup_cmd(c, argc, argv, "AUTH", err, errlen);
+    }
+    if (st == DL_OK && ep->db != 0) {
+        char db[16];
+        snprintf(db, sizeof db, "%d", ep->db);
+        const char *argv[2] = { "SELECT", db };
+        st = setup_cmd(c, 2, argv, "SELECT", err, errlen);
+    }
+    if (st == DL_OK && ep->name) {          /* who this is, in CLIENT LIST */
+        const char *argv[3] = { "CLIENT", "SETNAME", ep->name };
+        st = setup_cmd(c, 3, argv, NULL, err, errlen);
+    }
+    return st;
+}
+
+/* Sentinel gave this address: make sure it is a master now (a sentinel
+ * that has not caught up may name a demoted one). */
+static dl_status check_master(dl_conn *c, char *err, size_t errlen)
+{
+    void *v = NULL;
+    const char *argv[1] = { "ROLE" };
+    if (redisAppendCommandArgv(c->ctx, 1, argv, NULL) != REDIS_OK ||
+        get_reply(c, &v) != REDIS_OK || !v)
+        return dl_conn_error(c, err, errlen);
+    redisReply *r = v;
+    int master = r->type == REDIS_REPLY_ERROR ||    /* not allowed */
+                 (r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                  r->element[0]->type == REDIS_REPLY_STRING &&
+                  strcmp(r->element[0]->str, "master") == 0);
+    freeReplyObject(r);
+    if (master)
+        return DL_OK;
+    char addr[128];
+    dl_fail(err, errlen, DL_EDOWN, "%s is not a master (ROLE); asking the "
+            "sentinels again", where(c, addr, sizeof addr));
+    dl_conn_drop(c);
+    return DL_EDOWN;
+}
+
+/* A fresh socket made ready for commands: TLS, timeouts, introduce, and
+ * check_master where a resolver wants one. A failure is backed off. */
+static dl_status set_up(dl_conn *c, char *err, size_t errlen)
+{
+    /* A connection without a command timeout (the subscriber's) still
+     * bounds its set-up commands, by the connect timeout. */
+    int64_t setup_us = c->command_timeout_us > 0 ? c->command_timeout_us
+                                                 : c->connect_timeout_us;
+    dl_status st;
+    if (c->ep.tls && (st = start_tls(c, err, errlen)) != DL_OK)
+        return back_off(c, err, st);
+    if (setup_us > 0 && set_timeout(c, setup_us) != REDIS_OK)
+        return connect_failed(c, err, errlen);
+    if ((st = introduce(c, err, errlen)) != DL_OK ||
+        (c->resolver && c->resolver->master_only &&
+         (st = check_master(c, err, errlen)) != DL_OK))
+        return back_off(c, err, st);
+    if (c->command_timeout_us == 0 && setup_us > 0 &&
+        set_timeout(c, 0) != REDIS_OK)
+        return connect_failed(c, err, errlen);
+    return DL_OK;
+}
+
+/* c is connected and set up: count it, and tell the log it is back. */
+static void came_up(dl_conn *c)
+{
+    c->backoff_us = 0;
+    c->retry_at_us = 0;
+    c->epoch++;
+    c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
+    if (c->down_told || c->epoch > 1) {
+        char addr[128];
+        dl_log_say(c->log, DL_LOG_INFO, "%s connection to %s %sconnected",
+                   c->role ? c->role : "a", where(c, addr, sizeof addr),
+                   c->epoch > 1 ? "re" : "");
+    }
+    c->down_told = 0;
+    c->up = 1;
+}
+
 dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
 {
     /* Another address now: go there, but only between calls, never with
@@ -380,89 +452,11 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen)
         c->ep = ep;
         c->resolve_next = 0;
     }
-    const dl_endpoint *ep = &c->ep;
-    if (!ep->path && !ep->host)
-        return dl_fail(err, errlen, DL_ECONN, "no address to connect to");
-    struct timeval tv = to_tv(c->connect_timeout_us);
-    c->ctx = ep->path ? redisConnectUnixWithTimeout(ep->path, tv)
-                      : redisConnectWithTimeout(ep->host, ep->port, tv);
-    if (!c->ctx)
-        return dl_oom(err, errlen);
-    if (c->ctx->err)
-        return connect_failed(c, err, errlen);
-    c->read_us = c->connect_timeout_us;     /* hiredis set it so */
-    int fd = c->ctx->fd, one = 1;
-    (void)fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
-    if (!ep->path)
-        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    /* A connection without a command timeout (the subscriber's) still
-     * bounds its set-up commands, by the connect timeout. */
-    int64_t setup_us = c->command_timeout_us > 0 ? c->command_timeout_us
-                                                 : c->connect_timeout_us;
     dl_status st;
-    if (ep->tls && (st = start_tls(c, err, errlen)) != DL_OK)
-        return back_off(c, err, st);
-    if (setup_us > 0 && set_timeout(c, setup_us) != REDIS_OK)
-        return connect_failed(c, err, errlen);
-    if (ep->password) {
-        const char *argv[3] = { "AUTH", ep->username, ep->password };
-        int argc = 3;
-        if (!ep->username) {
-            argv[1] = ep->password;
-            argc = 2;
-        }
-        if ((st = setup_cmd(c, argc, argv, "AUTH", err, errlen)) != DL_OK)
-            return back_off(c, err, st);
-    }
-    if (ep->db != 0) {
-        char db[16];
-        snprintf(db, sizeof db, "%d", ep->db);
-        const char *argv[2] = { "SELECT", db };
-        if ((st = setup_cmd(c, 2, argv, "SELECT", err, errlen)) != DL_OK)
-            return back_off(c, err, st);
-    }
-    if (ep->name) {             /* who this is, in CLIENT LIST */
-        const char *argv[3] = { "CLIENT", "SETNAME", ep->name };
-        if ((st = setup_cmd(c, 3, argv, NULL, err, errlen)) != DL_OK)
-            return back_off(c, err, st);
-    }
-    if (c->resolver && c->resolver->master_only) {
-        /* Sentinel gave this address: make sure it is a master now (a
-         * sentinel that has not caught up may name a demoted one). */
-        void *v = NULL;
-        const char *argv[1] = { "ROLE" };
-        if (redisAppendCommandArgv(c->ctx, 1, argv, NULL) != REDIS_OK ||
-            get_reply(c, &v) != REDIS_OK || !v)
-            return connect_failed(c, err, errlen);
-        redisReply *r = v;
-        int master = r->type == REDIS_REPLY_ERROR ||    /* not allowed */
-                     (r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-                      r->element[0]->type == REDIS_REPLY_STRING &&
-                      strcmp(r->element[0]->str, "master") == 0);
-        freeReplyObject(r);
-        if (!master) {
-            char addr[128];
-            dl_fail(err, errlen, DL_EDOWN, "%s is not a master (ROLE); asking "
-                    "the sentinels again", where(c, addr, sizeof addr));
-            dl_conn_drop(c);
-            return back_off(c, err, DL_EDOWN);
-        }
-    }
-    if (c->command_timeout_us == 0 && setup_us > 0 &&
-        set_timeout(c, 0) != REDIS_OK)
-        return connect_failed(c, err, errlen);
-    c->backoff_us = 0;
-    c->retry_at_us = 0;
-    c->epoch++;
-    c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
-    if (c->down_told || c->epoch > 1) {
-        char addr[128];
-        dl_log_say(c->log, DL_LOG_INFO, "%s connection to %s %sconnected",
-                   c->role ? c->role : "a", where(c, addr, sizeof addr),
-                   c->epoch > 1 ? "re" : "");
-    }
-    c->down_told = 0;
-    c->up = 1;
+    if ((st = open_socket(c, err, errlen)) != DL_OK ||
+        (st = set_up(c, err, errlen)) != DL_OK)
+        return st;
+    came_up(c);
     return DL_OK;
 }
 
@@ -485,50 +479,13 @@ void dl_conn_read_timeout(dl_conn *c, int64_t us)
         (void)set_timeout(c, us);
 }
 
-/* "<c><n>\r\n" at p; returns the end. */
-static char *put_len(char *p, char c, size_t n)
-{
-    *p++ = c;
-    p += dl_fmt_i64(p, (int64_t)n);
-    *p++ = '\r';
-    *p++ = '\n';
-    return p;
-}
-
-/* The command argv (lens NULL: C strings) in RESP at the end of ctx's
- * output buffer: what redisAppendCommandArgv does, without its sdscatfmt
- * per argument (a renewal call carries 4 per hold: doc/performance.md).
- * Returns 0, or -1 out of memory (the buffer as it was). */
-static int append_argv(redisContext *ctx, int argc, const char **argv,
-                       const size_t *lens)
-{
-    size_t room = 24;                   /* "*<argc>\r\n" */
-    for (int i = 0; i < argc; i++)      /* "$<len>\r\n<arg>\r\n" */
-        room += (lens ? lens[i] : strlen(argv[i])) + 26;
-    sds o = room < INT_MAX ? sdsMakeRoomFor(ctx->obuf, room) : NULL;
-    if (!o)
-        return -1;
-    ctx->obuf = o;
-    char *start = o + sdslen(o), *p = put_len(start, '*', (size_t)argc);
-    for (int i = 0; i < argc; i++) {
-        size_t n = lens ? lens[i] : strlen(argv[i]);
-        p = put_len(p, '$', n);
-        memcpy(p, argv[i], n);
-        p += n;
-        *p++ = '\r';
-        *p++ = '\n';
-    }
-    sdsIncrLen(o, (int)(p - start));
-    return 0;
-}
-
 dl_status dl_conn_append(dl_conn *c, int argc, const char **argv,
                          const size_t *lens, char *err, size_t errlen)
 {
     dl_status st = dl_conn_ensure(c, err, errlen);
     if (st != DL_OK)
         return st;
-    if (append_argv(c->ctx, argc, argv, lens) != 0)
+    if (dl_wire_append(c->ctx, argc, argv, lens) != 0)
         return dl_oom(err, errlen);
     return DL_OK;
 }
@@ -593,13 +550,4 @@ dl_status dl_conn_call_led(dl_conn *c, const char *lead, int argc,
         return st;
     }
     return send_read(c, lead, argc, argv, lens, out, err, errlen);
-}
-
-int dl_reply_int(const redisReply *r, size_t i, int64_t *v)
-{
-    if (r->type != REDIS_REPLY_ARRAY || r->elements <= i ||
-        r->element[i]->type != REDIS_REPLY_INTEGER)
-        return -1;
-    *v = r->element[i]->integer;
-    return 0;
 }

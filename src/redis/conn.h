@@ -8,6 +8,7 @@
 #define DLOCK_CONN_H
 
 #include "redis/endpoint.h"
+#include "redis/reply.h"
 #include "base/log.h"
 #include <hiredis/hiredis.h>
 
@@ -27,6 +28,8 @@ typedef struct dl_resolver {
                                    as a master; READONLY asks again */
 } dl_resolver;
 
+/* Only conn.c writes these fields (others read them): the setters below
+ * change what a caller may. */
 typedef struct dl_conn {
     redisContext *ctx;          /* NULL while disconnected; hiredis formats
                                    into ctx->obuf and parses with
@@ -61,7 +64,7 @@ typedef struct dl_conn {
                                    its socket, whatever fd number the
                                    kernel reused for it */
     uint64_t scripts_epoch;     /* the epoch whose server has our scripts
-                                   (kept by script.c) */
+                                   (dl_conn_note_scripts) */
     char why[96];               /* the last connect failure */
     dl_status why_st;           /* its status (DL_EDOWN or DL_ECONN) */
 } dl_conn;
@@ -74,6 +77,22 @@ int dl_conn_init(dl_conn *c, const dl_endpoint *ep,
                  int64_t connect_timeout_us, int64_t command_timeout_us);
 /* Drop the connection and free the endpoint. */
 void dl_conn_free(dl_conn *c);
+
+/* Where c tells its ups and downs (log, or NULL) and as what (role, a
+ * string that outlives c: "command", "subscriber", ...). */
+void dl_conn_tell(dl_conn *c, dl_log *log, const char *role);
+
+/* Let c follow an address that changes: r (or NULL) is asked where to go
+ * before each reconnect after a failure, and before the first connect
+ * when first; when moved (or NULL) changes, c goes there too, between
+ * calls (dl_conn_moved). r and moved outlive c. */
+void dl_conn_follow(dl_conn *c, const dl_resolver *r, const uint64_t *moved,
+                    int first);
+
+/* Drop the connection; the next connect goes to host:port (c's
+ * credentials, db and TLS kept) without asking the resolver, and without
+ * waiting out a backoff. Out of memory: as dl_conn_retarget. */
+void dl_conn_move_to(dl_conn *c, const char *host, int port);
 
 /* Write everything queued by dl_conn_append without waiting for replies,
  * so that several connections work at once. */
@@ -91,21 +110,30 @@ int dl_conn_moved(const dl_conn *c);
  * connect: the server is no longer what we wanted (READONLY). */
 void dl_conn_retarget(dl_conn *c);
 
-/* Connect (if not connected), set TCP_NODELAY and timeouts, AUTH, SELECT.
- * Returns DL_OK or DL_ECONN with a message in err. */
+/* Connect (if not connected), set TCP_NODELAY and timeouts, AUTH, SELECT,
+ * CLIENT SETNAME, and with a master_only resolver check ROLE. Returns
+ * DL_OK, or an error status (DL_EDOWN: out of reach for now) with a
+ * message in err. */
 dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen);
 
 /* Drop the connection (after an I/O error, or to close). */
 void dl_conn_drop(dl_conn *c);
 
+/* script.c's note that c's server has dlock's scripts, and whether it
+ * still does as far as c knows: until c connects again. */
+void dl_conn_note_scripts(dl_conn *c);
+int dl_conn_has_scripts(const dl_conn *c);
+
 /* Send one command and read its reply. A Redis error reply is returned
  * as DL_OK with *out of type REDIS_REPLY_ERROR: callers decide. I/O errors
- * drop the connection and give DL_ECONN. On DL_OK the caller frees *out.
- * A connection found dead (the server restarted or closed it while idle)
- * is replaced and the command sent once more: every command dlock sends is
- * safe to resend. So is a READONLY answer on a connection with a resolver
- * (a demoted Sentinel master): it is retargeted first. A timeout is never
- * resent, so the bound holds. */
+ * drop the connection and give DL_ECONN or DL_EDOWN. On DL_OK the caller
+ * frees *out. A connection found dead on reuse (the server restarted or
+ * closed it while idle) is replaced and the command sent once more;
+ * dlock's scripts are safe to resend (each request is recorded), a
+ * user's command (client:call, lock:guard) may then run twice if the
+ * server ran it just before the link died. So is a READONLY answer on a
+ * connection with a master_only resolver (a demoted Sentinel master): it
+ * is retargeted first. A timeout is never resent, so the bound holds. */
 dl_status dl_conn_call(dl_conn *c, int argc, const char **argv,
                        const size_t *lens, redisReply **out,
                        char *err, size_t errlen);
@@ -130,26 +158,8 @@ dl_status dl_conn_append(dl_conn *c, int argc, const char **argv,
                          const size_t *lens, char *err, size_t errlen);
 dl_status dl_conn_read(dl_conn *c, redisReply **out, char *err, size_t errlen);
 
-/* Internal: a Cluster redirect (MOVED, ASK), its text in err. */
-#define DL_EMOVED DL_INTERNAL(1, DL_EREDIS)
-
-/* Internal: the server is out of reach for now, which a restart or a
- * failover ends: the connection was refused, reset, closed or timed out,
- * the server cannot serve yet (LOADING, BUSY, MASTERDOWN), or it is not
- * the master. A waiting acquire tries again. A server that refuses us
- * (AUTH, TLS, a bad address) is DL_ECONN. Users see "connection". */
-#define DL_EDOWN DL_INTERNAL(5, DL_ECONN)
-
-/* Classify an error reply: a Cluster redirect (MOVED, ASK) is DL_EMOVED,
- * the transient states of a server that cannot serve yet (LOADING, BUSY,
- * MASTERDOWN) are DL_EDOWN, anything else is DL_EREDIS. Writes the text
- * to err. */
-dl_status dl_reply_error(const redisReply *r, char *err, size_t errlen);
-
-/* Integer element i of an array reply: 0, or -1 if there is none. */
-int dl_reply_int(const redisReply *r, size_t i, int64_t *v);
-
-/* Describe a hiredis context error as "connection: ..." text in err. */
+/* Describe a hiredis context error as "connection: ..." text in err, and
+ * drop the connection. */
 dl_status dl_conn_error(dl_conn *c, char *err, size_t errlen);
 
 #pragma GCC visibility pop

@@ -50,7 +50,7 @@ static dl_status load_on(dl_conn *c, dl_scripts *fill, const dl_scripts *known,
         freeReplyObject(r);
     }
     if (st == DL_OK)
-        c->scripts_epoch = c->epoch;
+        dl_conn_note_scripts(c);
     return st;
 }
 
@@ -67,7 +67,7 @@ dl_status dl_scripts_ready(dl_conn *c, const dl_scripts *s, int again,
     dl_status st;
     if ((st = dl_conn_ensure(c, err, errlen)) != DL_OK)
         return st;
-    if (!again && c->scripts_epoch == c->epoch)
+    if (!again && dl_conn_has_scripts(c))
         return DL_OK;
     return load_on(c, NULL, s, err, errlen);
 }

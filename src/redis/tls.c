@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT
- * tls.c: TLS sessions over OpenSSL, for conn.c.
+ * tls.c: TLS sessions over OpenSSL: conn.c opens and closes them, wire.c
+ * moves the bytes through them.
  *
  * DESIGN. The session never touches the socket itself: OpenSSL reads and
  * writes two memory buffers, and this file moves their bytes with recv()

@@ -36,10 +36,9 @@ static void free_node(dl_node *n)
 /* Where n's connections tell their ups and downs, and as what. */
 static void name_conns(dl_topology *t, dl_node *n)
 {
-    n->cmd.log = n->sub.conn.log = n->wd.log = t->log;
-    n->cmd.role = "command";
-    n->sub.conn.role = "subscriber";
-    n->wd.role = "watchdog";
+    dl_conn_tell(&n->cmd, t->log, "command");
+    dl_conn_tell(&n->sub.conn, t->log, "subscriber");
+    dl_conn_tell(&n->wd, t->log, "watchdog");
 }
 
 /* A Cluster node's resolver: the address its entry has now. */
@@ -76,19 +75,15 @@ static dl_node *new_node(dl_topology *t, const dl_endpoint *ep)
     name_conns(t, n);
     dl_conn *cs[3] = { &n->cmd, &n->sub.conn, &n->wd };
     if (t->kind == DL_TOPO_SENTINEL)
-        for (int i = 0; i < 3; i++) {
-            cs[i]->resolver = &t->resolver;
-            cs[i]->resolve_next = 1;
-        }
+        for (int i = 0; i < 3; i++)
+            dl_conn_follow(cs[i], &t->resolver, NULL, 1);
     if (t->kind == DL_TOPO_CLUSTER) {
         n->topo = t;
         n->resolver.resolve = node_resolve;
         n->resolver.ud = n;
         n->named = 1;
-        for (int i = 0; i < 3; i++) {
-            cs[i]->resolver = &n->resolver;
-            cs[i]->moved = &n->moved;
-        }
+        for (int i = 0; i < 3; i++)
+            dl_conn_follow(cs[i], &n->resolver, &n->moved, 0);
     }
     return n;
 }
@@ -237,10 +232,8 @@ static void lua_retarget(dl_topology *t)
     dl_conn_retarget(&n->cmd);
     dl_waiter_free(&n->sub);            /* its subscriptions go with it */
     if (dl_waiter_init(&n->sub, &t->tmpl, t->connect_timeout_us, 0) == 0) {
-        n->sub.conn.resolver = &t->resolver;
-        n->sub.conn.resolve_next = 1;
-        n->sub.conn.log = t->log;       /* not the watchdog's: its thread */
-        n->sub.conn.role = "subscriber";
+        dl_conn_follow(&n->sub.conn, &t->resolver, NULL, 1);
+        dl_conn_tell(&n->sub.conn, t->log, "subscriber");
     }
 }
 
@@ -290,12 +283,14 @@ void dl_topology_sentinel_news(dl_topology *t)
         return;
     if (__atomic_exchange_n(&t->lua_retarget, 0, __ATOMIC_ACQ_REL))
         lua_retarget(t);                /* the watchdog found a new master */
-    if (!t->news_init || (!w->conn.ctx && !w->conn.retry_at_us)) {
+    if (!t->news_init || t->news_dead ||
+        (!w->conn.ctx && !w->conn.retry_at_us)) {
         /* (Re)start on the next sentinel; the first time on the first. */
         if (t->news_init) {
             dl_waiter_free(w);
             t->news_from = (t->news_from + 1) % t->nsentinels;
         }
+        t->news_dead = 0;
         t->news_init = dl_waiter_init(w, &t->sentinels[t->news_from],
                                       t->connect_timeout_us, 0) == 0;
         if (!t->news_init)
@@ -324,7 +319,7 @@ void dl_topology_sentinel_news(dl_topology *t)
      * failovers: one that answers no PING within 2 s is left for the next. */
     if (dl_waiter_alive(w, 500000, 2000000 + t->connect_timeout_us,
                         &t->news_ping_us) != 0)
-        w->conn.retry_at_us = 0;
+        t->news_dead = 1;
 }
 
 /* ---- the watchdog's sentinel probe --------------------------------------- */
@@ -462,14 +457,8 @@ int dl_topology_probe_check(dl_topology *t, int sent, int64_t until_us)
     dl_log_say(t->log, DL_LOG_INFO, "sentinel %s:%d: master '%s' is at "
                "%s:%d", at->host ? at->host : "?", at->port, t->master, host,
                port);
-    dl_conn_drop(wc);
-    free(wc->ep.host);
-    free(wc->ep.path);
-    wc->ep.path = NULL;
-    wc->ep.host = host;
-    wc->ep.port = port;
-    wc->resolve_next = 0;
-    wc->retry_at_us = wc->backoff_us = 0;
+    dl_conn_move_to(wc, host, port);
+    free(host);
     __atomic_store_n(&t->lua_retarget, 1, __ATOMIC_RELEASE);
     return DL_PROBE_MOVED;
 }

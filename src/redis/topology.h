@@ -62,7 +62,7 @@ typedef struct dl_topology {
     dl_resolver resolver;       /* Sentinel: resolves node 0 */
     dl_waiter news;             /* Sentinel: +switch-master, Lua thread */
     size_t news_from;           /* which sentinel it listens to */
-    int news_init;
+    int news_init, news_dead;
     int64_t news_ping_us;       /* when to check that sentinel is alive */
     uint64_t news_seen;         /* +switch-master messages handled */
     size_t sentinel_ok;         /* the sentinel that answered last */
