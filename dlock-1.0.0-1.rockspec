@@ -28,11 +28,13 @@ build = {
   type = "builtin",
   modules = {
     ["dlock.core"] = {
-      sources = { "src/base/log.c", "src/base/util.c", "src/redis/batch.c", "src/redis/conn.c",
+      sources = { "src/base/log.c", "src/base/util.c", "src/redis/batch.c",
+                  "src/redis/cluster.c", "src/redis/conn.c",
                   "src/redis/endpoint.c", "src/redis/exec.c", "src/redis/lockid.c",
                   "src/redis/op.c", "src/redis/reply.c", "src/redis/script.c",
-                  "src/redis/slot.c", "src/redis/tls.c", "src/redis/topology.c",
-                  "src/redis/wait.c", "src/redis/wire.c",
+                  "src/redis/sentinel.c", "src/redis/slot.c",
+                  "src/redis/tls.c", "src/redis/topology.c", "src/redis/wait.c",
+                  "src/redis/wire.c",
                   "src/core/acquire.c", "src/core/call.c", "src/core/client.c",
                   "src/core/inspect.c", "src/core/pending.c", "src/core/registry.c",
                   "src/core/release.c", "src/core/state.c", "src/core/watchdog.c",

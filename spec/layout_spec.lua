@@ -103,19 +103,10 @@ local STILL_OVER = {
   "core/release.c dl_client_release: lines",
   "core/watchdog.c: lines",
   "core/watchdog.c scan: lines",
-  "redis/exec.c dl_exec_verdict: parameters",
   "redis/lockid.c dl_lockid_build: parameters",
   "redis/op.c dl_op_acquire: parameters",
   "redis/op.c lease_op: parameters",
   "redis/op.c dl_op_guard: parameters",
-  "redis/script.c call_once: parameters",
-  "redis/script.c dl_script_eval: parameters",
-  "redis/script.c dl_script_append: parameters",
-  "redis/topology.c: lines",
-  "redis/topology.c dl_topology_init: parameters",
-  "redis/topology.c run_once: parameters",
-  "redis/topology.c dl_topology_run: parameters",
-  "redis/topology.c dl_topology_fan: parameters",
 }
 
 -- the executor and the topologies: the only files that send, or know a
@@ -212,16 +203,21 @@ describe("the C core's layout", function()
 
   it("reads top-down: binding, client, watchdog beside it, executor, topology", function()
     local below_client = { "watchdog", "pending", "exec", "batch", "op", "state",
-                           "topology", "script", "wait", "conn", "wire", "reply",
-                           "registry" }
+                           "topology", "cluster", "sentinel", "script", "wait",
+                           "conn", "wire", "reply", "registry" }
     for _, m in ipairs(below_client) do
       local r = reach(g, m)
       assert.is_nil(r.client, m .. " must not depend on the client")
       assert.is_nil(r.lua_dlock, m .. " must not depend on the binding")
     end
-    for _, m in ipairs({ "exec", "batch", "op", "topology", "pending" }) do
+    for _, m in ipairs({ "exec", "batch", "op", "topology", "cluster", "sentinel",
+                         "pending" }) do
       assert.is_nil(reach(g, m).watchdog, m .. " must not depend on the watchdog")
     end
+    -- the topologies: Cluster over the common nodes, Sentinel beneath them
+    -- (it knows no node: it moves the connections it was given)
+    assert.is_nil(reach(g, "topology").cluster, "topology must not depend on cluster")
+    assert.is_nil(reach(g, "sentinel").topology, "sentinel must not depend on topology")
     -- the bytes and the replies' meaning sit below the connection
     for _, m in ipairs({ "wire", "reply" }) do
       assert.is_nil(reach(g, m).conn, m .. " must not depend on a connection")
@@ -268,7 +264,7 @@ describe("the C core's layout", function()
 
   it("sends every operation through the executor, and builds each in one place", function()
     local senders = { "dl_script_eval%(", "dl_script_append%(", "dl_topology_run%(",
-                      "dl_topology_fan%(" }
+                      "dl_topology_run_at%(", "dl_topology_fan%(", "dl_cluster_run%(" }
     for _, name in ipairs(sources()) do
       if name:match("%.c$") and not EXECUTOR[module(name)] then
         local s = src(name)

@@ -27,7 +27,7 @@ typedef enum {
 } dl_status;
 
 /* Internal codes travel in a dl_status too, but are none of the public
- * ones: each is declared beside what returns it (conn.h, topology.h,
+ * ones: each is declared beside what returns it (reply.h, cluster.h,
  * client.h), with the public code a user sees should one reach them
  * (dl_strerror). */
 #define DL_INTERNAL(n, shown_as) ((dl_status)((n) << 4 | (shown_as)))

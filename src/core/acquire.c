@@ -635,8 +635,8 @@ static int judge_subscribe(dl_client *c, const dl_lockref *l,
      * other node, ASK, and announce itself there, unheard): nap, and look
      * again. */
     if (bound > 100000 && (nfds == 0 ||
-                           dl_topology_migrating(&c->topo, l->ident.key,
-                                                 l->ident.keylen, s->now)))
+                           dl_cluster_migrating(&c->topo, l->ident.key,
+                                                l->ident.keylen, s->now)))
         bound = 100000;
     s->st = wait_for(op, fds, nfds, s->now + bound);
     op->serial = dl_waiter_serial(s->ws, s->nws, l->ident.chan,

@@ -209,11 +209,14 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
         dl_log_say(&c->log, DL_LOG_WARN, "tls.verify = false: the servers' "
                    "certificates are not checked, so anyone on the path "
                    "can pose as a server (for tests only)");
-    st = dl_topology_init(&c->topo, c->opts.topo, &c->mu, c->opts.eps,
-                          c->opts.neps, c->opts.master, &c->opts.tmpl,
-                          c->opts.connect_timeout_us, cmd,
-                          cmd > 0 && cmd < third ? cmd : third, &c->log,
-                          err, errlen);
+    dl_topology_opts to = {
+        .kind = c->opts.topo, .mu = &c->mu, .eps = c->opts.eps,
+        .neps = c->opts.neps, .master = c->opts.master, .tmpl = &c->opts.tmpl,
+        .connect_timeout_us = c->opts.connect_timeout_us,
+        .command_timeout_us = cmd,
+        .wd_timeout_us = cmd > 0 && cmd < third ? cmd : third, .log = &c->log
+    };
+    st = dl_topology_init(&c->topo, &to, err, errlen);
     c->pubverb = dl_exec_publish_verb(&c->topo);
     c->opts.eps = NULL;
     c->opts.neps = 0;
@@ -262,7 +265,7 @@ static void release_all(dl_client *c)
             b.n += (size_t)dl_client_drop_op(c, h, &l, &b.ops[b.n]);
     }
     if (b.n)
-        (void)dl_exec_batch(&c->topo, &c->scripts, 0, &b);
+        (void)dl_batch_run(&c->topo, &c->scripts, 0, &b);
     dl_batch_free(&b);
     free(b.ops);
     free(b.tallies);

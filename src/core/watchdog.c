@@ -255,7 +255,7 @@ static size_t renew(dl_client *c, dl_hold *orphans)
      * (rare: one call each, before anything is queued). */
     for (dl_hold *h = orphans; h; h = h->onext)
         dl_client_pending_end(c, 1, h);
-    return dl_exec_batch(&c->topo, &c->scripts, 1, &c->wd->run);
+    return dl_batch_run(&c->topo, &c->scripts, 1, &c->wd->run);
 }
 
 /* Whether a forced release of h's lock was among the last notices a
@@ -295,9 +295,8 @@ static int settle(dl_client *c, dl_hold *h, int64_t sent, int probe,
     char err[DL_ERRLEN];
     dl_result res;
     dl_status st = i - off < w->run.n
-        ? dl_exec_verdict(&c->topo, DL_RULE_VOTE, "renew",
-                          &w->tallies[i - off], 1, NULL, &res, err,
-                          sizeof err)
+        ? dl_batch_verdict(&c->topo, &w->run, i - off, &res, err,
+                           sizeof err)
         : DL_ECONN;                         /* not sent */
     int64_t lease = h->lease_ms * 1000;
     int64_t retry = lease / 10 < 1000000 ? lease / 10 : 1000000;
@@ -339,7 +338,7 @@ static int settle(dl_client *c, dl_hold *h, int64_t sent, int probe,
 
 /* Steps 5: record the results of a chunk of a pass (w->batch[off, off +
  * cnt)) sent at `sent`, with c->mu held. probe: what the sentinels said
- * of the server renewed on (topology.h); a renewal counts as confirmed
+ * of the server renewed on (sentinel.h); a renewal counts as confirmed
  * only where they name it the master. */
 static void record(dl_client *c, int64_t sent, size_t calls, int probe,
                    size_t off, size_t cnt)
@@ -526,7 +525,7 @@ static void find_places(dl_client *c)
 {
     dl_watchdog *w = c->wd;
     pthread_mutex_unlock(&c->mu);
-    dl_topology_wd_resolve(&c->topo);       /* (Sentinel only) */
+    dl_sentinel_wd_resolve(&c->topo.sentinel);
     pthread_mutex_lock(&c->mu);
     for (size_t i = 0; i < w->nplaces; i++)
         dl_endpoint_free(&w->places[i]);
@@ -650,14 +649,14 @@ static void *run(void *arg)
                 orphans = NULL;
             }
             pthread_mutex_unlock(&c->mu);
-            dl_topology_wd_follow(&c->topo);    /* Sentinel news */
+            dl_sentinel_wd_follow(&c->topo.sentinel);
             int64_t sent = dl_now_us();
             /* Sentinel: which server is the master, asked beside the
              * renewals (w->batch is this thread's own). */
-            int asked = cnt > 0 && dl_topology_probe_send(&c->topo);
+            int asked = cnt > 0 && dl_sentinel_probe_send(&c->topo.sentinel);
             size_t calls = renew(c, orphans);
             int probe = cnt > 0
-                ? dl_topology_probe_check(&c->topo, asked,
+                ? dl_sentinel_probe_check(&c->topo.sentinel, asked,
                                           sent + c->topo.wd_timeout_us)
                 : DL_PROBE_SAME;
             while (orphans) {

@@ -123,13 +123,8 @@ static void count(dl_batch *b, const dl_chunk *k, const redisReply *r)
             op->decode(r, &v);
         else if (r && r->type == REDIS_REPLY_ARRAY && r->elements == k->m)
             op->decode(r->element[i], &v);
-        dl_tally_add(&b->tallies[e], &v);
+        dl_exec_tally(&b->tallies[e], &v);
     }
-}
-
-static dl_conn *conn_of(dl_topology *t, int wd, size_t node)
-{
-    return wd ? &t->nodes[node]->wd : &t->nodes[node]->cmd;
 }
 
 /* Queue the calls (every one, or those marked redo) on their nodes'
@@ -144,16 +139,18 @@ static void send_calls(dl_topology *t, const dl_scripts *s, int wd,
         if (redo && !k->redo)
             continue;
         const dl_op *op = &b->ops[IDX(b->order[k->first])];
-        int argc = call_args(b, k);
+        dl_call call = { .id = op->id, .nkeys = op->nkeys * (int)k->m,
+                         .argc = call_args(b, k), .argv = b->argv,
+                         .lens = b->lens, .wd = wd };
         if (ok[k->node] &&
-            dl_script_append(conn_of(t, wd, k->node), s, (dl_script_id)op->id,
-                             op->nkeys * (int)k->m, argc, b->argv, b->lens,
-                             err, sizeof err) != DL_OK)
+            dl_script_append(dl_topology_conn(t, k->node, wd), s, &call, err,
+                             sizeof err) != DL_OK)
             ok[k->node] = 0;
     }
     for (size_t n = 0; n < nnodes; n++)    /* all nodes work at once */
-        if (ok[n] && conn_of(t, wd, n)->ctx &&
-            dl_conn_flush(conn_of(t, wd, n), err, sizeof err) != DL_OK)
+        if (ok[n] && dl_topology_conn(t, n, wd)->ctx &&
+            dl_conn_flush(dl_topology_conn(t, n, wd), err, sizeof err)
+                != DL_OK)
             ok[n] = 0;
 }
 
@@ -194,7 +191,8 @@ static void read_calls(dl_topology *t, int wd, dl_batch *b, int redo,
         k->redo = 0;
         redisReply *r = NULL;
         if (!ok[k->node] ||
-            dl_conn_read(conn_of(t, wd, k->node), &r, err, sizeof err)
+            dl_conn_read(dl_topology_conn(t, k->node, wd), &r, err,
+                         sizeof err)
                 != DL_OK) {
             ok[k->node] = 0;
             count(b, k, NULL);
@@ -228,16 +226,20 @@ static void run_singly(dl_topology *t, const dl_scripts *s, int wd,
         for (uint32_t j = 0; j < k->m; j++) {
             dl_chunk one = { k->node, k->first + j, 1, 0, 0 };
             dl_op *op = &b->ops[IDX(b->order[one.first])];
-            int argc = call_args(b, &one);
             redisReply *r = NULL;
             dl_op alt;
-            dl_status st = dl_topology_run(t, s, wd, op->key, op->keylen,
-                                           op->id, op->nkeys, argc, b->argv,
-                                           b->lens, &r, err, sizeof err);
-            if (st == DL_EAGAIN && dl_op_one_key(op, &alt))
-                st = dl_topology_run(t, s, wd, alt.key, alt.keylen, alt.id,
-                                     alt.nkeys, alt.argc, DL_OP_ARGV(&alt),
-                                     DL_OP_LENS(&alt), &r, err, sizeof err);
+            dl_call call;
+            dl_exec_call_of(op, &call);
+            call.argc = call_args(b, &one);
+            call.argv = b->argv;
+            call.lens = b->lens;
+            call.wd = wd;
+            dl_status st = dl_cluster_run(t, s, &call, &r, err, sizeof err);
+            if (st == DL_EAGAIN && dl_op_one_key(op, &alt)) {
+                dl_exec_call_of(&alt, &call);
+                call.wd = wd;
+                st = dl_cluster_run(t, s, &call, &r, err, sizeof err);
+            }
             if (st != DL_OK)
                 r = NULL;
             count(b, &one, r);
@@ -247,8 +249,16 @@ static void run_singly(dl_topology *t, const dl_scripts *s, int wd,
     }
 }
 
-size_t dl_exec_batch(dl_topology *t, const dl_scripts *s, int wd,
-                     dl_batch *b)
+dl_status dl_batch_verdict(const dl_topology *t, const dl_batch *b,
+                           size_t i, dl_result *res, char *err,
+                           size_t errlen)
+{
+    return dl_exec_verdict(t, &b->ops[i], &b->tallies[i], 1, NULL, res, err,
+                           errlen);
+}
+
+size_t dl_batch_run(dl_topology *t, const dl_scripts *s, int wd,
+                    dl_batch *b)
 {
     char err[DL_ERRLEN];
     int ok[DL_MAX_NODES], what[DL_MAX_NODES] = { 0 };
@@ -273,8 +283,8 @@ size_t dl_exec_batch(dl_topology *t, const dl_scripts *s, int wd,
     for (size_t n = 0; n < nnodes; n++) {
         if (!(what[n] & NOSCRIPT))
             continue;                   /* else nothing is pending on it */
-        ok[n] = ok[n] && dl_scripts_ready(conn_of(t, wd, n), s, 1, err,
-                                          sizeof err) == DL_OK;
+        ok[n] = ok[n] && dl_script_ready(dl_topology_conn(t, n, wd), s, 1,
+                                         err, sizeof err) == DL_OK;
         again = 1;
     }
     if (again) {
@@ -284,11 +294,11 @@ size_t dl_exec_batch(dl_topology *t, const dl_scripts *s, int wd,
     run_singly(t, s, wd, b);
     for (size_t n = 0; n < nnodes; n++) {
         if (what[n] & MOVED)            /* Cluster: the map moved */
-            (void)dl_topology_refresh(t, n, wd, err, sizeof err);
+            (void)dl_cluster_refresh(t, n, wd, err, sizeof err);
         else if (!ok[n])                /* Cluster: a node gone? */
-            (void)dl_topology_remap(t, n, wd);
+            (void)dl_cluster_remap(t, n, wd);
         if (what[n] & DEMOTED)          /* ask the sentinels again */
-            dl_conn_retarget(conn_of(t, wd, n));
+            dl_conn_retarget(dl_topology_conn(t, n, wd));
     }
     return b->nchunks;
 }

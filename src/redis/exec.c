@@ -2,10 +2,9 @@
  * exec.c: one executor for every operation on every topology.
  *
  * One server (single, Sentinel, Cluster): the operation goes to the node
- * that owns its key (topology.c follows redirects and resends on a dead
- * link); a multi-key script whose slot is mid-migration runs in its
- * one-key form (op.h) if it has one, else again until the command
- * timeout. Its one vote decides.
+ * that owns its key (cluster.c follows the redirects); a multi-key script
+ * whose slot is mid-migration runs in its one-key form (op.h) if it has
+ * one, else again until the command timeout. Its one vote decides.
  *
  * Redlock, as the Redis documentation gives it: the operation goes to
  * all N masters at once (one pipelined write per master, then the
@@ -44,9 +43,9 @@ dl_status dl_exec_load_scripts(dl_topology *t, dl_scripts *s, char *err,
     dl_status st = DL_ECONN;
     for (size_t i = 0; i < t->nnodes; i++) {
         if (t->kind == DL_TOPO_CLUSTER &&
-            (st = dl_topology_refresh(t, i, 0, err, errlen)) != DL_OK)
+            (st = dl_cluster_refresh(t, i, 0, err, errlen)) != DL_OK)
             continue;
-        st = dl_scripts_load(&t->nodes[i]->cmd, s, err, errlen);
+        st = dl_script_load(&t->nodes[i]->cmd, s, err, errlen);
         if (st == DL_OK)
             ok++;
         if (st == DL_OK && !dl_exec_fans_out(t))
@@ -105,7 +104,7 @@ const char *dl_exec_numsub_verb(const dl_topology *t)
     return t->kind == DL_TOPO_CLUSTER ? "shardnumsub" : "numsub";
 }
 
-void dl_tally_add(dl_tally *tl, const dl_vote *v)
+void dl_exec_tally(dl_tally *tl, const dl_vote *v)
 {
     switch (v->kind) {
     case DL_V_YES:
@@ -127,10 +126,11 @@ void dl_tally_add(dl_tally *tl, const dl_vote *v)
     }
 }
 
-dl_status dl_exec_verdict(const dl_topology *t, int rule, const char *name,
+dl_status dl_exec_verdict(const dl_topology *t, const dl_op *op,
                           const dl_tally *tl, int valid, const char *rerr,
                           dl_result *res, char *err, size_t errlen)
 {
+    const char *name = op->name;
     size_t n = t->kind == DL_TOPO_REDLOCK ? t->nnodes : 1;
     size_t q = (size_t)t->quorum, replied = n - tl->none;
     res->yes = tl->yes;
@@ -154,11 +154,11 @@ dl_status dl_exec_verdict(const dl_topology *t, int rule, const char *name,
     if (tl->yes + tl->busy + tl->no + tl->taken == 0)
         return dl_fail(err, errlen, DL_EREDIS, "%s", rerr && *rerr ? rerr
                        : "unexpected reply");
-    if (rule == DL_RULE_READ) {         /* not by a quorum: absent */
+    if (op->rule == DL_RULE_READ) {         /* not by a quorum: absent */
         res->kind = DL_V_NO;
         return DL_OK;
     }
-    if (rule == DL_RULE_CONTEND || tl->busy) {
+    if (op->rule == DL_RULE_CONTEND || tl->busy) {
         res->kind = DL_V_BUSY;
         res->busy_ms = tl->busy ? tl->busy_min : 0;
         res->split = tl->busy < q;      /* nobody holds a quorum */
@@ -171,22 +171,36 @@ dl_status dl_exec_verdict(const dl_topology *t, int rule, const char *name,
     return DL_EQUORUM;
 }
 
+void dl_exec_call_of(dl_op *op, dl_call *call)
+{
+    call->id = op->id;
+    call->nkeys = op->nkeys;
+    call->argc = op->argc;
+    call->argv = DL_OP_ARGV(op);
+    call->lens = DL_OP_LENS(op);
+    call->lead = op->lead;
+    call->key = op->key;
+    call->keylen = op->keylen;
+    call->wd = op->wd;
+}
+
 /* ---- one server ----------------------------------------------------- */
 
 static dl_status run_routed(dl_topology *t, const dl_scripts *s, dl_op *op,
                             redisReply **r, char *err, size_t errlen)
 {
+    dl_call call;
     dl_conn *conn = NULL;
+    dl_exec_call_of(op, &call);
     if (op->block_us) {                 /* the reply may take that long */
-        size_t i = dl_topology_route(t, op->key, op->keylen);
-        conn = op->wd ? &t->nodes[i]->wd : &t->nodes[i]->cmd;
+        conn = dl_topology_conn(t, dl_topology_route(t, op->key, op->keylen),
+                                op->wd);
         dl_conn_read_timeout(conn, op->block_us + (op->wd ? t->wd_timeout_us
                                                   : t->command_timeout_us));
     }
-    dl_status st = dl_topology_run(t, s, op->wd, op->key, op->keylen, op->id,
-                                   op->nkeys, op->argc, DL_OP_ARGV(op),
-                                   DL_OP_LENS(op),
-                                   r, err, errlen);
+    dl_status st = dl_exec_by_slot(t)
+                       ? dl_cluster_run(t, s, &call, r, err, errlen)
+                       : dl_topology_run(t, s, &call, r, err, errlen);
     if (conn)
         dl_conn_read_timeout(conn, 0);
     return st;
@@ -224,12 +238,11 @@ static dl_status run_one(dl_topology *t, const dl_scripts *s, dl_op *op,
         op->keep[0] = r;
     else
         freeReplyObject(r);
-    dl_tally_add(&tl, &v);
+    dl_exec_tally(&tl, &v);
     res->x = v.x;
     char what[64];
     snprintf(what, sizeof what, "unexpected %s reply", op->name);
-    return dl_exec_verdict(t, op->rule, op->name, &tl, 1, what, res, err,
-                           errlen);
+    return dl_exec_verdict(t, op, &tl, 1, what, res, err, errlen);
 }
 
 /* ---- every Redlock master ------------------------------------------- */
@@ -253,9 +266,10 @@ static void fan(dl_topology *t, const dl_scripts *s, dl_op *op,
                 dl_tally *tl, int64_t *xs, char *rerr, size_t rerrlen)
 {
     redisReply *rs[DL_MAX_NODES];
+    dl_call call;
     memset(tl, 0, sizeof *tl);
-    dl_topology_fan(t, s, op->wd, op->id, op->nkeys, op->argc,
-                    DL_OP_ARGV(op), DL_OP_LENS(op), rs);
+    dl_exec_call_of(op, &call);
+    dl_topology_fan(t, s, &call, rs);
     for (size_t i = 0; i < t->nnodes; i++) {
         dl_vote v = { DL_V_NONE, 0, 0 };
         if (rs[i] && rs[i]->type == REDIS_REPLY_ERROR) {
@@ -266,7 +280,7 @@ static void fan(dl_topology *t, const dl_scripts *s, dl_op *op,
         }
         if (v.kind == DL_V_YES && xs)
             xs[tl->yes] = v.x;
-        dl_tally_add(tl, &v);
+        dl_exec_tally(tl, &v);
         if (op->keep) {                 /* the caller's now */
             op->keep[i] = rs[i];
             rs[i] = NULL;
@@ -303,8 +317,7 @@ static dl_status run_all(dl_topology *t, const dl_scripts *s, dl_op *op,
         qsort(xs, tl.yes, sizeof *xs, desc);
         res->x = xs[q - 1];
     }
-    return dl_exec_verdict(t, op->rule, op->name, &tl, ok, rerr, res, err,
-                           errlen);
+    return dl_exec_verdict(t, op, &tl, ok, rerr, res, err, errlen);
 }
 
 dl_status dl_exec(dl_topology *t, const dl_scripts *s, dl_op *op,
@@ -312,7 +325,7 @@ dl_status dl_exec(dl_topology *t, const dl_scripts *s, dl_op *op,
 {
     memset(res, 0, sizeof *res);
     if (!op->wd)
-        dl_topology_sentinel_news(t);
+        dl_sentinel_news(&t->sentinel);
     res->t0 = dl_now_us();
     return t->kind == DL_TOPO_REDLOCK ? run_all(t, s, op, res, err, errlen)
                                       : run_one(t, s, op, res, err, errlen);

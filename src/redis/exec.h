@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: MIT
- * exec.h: the executor. It runs any operation (op.h) on any topology:
- * routing, Cluster MOVED/ASK/TRYAGAIN, NOSCRIPT and resends on a dead
- * link (topology.c below it), the Redlock fan-out to every master, and
- * the counting of answers against the quorum with validity and drift,
- * all here and nowhere else. Lua thread, or the watchdog with op->wd.
+ * exec.h: the executor. It runs any operation (op.h) on any topology: it
+ * turns the operation into a call (script.h: dl_call), sends it to the
+ * node that owns its key (cluster.h follows the redirects, script.c
+ * answers NOSCRIPT, conn.c resends on a link found dead) or to every
+ * Redlock master at once (topology.h), and counts the answers against
+ * the quorum with validity and drift, here and nowhere else. Lua thread,
+ * or the watchdog with op->wd.
  */
 #ifndef DLOCK_EXEC_H
 #define DLOCK_EXEC_H
 
 #include "redis/op.h"
-#include "redis/topology.h"
+#include "redis/cluster.h"
 
 #pragma GCC visibility push(hidden)
 
@@ -20,7 +22,7 @@ typedef struct dl_tally {
     int64_t ymin, ymax;         /* y among yes votes (tokens) */
 } dl_tally;
 
-void dl_tally_add(dl_tally *tl, const dl_vote *v);
+void dl_exec_tally(dl_tally *tl, const dl_vote *v);
 
 /* What an operation came to. */
 typedef struct dl_result {
@@ -40,9 +42,14 @@ typedef struct dl_result {
 dl_status dl_exec(dl_topology *t, const dl_scripts *s, dl_op *op,
                   dl_result *res, char *err, size_t errlen);
 
-/* The outcome of tl under op's rule (op.h) on t. valid: a grant's
- * validity has not run out. Used by dl_exec and by batches. */
-dl_status dl_exec_verdict(const dl_topology *t, int rule, const char *name,
+/* The call that sends op: op's arguments, whose script head the call
+ * writes. */
+void dl_exec_call_of(dl_op *op, dl_call *call);
+
+/* The outcome of tl, op's votes, under op's rule (op.h) on t. valid: a
+ * grant's validity has not run out; rerr (or NULL): the text of an error
+ * reply among them. Used by dl_exec and by batches. */
+dl_status dl_exec_verdict(const dl_topology *t, const dl_op *op,
                           const dl_tally *tl, int valid, const char *rerr,
                           dl_result *res, char *err, size_t errlen);
 
@@ -79,8 +86,13 @@ typedef struct dl_batch {
 
 /* Run b->ops on the watchdog's connections if wd, else the Lua thread's.
  * Returns the number of script calls made. */
-size_t dl_exec_batch(dl_topology *t, const dl_scripts *s, int wd,
-                     dl_batch *b);
+size_t dl_batch_run(dl_topology *t, const dl_scripts *s, int wd,
+                    dl_batch *b);
+
+/* The outcome of b->ops[i], from b->tallies[i], as dl_exec_verdict. */
+dl_status dl_batch_verdict(const dl_topology *t, const dl_batch *b,
+                           size_t i, dl_result *res, char *err,
+                           size_t errlen);
 
 /* Free b's scratch (not ops or tallies). */
 void dl_batch_free(dl_batch *b);

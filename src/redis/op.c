@@ -333,6 +333,15 @@ int dl_op_unify(const dl_op *op, int64_t token, dl_op *fence)
     return 1;
 }
 
+/* A script that may grant a fair lock to its next waiter goes behind a
+ * PING, so that the grant is written to the new holder before the reply
+ * to this caller (conn.h: dl_conn_call_led): the next holder does not
+ * wait for the releaser. */
+static void may_grant(dl_op *op)
+{
+    op->lead = "PING";
+}
+
 void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
                    int64_t token, int64_t keep_ms, const char *pub)
 {
@@ -345,6 +354,8 @@ void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
     arg_i(op, DL_ARG_TOKEN, token);
     add_freeing(op, l, keep_ms, pub);
     done(op);
+    if (fair)
+        may_grant(op);
 }
 
 void dl_op_void(dl_op *op, const dl_lockref *l, uint64_t seq,
@@ -359,6 +370,8 @@ void dl_op_void(dl_op *op, const dl_lockref *l, uint64_t seq,
     if (fair)                   /* may take back a grant it never saw */
         arg_s(op, DL_ARG_FRESH, fresh ? "1" : "0");
     done(op);
+    if (fair)
+        may_grant(op);
 }
 
 /* Whether l's holders have leases of their own (readers, writers and
@@ -449,6 +462,8 @@ void dl_op_drop(dl_op *op, const dl_lockref *l, int64_t count,
     arg_i(op, DL_ARG_AFTER, (int64_t)after);
     done(op);
     op->rule = DL_RULE_READ;
+    if (fair)
+        may_grant(op);
 }
 
 void dl_op_ping(dl_op *op)

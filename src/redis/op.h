@@ -71,6 +71,10 @@ typedef struct dl_op {
     int64_t lease_ms;           /* a grant, valid for lease - elapsed -
                                    drift (Redlock) */
     int64_t block_us;           /* the server may wait this long first */
+    const char *lead;           /* or NULL: a one-word command sent just
+                                   before the script, its reply dropped
+                                   (op.c: a PING before one that may grant
+                                   a fair lock) */
     const dl_lockref *lock;     /* acquire: for its one-key form and the
                                    fencing write-back */
     int batch;                  /* > 1: calls may carry this many ops of

@@ -54,15 +54,15 @@ static dl_status load_on(dl_conn *c, dl_scripts *fill, const dl_scripts *known,
     return st;
 }
 
-dl_status dl_scripts_load(dl_conn *c, dl_scripts *s, char *err, size_t errlen)
+dl_status dl_script_load(dl_conn *c, dl_scripts *s, char *err, size_t errlen)
 {
     dl_status st = load_on(c, s, NULL, err, errlen);
     s->loaded = st == DL_OK;
     return st;
 }
 
-dl_status dl_scripts_ready(dl_conn *c, const dl_scripts *s, int again,
-                           char *err, size_t errlen)
+dl_status dl_script_ready(dl_conn *c, const dl_scripts *s, int again,
+                          char *err, size_t errlen)
 {
     dl_status st;
     if ((st = dl_conn_ensure(c, err, errlen)) != DL_OK)
@@ -72,16 +72,17 @@ dl_status dl_scripts_ready(dl_conn *c, const dl_scripts *s, int again,
     return load_on(c, NULL, s, err, errlen);
 }
 
-static void fill_head(const dl_scripts *s, dl_script_id id, int nkeys,
-                      const char **argv, size_t *lens, char *nk, size_t nksz)
+/* The head of call's argv: EVALSHA, the SHA, numkeys (written in nk). */
+static void fill_head(const dl_scripts *s, const dl_call *call, char *nk,
+                      size_t nksz)
 {
-    snprintf(nk, nksz, "%d", nkeys);
-    argv[0] = "EVALSHA";
-    lens[0] = 7;
-    argv[1] = s->sha[id];
-    lens[1] = 40;
-    argv[2] = nk;
-    lens[2] = strlen(nk);
+    snprintf(nk, nksz, "%d", call->nkeys);
+    call->argv[0] = "EVALSHA";
+    call->lens[0] = 7;
+    call->argv[1] = s->sha[call->id];
+    call->lens[1] = 40;
+    call->argv[2] = nk;
+    call->lens[2] = strlen(nk);
 }
 
 int dl_script_noscript(const redisReply *r)
@@ -89,23 +90,22 @@ int dl_script_noscript(const redisReply *r)
     return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
-dl_status dl_script_append(dl_conn *c, const dl_scripts *s, dl_script_id id,
-                           int nkeys, int argc, const char **argv,
-                           size_t *lens, char *err, size_t errlen)
+dl_status dl_script_append(dl_conn *c, const dl_scripts *s,
+                           const dl_call *call, char *err, size_t errlen)
 {
     char nk[16];
     dl_status st;
-    if ((st = dl_scripts_ready(c, s, 0, err, errlen)) != DL_OK)
+    if ((st = dl_script_ready(c, s, 0, err, errlen)) != DL_OK)
         return st;
-    fill_head(s, id, nkeys, argv, lens, nk, sizeof nk);
-    return dl_conn_append(c, argc, argv, lens, err, errlen);
+    fill_head(s, call, nk, sizeof nk);
+    return dl_conn_append(c, call->argc, call->argv, call->lens, err, errlen);
 }
 
-/* ASKING (if asked) and one EVALSHA; the reply as it came. */
-static dl_status call_once(dl_conn *c, const dl_scripts *s, int asking,
-                           dl_script_id id, int nkeys, int argc,
-                           const char **argv, size_t *lens,
-                           redisReply **out, char *err, size_t errlen)
+/* ASKING (if asked) or the call's lead, and one EVALSHA; the reply as it
+ * came. ASKING must come right before the script: no lead then. */
+static dl_status call_once(dl_conn *c, const dl_scripts *s,
+                           const dl_call *call, int asking, redisReply **out,
+                           char *err, size_t errlen)
 {
     char nk[16];
     dl_status st;
@@ -115,37 +115,28 @@ static dl_status call_once(dl_conn *c, const dl_scripts *s, int asking,
             return st;
         freeReplyObject(*out);
     }
-    fill_head(s, id, nkeys, argv, lens, nk, sizeof nk);
-    /* A script that may grant a fair lock goes behind a PING, so that its
-     * grant is written to the new holder before its reply to the caller
-     * (conn.h): the next holder does not wait for the releaser. Not after
-     * ASKING, which must come right before the script. */
-    int grants = !asking && (id == DL_S_FAIR_RELEASE ||
-                             id == DL_S_FAIR_VOID || id == DL_S_FAIR_DROP);
-    return dl_conn_call_led(c, grants ? "PING" : NULL, argc, argv, lens, out,
-                            err, errlen);
+    fill_head(s, call, nk, sizeof nk);
+    return dl_conn_call_led(c, asking ? NULL : call->lead, call->argc,
+                            call->argv, call->lens, out, err, errlen);
 }
 
-dl_status dl_script_eval(dl_conn *c, const dl_scripts *s, int asking,
-                         dl_script_id id, int nkeys, int argc,
-                         const char **argv, size_t *lens,
-                         redisReply **out, char *err, size_t errlen)
+dl_status dl_script_eval(dl_conn *c, const dl_scripts *s, const dl_call *call,
+                         int asking, redisReply **out, char *err,
+                         size_t errlen)
 {
     *out = NULL;
     dl_status st;
-    if ((st = dl_scripts_ready(c, s, 0, err, errlen)) != DL_OK)
+    if ((st = dl_script_ready(c, s, 0, err, errlen)) != DL_OK)
         return st;
-    st = call_once(c, s, asking, id, nkeys, argc, argv, lens, out,
-                             err, errlen);
+    st = call_once(c, s, call, asking, out, err, errlen);
     if (st == DL_OK && dl_script_noscript(*out)) {
         /* The server lost them (SCRIPT FLUSH, a restart we did not see):
          * load them again and resend, ASKING included. */
         freeReplyObject(*out);
         *out = NULL;
-        if ((st = dl_scripts_ready(c, s, 1, err, errlen)) != DL_OK)
+        if ((st = dl_script_ready(c, s, 1, err, errlen)) != DL_OK)
             return st;
-        st = call_once(c, s, asking, id, nkeys, argc, argv, lens, out, err,
-                       errlen);
+        st = call_once(c, s, call, asking, out, err, errlen);
     }
     if (st == DL_OK && (*out)->type == REDIS_REPLY_ERROR) {
         st = dl_reply_error(*out, err, errlen);

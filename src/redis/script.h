@@ -33,8 +33,8 @@
  * carries ("seq:secret:token"): 64 random bits as 16 hex digits. */
 #define DL_FAIR_SECRET_FMT "%016llx"
 
-/* The three slots every argv passed to dl_script_eval/append reserves at
- * its front for EVALSHA, the SHA and numkeys. */
+/* The three slots every script call's argv reserves at its front for
+ * EVALSHA, the SHA and numkeys (filled in here). */
 #define DL_SCRIPT_HEAD 3
 
 typedef struct dl_scripts {
@@ -42,32 +42,50 @@ typedef struct dl_scripts {
     int loaded;
 } dl_scripts;
 
+/* One call as it goes on the wire: a script (or a plain command) with its
+ * keys and arguments, the node it goes to and how. The executor builds
+ * it from an operation (exec.h); everything below passes it down. */
+typedef struct dl_call {
+    int id;                     /* script id, or < 0: the plain command
+                                   argv[0..argc) */
+    int nkeys, argc;            /* a script's argc counts the
+                                   DL_SCRIPT_HEAD slots */
+    const char **argv;          /* a script's head is written into them */
+    size_t *lens;
+    const char *lead;           /* or NULL: a one-word command written just
+                                   before the script, its reply dropped
+                                   (dl_conn_call_led); not after ASKING,
+                                   nor on a pipeline */
+    const char *key;            /* routes it (Cluster: by its slot) */
+    size_t keylen;
+    int wd;                     /* on the watchdog's connections, else the
+                                   Lua thread's */
+} dl_call;
+
 /* Load every script on c with one pipelined round trip; fills s->sha.
  * Used once, at open. */
-dl_status dl_scripts_load(dl_conn *c, dl_scripts *s, char *err, size_t errlen);
+dl_status dl_script_load(dl_conn *c, dl_scripts *s, char *err, size_t errlen);
 
 /* Connect c if needed and make sure its server has the scripts: loaded
  * once per connection (a new connection may be a restarted server or a
  * node never used before), or again when `again` (after NOSCRIPT). Only
  * call it when no reply is pending on c. */
-dl_status dl_scripts_ready(dl_conn *c, const dl_scripts *s, int again,
-                           char *err, size_t errlen);
+dl_status dl_script_ready(dl_conn *c, const dl_scripts *s, int again,
+                          char *err, size_t errlen);
 
-/* Run script id with EVALSHA, preceded by ASKING when `asking` (a Cluster
- * ASK redirect). argv[0..DL_SCRIPT_HEAD) and lens[...] are filled in
- * here; the caller's arguments (keys then args) follow. On NOSCRIPT the
- * scripts are loaded again and the call resent once. A Redis error reply
- * becomes an error status with its text in err. */
-dl_status dl_script_eval(dl_conn *c, const dl_scripts *s, int asking,
-                         dl_script_id id, int nkeys, int argc,
-                         const char **argv, size_t *lens,
-                         redisReply **out, char *err, size_t errlen);
+/* Run script call->id with EVALSHA on c, preceded by ASKING when
+ * `asking` (a Cluster ASK redirect), else by call->lead if any. On
+ * NOSCRIPT the scripts are loaded again and the call resent once. A
+ * Redis error reply becomes an error status with its text in err. */
+dl_status dl_script_eval(dl_conn *c, const dl_scripts *s, const dl_call *call,
+                         int asking, redisReply **out, char *err,
+                         size_t errlen);
 
-/* Queue script id on a pipeline, after dl_scripts_ready. A NOSCRIPT
- * reply is the caller's to handle once every queued reply is read. */
-dl_status dl_script_append(dl_conn *c, const dl_scripts *s, dl_script_id id,
-                           int nkeys, int argc, const char **argv,
-                           size_t *lens, char *err, size_t errlen);
+/* Queue script call->id on c's pipeline (without its lead), after
+ * dl_script_ready. A NOSCRIPT reply is the caller's to handle once every
+ * queued reply is read. */
+dl_status dl_script_append(dl_conn *c, const dl_scripts *s,
+                           const dl_call *call, char *err, size_t errlen);
 int dl_script_noscript(const redisReply *r);
 
 /* The source of script id and its name ("acquire", ...), for tests. */
