@@ -353,6 +353,18 @@ describe("the C core's layout", function()
     assert.truthy(#fields > 20 and seen > 0)
   end)
 
+  it("hears Sentinel news where the client's operations begin, not in the executor", function()
+    for _, name in ipairs(sources()) do
+      local s = src(name):gsub("/%*.-%*/", " ")
+      if s:match("dl_sentinel_news%(") then
+        assert.truthy(name == "core/client.h" or module(name) == "sentinel",
+                      name .. " polls the Sentinel news")
+      end
+    end
+    assert.truthy(src("core/client.h"):match("dl_sentinel_news%("))
+    assert.is_nil(src("core/client.c"):match("void%s+dl_client_close[^{]*{[^}]-dl_client_enter"))
+  end)
+
   it("lets no callee release a mutex its caller holds: pending.c never unlocks", function()
     local s = src("core/pending.c"):gsub("/%*.-%*/", " ")
     assert.is_nil(s:match("pthread_mutex_unlock"))

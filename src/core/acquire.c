@@ -653,6 +653,7 @@ static dl_status step_on(dl_client *c, const dl_lockref *l, dl_acquire *op,
 dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
                                  dl_acquire *op, char *err, size_t errlen)
 {
+    dl_client_enter(c);
     dl_waiter *ws[DL_MAX_NODES];
     const char *ch = l->ident.chan;
     size_t len = l->ident.chanlen, n;

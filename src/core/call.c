@@ -18,6 +18,7 @@ dl_status dl_client_call(dl_client *c, int argc, const char **argv,
                          size_t *lens, redisReply **out, char *err,
                          size_t errlen)
 {
+    dl_client_enter(c);
     dl_op op;
     dl_result res;
     *out = NULL;
@@ -44,6 +45,7 @@ dl_status dl_client_guard(dl_client *c, const dl_lockref *l, int argc,
                           const char **argv, const size_t *lens,
                           redisReply **out, char *err, size_t errlen)
 {
+    dl_client_enter(c);
     *out = NULL;
     pthread_mutex_lock(&c->mu);
     dl_hold *h = dl_registry_find(&c->reg, &l->ident);

@@ -300,6 +300,7 @@ void dl_client_close(dl_client *c)
 dl_status dl_client_ttl(dl_client *c, const dl_lockref *l, int64_t *ttl_ms,
                         char *err, size_t errlen)
 {
+    dl_client_enter(c);
     dl_op op;
     dl_result res;
     dl_op_ttl(&op, l);
@@ -313,6 +314,7 @@ dl_status dl_client_ttl(dl_client *c, const dl_lockref *l, int64_t *ttl_ms,
 dl_status dl_client_available(dl_client *c, const dl_lockref *l,
                               int64_t *free_n, char *err, size_t errlen)
 {
+    dl_client_enter(c);
     dl_op op;
     dl_result res;
     dl_op_free(&op, l);
@@ -326,6 +328,7 @@ dl_status dl_client_available(dl_client *c, const dl_lockref *l,
 dl_status dl_client_force_release(dl_client *c, const dl_lockref *l,
                                   int *existed, char *err, size_t errlen)
 {
+    dl_client_enter(c);
     /* One request id per call, the same on a resend: a resend that finds
      * it recorded answers as the first run did and deletes nothing. */
     dl_op op;
@@ -341,6 +344,7 @@ dl_status dl_client_force_release(dl_client *c, const dl_lockref *l,
 
 dl_status dl_client_ping(dl_client *c, char *err, size_t errlen)
 {
+    dl_client_enter(c);
     dl_op op;
     dl_result res;
     dl_op_ping(&op);

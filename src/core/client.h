@@ -28,6 +28,15 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
  * connections, free. In a forked child: free only, no I/O. */
 void dl_client_close(dl_client *c);
 
+/* Lua thread, first thing in each operation below that may talk to Redis
+ * (not close): hear of a Sentinel failover before sending anything
+ * (sentinel.h: dl_sentinel_news). Inline: the files of the operations
+ * call it, and client.c calls one of them (inspect.c). */
+static inline void dl_client_enter(dl_client *c)
+{
+    dl_sentinel_news(&c->topo.sentinel);
+}
+
 /* How to acquire, and what came of it besides the status. */
 typedef struct dl_acquire_args {
     int64_t wait_us;            /* < 0 waits forever, 0 tries once */

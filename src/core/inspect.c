@@ -199,6 +199,7 @@ dl_status dl_client_inspect(dl_client *c, const char *name, size_t len,
                             int *held, dl_inspect *in, char *err,
                             size_t errlen)
 {
+    dl_client_enter(c);
     const char *pfx = c->opts.prefix;
     size_t plen = c->opts.prefixlen;
     char *buf = malloc(dl_lockid_size(plen, len, DL_KIND_ANY, "", 0));

@@ -24,6 +24,7 @@ dl_status dl_client_release(dl_client *c, const dl_lockref *l,
                             int64_t *remaining, int *unref,
                             char *err, size_t errlen)
 {
+    dl_client_enter(c);
     dl_status st = DL_OK;
     dl_pending p;
     int64_t left;
@@ -135,6 +136,7 @@ static int64_t held_token(dl_client *c, const dl_lockref *l,
 dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
                            int64_t lease_ms, char *err, size_t errlen)
 {
+    dl_client_enter(c);
     const char *lost;
     int64_t cap_ms;
     int64_t tok = held_token(c, l, &lost, &cap_ms);

@@ -324,8 +324,6 @@ dl_status dl_exec(dl_topology *t, const dl_scripts *s, dl_op *op,
                   dl_result *res, char *err, size_t errlen)
 {
     memset(res, 0, sizeof *res);
-    if (!op->wd)
-        dl_sentinel_news(&t->sentinel);
     res->t0 = dl_now_us();
     return t->kind == DL_TOPO_REDLOCK ? run_all(t, s, op, res, err, errlen)
                                       : run_one(t, s, op, res, err, errlen);
