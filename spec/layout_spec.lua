@@ -262,6 +262,23 @@ describe("the C core's layout", function()
     assert.are.same({ "make_crc_table", "crc16", "dl_slot_of", "find_slot_tags", "dl_slot_tag" }, names)
   end)
 
+  it("names each function of the redis layer by its file: dl_<file>_", function()
+    local prefix = { wait = "waiter" }      -- (wait.c's subject is the waiter)
+    for _, name in ipairs(sources()) do
+      if folder(name) == "redis" and name:match("%.c$") then
+        local m = module(name)
+        for line in src(name):gmatch("[^\n]+") do
+          local fn = not line:match("^static") and not line:match(";%s*$")
+            and line:match("^[%a_][%w_ %*]-%f[%w_]([%a_][%w_]*)%(")
+          if fn then
+            local p = "dl_" .. (prefix[m] or m) .. "_"
+            assert.truthy(fn:sub(1, #p) == p or fn == "dl_" .. m, name .. " defines " .. fn)
+          end
+        end
+      end
+    end
+  end)
+
   it("sends every operation through the executor, and builds each in one place", function()
     local senders = { "dl_script_eval%(", "dl_script_append%(", "dl_topology_run%(",
                       "dl_topology_run_at%(", "dl_topology_fan%(", "dl_cluster_run%(" }
@@ -279,7 +296,7 @@ describe("the C core's layout", function()
     for id in ids:gmatch("(DL_S_[%u%d_]+)") do
       if id ~= "DL_S_COUNT" then
         for _, name in ipairs(sources()) do
-          if name:match("%.c$") and name ~= "redis/op.c" and name ~= "redis/script.c" then
+          if name:match("%.c$") and name ~= "redis/op.c" then
             assert.is_nil(src(name):match(id .. "[^%w_]"), name .. " uses " .. id .. " directly")
           end
         end

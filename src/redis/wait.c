@@ -10,9 +10,8 @@
  * acquire reads them, so one that arrives between a failed try and the
  * wait still wakes the waiter, and every coroutine waiting on one channel
  * sees it. Besides the SUBSCRIBE round trip, only dl_wait_fds (util.c)
- * blocks: the
- * waiting itself may be a poll() or a yield to the caller's event loop
- * (client.h). hiredis is used only as a reply parser here: poll() says
+ * blocks: the waiting itself may be a poll() or a yield to the caller's
+ * event loop (client.h). hiredis is used only as a reply parser here: poll() says
  * when to read, then dl_conn_pump/redisGetReplyFromReader consume what is
  * there.
  */
