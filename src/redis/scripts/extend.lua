@@ -17,8 +17,12 @@ local k = KEYS[1]
 local owner = owner_of(req)
 local hf = holder_field(owner, req)
 local f = redis.call('hmget', k, 'o' .. owner, 't', hf or 't', hf and 'D' or 't')
-if hf and shares_due(k, f[4]) then f = redis.call('hmget', k, 'o' .. owner, 't', hf) end
-if f[1] and f[2] == token and (not hf or f[3]) then
+local held, t, own, shares_end = f[1], f[2], f[3], f[4]
+if hf and shares_due(k, shares_end) then
+  f = redis.call('hmget', k, 'o' .. owner, 't', hf)
+  held, t, own = f[1], f[2], f[3]
+end
+if held and t == token and (not hf or own) then
   if not hf then return redis.call('pexpire', k, lease) end
   share_until(k, hf, now_ms() + lease)
   if redis.call('pttl', k) < lease then redis.call('pexpire', k, lease) end

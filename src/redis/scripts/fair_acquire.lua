@@ -60,18 +60,20 @@ end
 local of, qf = 'o' .. owner, 'q' .. req
 local hf = holder_field(owner, req)    -- (lib/holder.lua)
 local f, mine, t, answer = read_request(k, of, qf, seq, 'g', hf or 'g', 'D')
-if shares_due(k, f[7]) then                -- (lib/shares.lua)
+local shares_end = f[7]
+if shares_due(k, shares_end) then          -- (lib/shares.lua)
   f, mine, t, answer = read_request(k, of, qf, seq, 'g', hf or 'g', 'D')
+  shares_end = f[7]
 end
 if answer then return answer end
 local now = now_ms()
 if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
-local n = tonumber(f[1] or '0')
+local n, grant, own = tonumber(f[1] or '0'), f[5], f[6]
 -- (not a tenancy this client holds and knows it lost: its DROP takes
 -- that hold out, so a fresh acquire joins it instead, token; and a
 -- shared owner's only where the grant gave this requester a hold)
-if mine > 0 and expect == 0 and f[5] == req and t ~= tonumber(token) and
-   (not hf or f[6]) then                             -- adopt the grant
+if mine > 0 and expect == 0 and grant == req and t ~= tonumber(token) and
+   (not hf or own) then                              -- adopt the grant
   redis.call('hset', k, qf, seq, 'k' .. req, now + 2 * lease)
   if hf then share_until(k, hf, now + lease) end
   raise_ttl(k, lease)
@@ -98,13 +100,13 @@ if n <= 0 then
 end
 if mine == 0 then
   local p = redis.call('pttl', k)
-  if f[7] then p = math.max(math.min(p, tonumber(f[7]) - now), 1) end  -- a share's end
+  if shares_end then p = math.max(math.min(p, tonumber(shares_end) - now), 1) end
   if waits == '1' then
     register(req, seq, lease, now, secret)
     p = math.min(p, BACK_MS)
   end
   return {0, p}
 end
-mine = fair_join(k, of, hf, qf, req, seq, n, lease, now, f[5])
+mine = fair_join(k, of, hf, qf, req, seq, n, lease, now, grant)
 unqueue(q, req)
 return {1, mine, t}

@@ -28,14 +28,15 @@ local k = KEYS[1]
 local of, qf = 'o' .. owner, 'q' .. req
 local hf = holder_field(owner, req)    -- (lib/holder.lua)
 local f, mine, t, answer = read_request(k, of, qf, seq, 'g', 'D')
-if shares_due(k, f[6]) then                -- (lib/shares_due.lua)
+local shares_end = f[6]
+if shares_due(k, shares_end) then          -- (lib/shares_due.lua)
   f, mine, t, answer = read_request(k, of, qf, seq, 'g', 'D')
 end
 if answer then return answer end
 if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
-local n = tonumber(f[1] or '0')
+local n, grant = tonumber(f[1] or '0'), f[5]
 if expect <= 0 or n <= 0 then return {0, 10} end
-mine = fair_join(k, of, hf, qf, req, seq, n, lease, now_ms(), f[5])
+mine = fair_join(k, of, hf, qf, req, seq, n, lease, now_ms(), grant)
 local q = here(k .. ':q')
 if q then unqueue(q, req) end
 return {1, mine, t}

@@ -27,8 +27,8 @@ end
 -- would then be told "lost"), and a later request has another seq. The
 -- requester's hold: its owner's, and its own (h, for a shared owner).
 local f = redis.call('hmget', k, of, holder_field(owner, req) or of, 't', 'n', 'q' .. req)
-local t = tonumber(f[3] or '0')
-if f[1] and f[2] and (t < token or (t > token and f[4] == '1' and f[5] == seq)) then
+local held, own, t, n, record = f[1], f[2], tonumber(f[3] or '0'), f[4], f[5]
+if held and own and (t < token or (t > token and n == '1' and record == seq)) then
   redis.call('hset', k, 't', ARGV[1])
 end
 return 1

@@ -17,9 +17,9 @@ local notice = ARGV[6]
 local k, qf = KEYS[1], 'q' .. req
 local now = now_ms()
 local f = redis.call('hmget', k, qf, 'n')
-if f[1] == seq .. ':1' then return 1 end
-if f[1] == seq .. ':0' then return 0 end
-local held = tonumber(f[2] or '0') > 0
+local record, held = f[1], tonumber(f[2] or '0') > 0
+if record == seq .. ':1' then return 1 end
+if record == seq .. ':0' then return 0 end
 if held then
   for _, x in ipairs(redis.call('hkeys', k)) do
     local c = x:sub(1, 1)             -- every owner's holds, and each

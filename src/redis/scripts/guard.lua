@@ -21,7 +21,8 @@ if KEYS[2] ~= k and KEYS[2] ~= first then       -- (only declared: see KEYS[2])
                            'nor the command\'s')
 end
 local f = redis.call('hmget', k, 'o' .. owner, 't')
-if not f[1] or tonumber(f[1]) <= 0 or f[2] ~= token then
+local held, t = f[1], f[2]
+if not held or tonumber(held) <= 0 or t ~= token then
   return redis.error_reply('DLOCKLOST the hold is no longer the lock\'s ' ..
                            'current tenancy: the command did not run')
 end

@@ -27,12 +27,14 @@ for i = 1, #KEYS do
   local f
   if hf then
     f = redis.call('hmget', k, 'o' .. owner, 't', hf, 'D')
-    local ended, at = shares_due(k, f[4])
+    local shares_end = f[4]
+    local ended, at = shares_due(k, shares_end)
     now = at or now
     if ended then f = redis.call('hmget', k, 'o' .. owner, 't', hf) end
   else f = redis.call('hmget', k, 'o' .. owner, 't') end
-  if f[1] and f[2] == token then
-    if hf and not f[3] then r[i] = 0    -- its owner's, not its own
+  local held, t, own = f[1], f[2], f[3]
+  if held and t == token then
+    if hf and not own then r[i] = 0     -- its owner's, not its own
     else
       raise_ttl(k, lease)
       if hf then

@@ -37,19 +37,23 @@ local kind, my_writer = ARGV[7], ARGV[8]
 local k, of, qf = KEYS[1], 'o' .. owner, 'q' .. req
 local hf = holder_field(owner, req)    -- (lib/holder.lua)
 local f, mine, t, answer = read_request(k, of, qf, seq, 'w', 'x', 'b', 'D')
-if shares_due(k, f[8]) then                -- (lib/shares_due.lua)
+local shares_end = f[8]
+if shares_due(k, shares_end) then          -- (lib/shares_due.lua)
   f, mine, t, answer = read_request(k, of, qf, seq, 'w', 'x', 'b', 'D')
+  shares_end = f[8]
 end
 if answer then return answer end
+local n, w, x, busy = tonumber(f[1] or '0'), f[5], tonumber(f[6] or '0'), f[7]
 local now = now_ms()
 -- a shared owner's share may end first (lib/shares.lua)
-local function by_share(p) return f[8] and math.max(math.min(p, tonumber(f[8]) - now), 1) or p end
-local n, first
-n, mine, first = prune_leases(k, of, tonumber(f[1] or '0'), mine, now)
+local function by_share(p)
+  return shares_end and math.max(math.min(p, tonumber(shares_end) - now), 1) or p
+end
+local first
+n, mine, first = prune_leases(k, of, n, mine, now)
 if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
 n, mine = drop_unknown(k, owner, req, expect, mine, n)
-local writer = f[5] and tonumber(redis.call('hget', k, 'o' .. f[5]) or '0') > 0
-local x = tonumber(f[6] or '0')
+local writer = w and tonumber(redis.call('hget', k, 'o' .. w) or '0') > 0
 local wr = kind ~= 'r'
 if mine == 0 and wr and n > 0 then
   local p = redis.call('pttl', k)
@@ -58,13 +62,13 @@ if mine == 0 and wr and n > 0 then
   end
   if not writer and first then p = math.max(first - now, 1) end
   p = by_share(p)
-  note_busy(k, f[7], nil, req, now, p, -1)
+  note_busy(k, busy, nil, req, now, p, -1)
   return {0, p}
 end
-if mine == 0 and kind == 'r' and not (writer and f[5] == my_writer) and
+if mine == 0 and kind == 'r' and not (writer and w == my_writer) and
    (writer or x > now) then
   local p = (writer or n > 0) and by_share(redis.call('pttl', k)) or x - now
-  note_busy(k, f[7], nil, req, now, p, -1)
+  note_busy(k, busy, nil, req, now, p, -1)
   return {0, p}
 end
 prune(k, now, qf)

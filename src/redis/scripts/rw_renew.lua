@@ -27,32 +27,34 @@ for i = 1, #KEYS do
   local o = owner_of(req)
   local hf = holder_field(o, req)
   local f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o, 'b', hf or 'b', hf and 'D' or 'b')
-  if hf and shares_due(k, f[7]) then   -- (lib/shares_due.lua)
+  local shares_end = f[7]
+  if hf and shares_due(k, shares_end) then   -- (lib/shares_due.lua)
     f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o, 'b', hf)
   end
-  if f[1] and f[4] and tonumber(f[4]) <= now then
+  local held, t, n, own_end, busy, own = f[1], f[2], f[3], f[4], f[5], f[6]
+  if held and own_end and tonumber(own_end) <= now then
     redis.call('hdel', k, 'o' .. o, 'e' .. o)
     for _, x in ipairs(redis.call('hkeys', k)) do  -- and its requesters'
       if x:sub(1, 1) == 'h' and owner_of(x:sub(2)) == o then
         redis.call('hdel', k, x, 'd' .. x:sub(2))  -- counts (lib/holder.lua)
       end
     end
-    local n = math.max(tonumber(f[3] or '0') - tonumber(f[1]), 0)
-    redis.call('hset', k, 'n', n)
-    if n == 0 and tonumber(f[5] or '0') > now then
-      redis.call(pub, chan, f[2] or '0')
+    local left = math.max(tonumber(n or '0') - tonumber(held), 0)
+    redis.call('hset', k, 'n', left)
+    if left == 0 and tonumber(busy or '0') > now then
+      redis.call(pub, chan, t or '0')
     end
     r[i] = 0
-  elseif f[1] and f[2] == token and hf and not f[6] then
+  elseif held and t == token and hf and not own then
     r[i] = 0                            -- its owner's, not its own (renew)
-  elseif f[1] and f[2] == token then
-    if f[4] then   -- never lowered: a shared owner's other holds
-      redis.call('hset', k, 'e' .. o, math.max(tonumber(f[4]), now + lease))
+  elseif held and t == token then
+    if own_end then   -- never lowered: a shared owner's other holds
+      redis.call('hset', k, 'e' .. o, math.max(tonumber(own_end), now + lease))
     end
     raise_ttl(k, ARGV[5 * i - 3])
     if hf then share_until(k, hf, now + lease) end
     r[i] = 1
-  elseif tonumber(f[3] or '0') > 0 then r[i] = -1
+  elseif tonumber(n or '0') > 0 then r[i] = -1
   else r[i] = 0 end
 end
 return r

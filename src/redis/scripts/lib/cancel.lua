@@ -12,9 +12,10 @@ local function record_cancel(k, owner, req, seq, keep_ms)
   local qf = 'q' .. req
   local f = redis.call('hmget', k, 'o' .. owner, qf, 'n', 'g',
                        holder_field(owner, req) or 'n')
-  local last = tonumber((f[2] or '0'):match('^%d+'))
+  local record = f[2]
+  local last = tonumber((record or '0'):match('^%d+'))
   local now = now_ms()
-  if f[2] == seq .. '!' or last > tonumber(seq) then
+  if record == seq .. '!' or last > tonumber(seq) then
     return nil
   end
   redis.call('hset', k, qf, seq .. '!', 'k' .. req, now + 2 * keep_ms)
@@ -30,10 +31,11 @@ end
 -- attempt is a reentry, never fresh. Returns the holds left in all if a
 -- hold was taken out (0: free), else nil.
 local function undo_acquire(k, owner, req, seq, keep_ms, fresh, f)
-  local mine, hf = tonumber(f[1] or '0'), holder_field(owner, req)
+  local mine, record, n, grant = tonumber(f[1] or '0'), f[2], f[3], f[4]
+  local hf = holder_field(owner, req)
   local hmine = hf and tonumber(f[5] or '0')
-  if (f[2] == seq or (fresh and f[4] == req)) and mine > 0 and hmine ~= 0 then
-    return take_out(k, 'o' .. owner, mine, hf, hmine, 1, tonumber(f[3] or '1'))
+  if (record == seq or (fresh and grant == req)) and mine > 0 and hmine ~= 0 then
+    return take_out(k, 'o' .. owner, mine, hf, hmine, 1, tonumber(n or '1'))
   elseif redis.call('pttl', k) == -1 then
     redis.call('pexpire', k, keep_ms)
   end

@@ -29,30 +29,35 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
   local of, qf = 'o' .. owner, 'q' .. req
   local hf = holder_field(owner, req)   -- (lib/holder.lua)
   local f, mine, t, answer = read_request(k, of, qf, seq, 'b', 'v', 'r', 'D')
-  local ended, now = shares_due(k, f[8])  -- (lib/shares.lua)
-  if ended then f, mine, t, answer = read_request(k, of, qf, seq, 'b', 'v', 'r', 'D') end
+  local shares_end = f[8]
+  local ended, now = shares_due(k, shares_end)  -- (lib/shares.lua)
+  if ended then
+    f, mine, t, answer = read_request(k, of, qf, seq, 'b', 'v', 'r', 'D')
+    shares_end = f[8]
+  end
   if answer then return answer end
   if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
-  local n = tonumber(f[1] or '0')
+  local n, record, last_t = tonumber(f[1] or '0'), f[3], f[4]
+  local busy, longest, reserve = f[5], f[6], f[7]
   n, mine = drop_unknown(k, owner, req, expect, mine, n)
   if mine == 0 then
     -- held by another owner: busy, even in its last ms (PTTL 0: joining
     -- would hand this owner that tenancy and its token) or with no TTL
-    now = now or ((n > 0 or f[7]) and now_ms())
+    now = now or ((n > 0 or reserve) and now_ms())
     local p = n > 0 and math.max(redis.call('pttl', k), 1)
-              or reserved(f[7], req, now)
-    if n > 0 and f[8] then              -- a shared owner's: its first share's end
-      p = math.max(math.min(p, tonumber(f[8]) - now), 1)
+              or reserved(reserve, req, now)
+    if n > 0 and shares_end then        -- a shared owner's: its first share's end
+      p = math.max(math.min(p, tonumber(shares_end) - now), 1)
     end
     if p ~= 0 then
-      note_busy(k, f[5], f[6], req, now, p, waited)
+      note_busy(k, busy, longest, req, now, p, waited)
       return {0, p}
     end
   end
   -- (no k<req> here: while its owner holds, a record is kept for it; a
   -- release, a cancel or a drop that ends the hold writes or needs none)
   if n <= 0 then
-    if f[4] and not f[3] then           -- only a new requester adds fields
+    if last_t and not record then       -- only a new requester adds fields
       prune(k, now_ms(), qf)
     end
     if not counter then return {0, 10} end
@@ -64,8 +69,8 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
       redis.call('hset', k, 'n', '1', of, '1', qf, seq, 't', string.format('%d', t))
     end
     local done = {}                     -- the reservation: taken, or over
-    if f[7] then done[1] = 'r' end
-    if f[6] and (f[6] == '' or f[6]:match('^%d+:(.*)$') == req) then
+    if reserve then done[1] = 'r' end
+    if longest and (longest == '' or longest:match('^%d+:(.*)$') == req) then
       done[#done + 1] = 'v'             -- the longest waiter: served
     end
     if #done > 0 then redis.call('hdel', k, unpack(done)) end

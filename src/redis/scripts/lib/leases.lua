@@ -4,7 +4,7 @@
 -- own (e<owner> = its end, ms: readers, permits), take out of lock k
 -- those whose lease ran out, and those with no holds left (with their
 -- requesters' counts, lib/holder.lua). n: the holds
--- in all (f[1]); of, mine: the caller's owner field and its holds.
+-- in all (field n); of, mine: the caller's owner field and its holds.
 -- Returns n and mine as they are now, and first = the earliest lease end
 -- among the holders that remain (or nil).
 local function prune_leases(k, of, n, mine, now)

@@ -23,8 +23,9 @@ local function head(q, now)
     if r == '' then return nil end
     now = now or now_ms()
     local reg = redis.call('hmget', q, 'r' .. r, 's' .. r)
-    local u, seq, ms = (reg[1] or ''):match('^(%d+):(%d+):(%d+)$')
-    if u and tonumber(u) > now then return r, seq, ms, reg[2] or '', now end
+    local registration, secret = reg[1], reg[2]
+    local u, seq, ms = (registration or ''):match('^(%d+):(%d+):(%d+)$')
+    if u and tonumber(u) > now then return r, seq, ms, secret or '', now end
     if redis.call('hexists', q, 'n' .. r) == 0 then
       redis.call('del', q)
       return nil

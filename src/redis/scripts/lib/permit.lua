@@ -23,20 +23,23 @@ local function acquire_permit(k, q, owner, req, seq, lease, expect, token, permi
   local of, qf = 'o' .. owner, 'q' .. req
   local hf = holder_field(owner, req)    -- (lib/holder.lua)
   local f, mine, _, answer = read_request(k, of, qf, seq, 'l', 'D')
-  if shares_due(k, f[6]) then              -- (lib/shares_due.lua)
+  local shares_end = f[6]
+  if shares_due(k, shares_end) then        -- (lib/shares_due.lua)
     f, mine, _, answer = read_request(k, of, qf, seq, 'l', 'D')
+    shares_end = f[6]
   end
-  local again = f[3] == seq .. 'w'      -- a resend of the attempt that queued
+  local n, record, size = tonumber(f[1] or '0'), f[3], f[5]
+  local again = record == seq .. 'w'    -- a resend of the attempt that queued
   if answer and not again then return answer end
   local now = now_ms()
-  local n, first
-  n, mine, first = prune_leases(k, of, tonumber(f[1] or '0'), mine, now)
+  local first
+  n, mine, first = prune_leases(k, of, n, mine, now)
   -- (a reentry whose permit ran out or went: never a new permit in its place)
   if reentry_lost(k, hf, expect, token, mine, 0) then return {-1} end
   n = drop_unknown(k, owner, req, expect, mine, n)
-  if n > 0 and f[5] and f[5] ~= permits then
+  if n > 0 and size and size ~= permits then
     return redis.error_reply(string.format('semaphore: Redis keeps %s ' ..
-      'permits for this name while it is held, this client names %s', f[5], permits))
+      'permits for this name while it is held, this client names %s', size, permits))
   end
   if n >= tonumber(permits) or again then
     if q and waits == '1' and not again then  -- (a resend: queued by its first run)
@@ -45,11 +48,13 @@ local function acquire_permit(k, q, owner, req, seq, lease, expect, token, permi
       redis.call('hset', k, qf, seq .. 'w', 'k' .. req, now + 2 * lease)
     elseif waits ~= '1' and not again then    -- a release wakes the next instead
       if q then redis.call('zrem', q, req) end
-      if f[3] then                      -- the last try of a wait that queued
+      if record then                    -- the last try of a wait that queued
         redis.call('hset', k, qf, seq .. '!', 'k' .. req, now + 2 * lease)
       end
     end
-    if f[6] and (not first or tonumber(f[6]) < first) then first = tonumber(f[6]) end
+    if shares_end and (not first or tonumber(shares_end) < first) then
+      first = tonumber(shares_end)
+    end
     return {0, math.min(first and math.max(first - now, 1) or 1000, 1000)}
   end
   prune(k, now, qf)

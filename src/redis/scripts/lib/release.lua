@@ -16,21 +16,23 @@ local function release(k, owner, req, seq, token, keep_ms)
   local f
   if hf then
     f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v', hf, 'D')
-    if shares_due(k, f[8]) then return release(k, owner, req, seq, token, keep_ms) end
+    local shares_end = f[8]
+    if shares_due(k, shares_end) then return release(k, owner, req, seq, token, keep_ms) end
   else f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v') end
-  local mine = tonumber(f[1] or '0')
-  local last = tonumber((f[2] or '0'):match('^%d+'))
+  local mine, record = tonumber(f[1] or '0'), f[2]
+  local last = tonumber((record or '0'):match('^%d+'))
   if last >= tonumber(seq) then return {1, mine} end
+  local n, t, busy, longest = tonumber(f[3] or '1'), f[4], f[5], f[6]
   -- (a shared owner's holds of other clients are theirs, not this one's)
   local hmine = hf and tonumber(f[7] or '0')
-  if mine == 0 or f[4] ~= token or hmine == 0 then return {-1} end
-  local now, n = (f[5] or f[6]) and now_ms(), tonumber(f[3] or '1')
+  if mine == 0 or t ~= token or hmine == 0 then return {-1} end
+  local now = (busy or longest) and now_ms()
   local left
-  if n <= 1 and f[6] then
+  if n <= 1 and longest then
     left = take_out(k, of, mine, hf, hmine, 1, n, qf, seq, 'k' .. req, keep_ms .. 'e99',
-                    reservation(f[6], req, now))
+                    reservation(longest, req, now))
   else
     left = take_out(k, of, mine, hf, hmine, 1, n, qf, seq, 'k' .. req, keep_ms .. 'e99')
   end
-  return {1, mine - 1}, left, f[5] and tonumber(f[5]) > now
+  return {1, mine - 1}, left, busy and tonumber(busy) > now
 end

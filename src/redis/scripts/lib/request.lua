@@ -8,9 +8,9 @@
 -- cancelled request is refused.
 local function read_request(k, of, qf, seq, ...)
   local f = redis.call('hmget', k, 'n', of, qf, 't', ...)
-  local mine, t = tonumber(f[2] or '0'), tonumber(f[4] or '0')
-  local last = tonumber((f[3] or '0'):match('^%d+'))
-  if f[3] == seq then
+  local mine, record, t = tonumber(f[2] or '0'), f[3], tonumber(f[4] or '0')
+  local last = tonumber((record or '0'):match('^%d+'))
+  if record == seq then
     if mine == 0 then return f, mine, t, {-1} end
     return f, mine, t, {1, mine, t}
   end

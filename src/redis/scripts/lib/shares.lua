@@ -13,7 +13,8 @@
 local function share_until(k, hf, until_ms)
   local df = 'd' .. hf:sub(2)
   local f = redis.call('hmget', k, df, 'D')
-  local d = math.max(tonumber(f[1] or '0'), until_ms)
-  local first = math.min(tonumber(f[2] or d), d)
+  local own_end, first_end = f[1], f[2]
+  local d = math.max(tonumber(own_end or '0'), until_ms)
+  local first = math.min(tonumber(first_end or d), d)
   redis.call('hset', k, df, string.format('%d', d), 'D', string.format('%d', first))
 end

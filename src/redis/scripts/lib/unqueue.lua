@@ -3,8 +3,8 @@
 -- secret and all; nothing if r is not queued.
 local function unqueue(q, r)
   local f = redis.call('hmget', q, 'n' .. r, 'p' .. r)
-  if not f[1] then return end
   local n, p = f[1], f[2] or ''
+  if not n then return end
   redis.call('hset', q, p == '' and 'H' or 'n' .. p, n)
   redis.call('hset', q, n == '' and 'T' or 'p' .. n, p)
   redis.call('hdel', q, 'n' .. r, 'p' .. r, 'r' .. r, 's' .. r)

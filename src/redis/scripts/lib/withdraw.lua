@@ -5,10 +5,10 @@
 -- its next busy try, since as before.
 local function withdraw(k, req)
   local f, set = redis.call('hmget', k, 'v', 'r'), {}
-  for i, name in ipairs({ 'v', 'r' }) do
-    if (f[i] or ''):match('^%d+:(.*)$') == req then
-      set[#set + 1], set[#set + 2] = name, ''
-    end
+  local longest, reserve = f[1], f[2]
+  if (longest or ''):match('^%d+:(.*)$') == req then set[1], set[2] = 'v', '' end
+  if (reserve or ''):match('^%d+:(.*)$') == req then
+    set[#set + 1], set[#set + 2] = 'r', ''
   end
   if #set > 0 then redis.call('hset', k, unpack(set)) end
 end
