@@ -26,17 +26,16 @@ local function fair_acquire(owner, req, seq, secret, expect, token)
 end
 local function fair_release(owner, req, seq, token)
   return d.call("fair_release", { owner = owner, req = req, seq = seq, token = token,
-                                  keep_ms = 10000, chan = key .. ":ch:" .. req,
-                                  pub = "PUBLISH" })
+                                  keep_ms = 10000, pub = "PUBLISH" })
 end
 local function fair_void(owner, req, seq)
   return d.call("fair_void", { owner = owner, req = req, seq = seq, keep_ms = 10000,
-                               chan = key .. ":ch:" .. req, pub = "PUBLISH", fresh = "0" })
+                               pub = "PUBLISH", fresh = "0" })
 end
 local function fair_drop(owner, count, token, keep_ms, req)
   return d.call("fair_drop", { owner = owner, count = count, token = token or "0",
-                               keep_ms = keep_ms or 10000, chan = key .. ":ch",
-                               pub = "PUBLISH", req = req or owner, after = "0" })[1]
+                               keep_ms = keep_ms or 10000, pub = "PUBLISH",
+                               req = req or owner, after = "0" })[1]
 end
 local function count(owner) return tonumber(d.field("o" .. owner)) or 0 end
 

@@ -32,8 +32,7 @@ local function fair_acquire1(owner, req, seq, expect, token)
 end
 local function fair_release(owner, req, seq, token)
   return d.call("fair_release", { owner = owner, req = req, seq = seq, token = token,
-                                  keep_ms = 10000, chan = key .. ":ch:" .. req,
-                                  pub = "PUBLISH" })
+                                  keep_ms = 10000, pub = "PUBLISH" })
 end
 local function fair_release1(owner, req, seq, token)
   return d.call("fair_release1", { owner = owner, req = req, seq = seq, token = token,

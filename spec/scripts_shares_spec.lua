@@ -37,8 +37,7 @@ local function fair_acquire(owner, req, seq, lease_ms)
 end
 local function fair_release(owner, req, seq, token)
   return d.call("fair_release", { owner = owner, req = req, seq = seq, token = token,
-                                  keep_ms = 10000, chan = key .. ":ch:" .. req,
-                                  pub = "PUBLISH" })
+                                  keep_ms = 10000, pub = "PUBLISH" })
 end
 local function rw_acquire(owner, req, seq, kind, lease_ms)
   return d.call("rw_acquire", { owner = owner, req = req, seq = seq, lease_ms = lease_ms or 10000,

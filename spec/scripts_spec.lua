@@ -26,8 +26,8 @@ describe("the scripts, one by one", function()
     return ints(helper.evalsha(srv, sha, name,
                                { lock = key, counter = fence, queue = key .. ":q" }, args))
   end
-  local function freeing(t, chan)           -- keep_ms chan pub
-    t.keep_ms, t.chan, t.pub = t.keep_ms or 10000, chan or key .. ":ch", "PUBLISH"
+  local function freeing(t)                 -- keep_ms chan pub
+    t.keep_ms, t.chan, t.pub = t.keep_ms or 10000, key .. ":ch", "PUBLISH"
     return t
   end
   -- acquire(owner, requester, seq [, lease_ms [, expected]])
@@ -59,12 +59,12 @@ describe("the scripts, one by one", function()
                                   pub = "PUBLISH", secret = secret or "" })
   end
   local function fair_release(owner, req, seq, token)
-    return call("fair_release", freeing({ owner = owner, req = req, seq = seq, token = token },
-                                        key .. ":ch:" .. req))
+    return call("fair_release", { owner = owner, req = req, seq = seq, token = token,
+                                  keep_ms = 10000, pub = "PUBLISH" })
   end
   local function fair_void(owner, req, seq)
-    return call("fair_void", freeing({ owner = owner, req = req, seq = seq, fresh = "0" },
-                                     key .. ":ch:" .. req))
+    return call("fair_void", { owner = owner, req = req, seq = seq, keep_ms = 10000,
+                               pub = "PUBLISH", fresh = "0" })
   end
   -- A redis-cli subscribed to chan: a function that returns the messages
   -- it got so far, and one that stops it.

@@ -98,13 +98,13 @@ describe("suspect 2: a fair grant under an earlier attempt", function()
   end
   local function fair_release(owner, req, seq, token)
     return call("fair_release", { owner = owner, req = req, seq = seq, token = token,
-                                  keep_ms = 10000, chan = key .. ":ch:" .. req, pub = "PUBLISH" })
+                                  keep_ms = 10000, pub = "PUBLISH" })
   end
   -- fresh: the cancelled attempt expected no hold ("1"), or was a
   -- reentry ("0"); the client knows which (pending.c)
   local function fair_void(owner, req, seq, fresh)
     return call("fair_void", { owner = owner, req = req, seq = seq, keep_ms = 10000,
-                               chan = key .. ":ch:" .. req, pub = "PUBLISH", fresh = fresh or "1" })
+                               pub = "PUBLISH", fresh = fresh or "1" })
   end
   local function count(owner) return tonumber(srv.cli("hget", key, "o" .. owner)) or 0 end
   local function granted_to_w()

@@ -15,16 +15,22 @@
 --   -- KEYS[1] lock: ...            each key, by position and name
 --   -- ARGV[1] owner: ...           each argument, by position and name
 --   -- returns: ...
+--   -- resend: ...                  a script that writes: what a resent
+--                                   copy finds and does
 --
 -- (a script that takes one group per hold says KEYS[i], ARGV[3i-2], ...).
 -- Those names are the layout: the header this writes gives C the position
 -- of each (dl_script_layout), so the C core builds a call by name, and the
 -- specs read them with layouts(). A line "--#include lib/x.lua" puts that
--- file's text there (once per script; a helper includes what it uses).
--- Helpers take named values and never read KEYS or ARGV; a script reads
--- exactly the KEYS and ARGV its header names. "local X = 3000 --#export
--- DL_NAME" also gives C that number as a #define. Redis gets each script
--- without its comment lines.
+-- file's text there (once per script). Refused: a script or helper that
+-- calls a helper function of a lib/ file it does not include itself; a
+-- helper that reads KEYS or ARGV (it takes named values); a script that
+-- reads other KEYS and ARGV than its header names, or reads one into a
+-- local it never uses; a script that writes (a writing command, or one
+-- named at run time: PUBLISH or SPUBLISH, a guarded command) whose header
+-- has no "-- resend: ..." line saying what a resent copy of the request
+-- finds and does. "local X = 3000 --#export DL_NAME" also gives C that
+-- number as a #define. Redis gets each script without its comment lines.
 --
 -- Runs on Lua 5.1 to 5.4 and LuaJIT; the output is the same on each.
 local M = {}
@@ -98,6 +104,8 @@ function M.header(path)
       if rep then h.repeats = true end
     elseif text:match("^returns:") then
       returns = true
+    elseif text:match("^resend:") then
+      h.resend = true
     end
   end
   if n == 0 or not h.summary then fail(path, "no header comment") end
@@ -131,12 +139,117 @@ local function refs(text)
   return r
 end
 
+-- Line l of code without its string literals and its comment.
+local function bare(l)
+  l = l:gsub("\\.", ""):gsub("'[^']*'", "''"):gsub('"[^"]*"', '""')
+  return (l:gsub("%-%-.*$", ""))
+end
+
+-- The helper functions of dir's lib/ files: name -> "lib/x.lua".
+local helpers_cache = {}
+local function helpers(dir)
+  if helpers_cache[dir] then return helpers_cache[dir] end
+  local t = {}
+  local p = assert(io.popen("ls '" .. dir .. "/lib' 2>/dev/null"))
+  for f in p:lines() do
+    if f:match("^[%w_]+%.lua$") then
+      for _, l in ipairs(lines(read(dir .. "/lib/" .. f))) do
+        local name = l:match("^local%s+function%s+([%a_][%w_]*)")
+        if name then t[name] = "lib/" .. f end
+      end
+    end
+  end
+  p:close()
+  helpers_cache[dir] = t
+  return t
+end
+
+-- File path (text: its lines) calls only the helper functions that it
+-- defines or that a lib/ file it includes itself defines.
+local function check_calls(dir, path, text)
+  local defs, own, incs = helpers(dir), {}, {}
+  for _, l in ipairs(text) do
+    local inc = l:match("^%-%-#include%s+(%S+)%s*$")
+    if inc then incs[inc] = true end
+    local name = l:match("^%s*local%s+function%s+([%a_][%w_]*)")
+    if name then own[name] = true end
+  end
+  for i, l in ipairs(text) do
+    local code = bare(l)
+    for at, name in code:gmatch("()([%a_][%w_]*)%s*%(") do
+      local lib = defs[name]
+      if lib and lib ~= path and not own[name] and not incs[lib] and
+         not code:sub(at - 1, at - 1):match("[%.:]") then
+        fail(dir .. "/" .. path .. ":" .. i, name .. "() is " .. lib .. "'s: include it here")
+      end
+    end
+  end
+end
+
+-- s split at its top-level commas.
+local function split(s)
+  local parts, depth, cur = {}, 0, {}
+  for c in s:gmatch(".") do
+    if c == "(" or c == "{" or c == "[" then depth = depth + 1
+    elseif c == ")" or c == "}" or c == "]" then depth = depth - 1 end
+    if c == "," and depth == 0 then
+      parts[#parts + 1] = table.concat(cur)
+      cur = {}
+    else cur[#cur + 1] = c end
+  end
+  parts[#parts + 1] = table.concat(cur)
+  return parts
+end
+
+-- A script's own code lines (own) read no KEYS or ARGV into a local that
+-- the rest of the script never uses.
+local function check_locals(where, own)
+  local code = {}
+  for i, l in ipairs(own) do code[i] = bare(l) end
+  for i, l in ipairs(code) do
+    local names, exprs = l:match("^%s*local%s+([%w_%s,]-)%s*=%s*(.-)%s*$")
+    if names then
+      local es = split(exprs)
+      local rest = table.concat(code, "\n", i + 1)
+      local j = 0
+      for name in names:gmatch("[%w_]+") do
+        j = j + 1
+        local ref = (es[j] or ""):match("(%u+%[[^%]]+%])")
+        if ref and (ref:match("^KEYS") or ref:match("^ARGV")) and
+           (name == "_" or not rest:find("%f[%w_]" .. name .. "%f[^%w_]")) then
+          fail(where, ref .. " is read into " .. name .. ", which is never used: " ..
+               "drop it from the header")
+        end
+      end
+    end
+  end
+end
+
+-- The commands that write, as the scripts name them (lower case).
+local WRITES = {}
+for c in ("set hset hsetnx hmset hincrby hdel del unlink expire pexpire pexpireat persist " ..
+          "incr incrby decr zadd zrem zremrangebyscore rpush lpush lrem publish spublish")
+          :gmatch("%S+") do WRITES[c] = true end
+
+-- The first writing command that text calls ("HSET", or "a command named
+-- at run time (pub)"), or nil.
+local function writes(text)
+  for q, cmd in text:gmatch("redis%.p?call%(%s*(['\"]?)([%w_]+)") do
+    if q == "" then return "a command named at run time (" .. cmd .. ")" end
+    if WRITES[cmd:lower()] then return cmd:upper() end
+  end
+  return nil
+end
+
 -- The code of file path with its includes resolved (each file once: done
 -- holds the files already in), without comment lines and blank lines.
--- exports collects the --#export numbers.
-local function expand(dir, path, done, exports, out, lib)
+-- exports collects the --#export numbers; own, if given, the file's own
+-- code lines (not its includes').
+local function expand(dir, path, done, exports, out, lib, own)
   done[path] = true
-  for i, l in ipairs(lines(read(dir .. "/" .. path))) do
+  local text = lines(read(dir .. "/" .. path))
+  check_calls(dir, path, text)
+  for i, l in ipairs(text) do
     local where = dir .. "/" .. path .. ":" .. i
     local inc = l:match("^%-%-#include%s+(%S+)%s*$")
     if inc then
@@ -155,6 +268,7 @@ local function expand(dir, path, done, exports, out, lib)
       end
       if lib and next(refs(l)) then fail(where, "a helper reads KEYS or ARGV: take them as arguments") end
       out[#out + 1] = l
+      if own then own[#own + 1] = l end
     end
   end
 end
@@ -162,16 +276,23 @@ end
 -- name -> the text Redis gets, checked against its header.
 function M.script(dir, name, exports)
   local h = M.header(dir .. "/" .. name .. ".lua")
-  local out, own = {}, {}
-  expand(dir, name .. ".lua", {}, exports or {}, out, false)
+  local out, own, code = {}, {}, {}
+  local where = dir .. "/" .. name .. ".lua"
+  expand(dir, name .. ".lua", {}, exports or {}, out, false, code)
   -- the script's own reads (the helpers read none, above)
   local used = refs(table.concat(out, "\n"))
   for ref in pairs(used) do
-    if not h.refs[ref] then fail(dir .. "/" .. name .. ".lua", ref .. " is not in its header") end
+    if not h.refs[ref] then fail(where, ref .. " is not in its header") end
     own[ref] = true
   end
   for ref in pairs(h.refs) do
-    if not own[ref] then fail(dir .. "/" .. name .. ".lua", ref .. " is in its header but never read") end
+    if not own[ref] then fail(where, ref .. " is in its header but never read") end
+  end
+  check_locals(where, code)
+  local w = not h.resend and writes(table.concat(out, "\n"))
+  if w then
+    fail(where, "it writes (" .. w .. ") but its header says nothing of a resend " ..
+         "(-- resend: what a resent copy of the request finds and does)")
   end
   return table.concat(out, "\n") .. "\n", h
 end

@@ -206,12 +206,14 @@ static void add_request(dl_op *op, const dl_lockref *l, uint64_t seq)
 }
 
 /* How long a freed lock keeps its record, and where its release is
- * announced. */
+ * announced (a fair lock's scripts take no channel: a grant goes to the
+ * waiter's own). */
 static void add_freeing(dl_op *op, const dl_lockref *l, int64_t keep_ms,
                         const char *pub)
 {
     arg_i(op, DL_ARG_KEEP_MS, keep_ms);
-    arg(op, DL_ARG_CHAN, l->ident.chan, l->ident.chanlen);
+    if (layout(op)->arg[DL_ARG_CHAN])
+        arg(op, DL_ARG_CHAN, l->ident.chan, l->ident.chanlen);
     arg_s(op, DL_ARG_PUB, pub);
 }
 

@@ -119,29 +119,27 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
           [DL_ARG_LEASE_MS] = 4, [DL_ARG_EXPECT] = 5, [DL_ARG_TOKEN] = 6 } },
-    [DL_S_FAIR_DROP] = { "fair_drop", 3, 8, 0,
+    [DL_S_FAIR_DROP] = { "fair_drop", 3, 7, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_COUNTER] = 2, [DL_KEY_QUEUE] = 3 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_COUNT] = 2, [DL_ARG_TOKEN] = 3,
-          [DL_ARG_KEEP_MS] = 4, [DL_ARG_CHAN] = 5, [DL_ARG_PUB] = 6,
-          [DL_ARG_REQ] = 7, [DL_ARG_AFTER] = 8 } },
+          [DL_ARG_KEEP_MS] = 4, [DL_ARG_PUB] = 5, [DL_ARG_REQ] = 6,
+          [DL_ARG_AFTER] = 7 } },
     [DL_S_FAIR_DROP1] = { "fair_drop1", 1, 6, 0,
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_COUNT] = 2, [DL_ARG_TOKEN] = 3,
           [DL_ARG_KEEP_MS] = 4, [DL_ARG_REQ] = 5, [DL_ARG_AFTER] = 6 } },
-    [DL_S_FAIR_RELEASE] = { "fair_release", 3, 7, 0,
+    [DL_S_FAIR_RELEASE] = { "fair_release", 3, 6, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_COUNTER] = 2, [DL_KEY_QUEUE] = 3 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
-          [DL_ARG_TOKEN] = 4, [DL_ARG_KEEP_MS] = 5, [DL_ARG_CHAN] = 6,
-          [DL_ARG_PUB] = 7 } },
+          [DL_ARG_TOKEN] = 4, [DL_ARG_KEEP_MS] = 5, [DL_ARG_PUB] = 6 } },
     [DL_S_FAIR_RELEASE1] = { "fair_release1", 1, 5, 0,
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
           [DL_ARG_TOKEN] = 4, [DL_ARG_KEEP_MS] = 5 } },
-    [DL_S_FAIR_VOID] = { "fair_void", 3, 7, 0,
+    [DL_S_FAIR_VOID] = { "fair_void", 3, 6, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_COUNTER] = 2, [DL_KEY_QUEUE] = 3 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
-          [DL_ARG_KEEP_MS] = 4, [DL_ARG_CHAN] = 5, [DL_ARG_PUB] = 6,
-          [DL_ARG_FRESH] = 7 } },
+          [DL_ARG_KEEP_MS] = 4, [DL_ARG_PUB] = 5, [DL_ARG_FRESH] = 6 } },
     [DL_S_FAIR_VOID1] = { "fair_void1", 1, 5, 0,
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
@@ -725,6 +723,10 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return 1\n",
     /* src/redis/scripts/extend.lua */
     [DL_S_EXTEND] =
+        "local function now_ms()\n"
+        "  local tm = redis.call('time')\n"
+        "  return tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+        "end\n"
         "local function owner_of(req)\n"
         "  local i = req:find('|', 1, true)       -- (a plain find: no pattern)\n"
         "  return i and req:sub(i + 1) or req\n"
@@ -740,10 +742,6 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  local d = math.max(tonumber(own_end or '0'), until_ms)\n"
         "  local first = math.min(tonumber(first_end or d), d)\n"
         "  redis.call('hset', k, df, string.format('%d', d), 'D', string.format('%d', first))\n"
-        "end\n"
-        "local function now_ms()\n"
-        "  local tm = redis.call('time')\n"
-        "  return tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
         "end\n"
         "local function read_hash(k)\n"
         "  local all, h = redis.call('hgetall', k), {}\n"
@@ -1369,9 +1367,9 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  end\n"
         "end\n"
         "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
-        "local keep_ms, _, pub, req = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]\n"
+        "local keep_ms, pub, req, after = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]\n"
         "local k, counter, q = KEYS[1], KEYS[2], KEYS[3]\n"
-        "local left = drop_holds(k, owner, req, count, token, ARGV[8])\n"
+        "local left = drop_holds(k, owner, req, count, token, after)\n"
         "if not left then return 0 end\n"
         "if redis.call('hget', k, 'g') == req then        -- none of it to adopt\n"
         "  redis.call('hdel', k, 'g')\n"
@@ -1673,7 +1671,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  end\n"
         "end\n"
         "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
-        "local keep_ms, _, pub = tonumber(ARGV[5]), ARGV[6], ARGV[7]\n"
+        "local keep_ms, pub = tonumber(ARGV[5]), ARGV[6]\n"
         "local k, counter, q = KEYS[1], KEYS[2], KEYS[3]\n"
         "local reply, left = release(k, owner, req, seq, token, keep_ms)\n"
         "if left == 0 then hand_over(k, counter, q, keep_ms, pub, 'q' .. req)  -- (g: cleared)\n"
@@ -1952,7 +1950,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  end\n"
         "end\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
-        "local keep_ms, _, pub, fresh = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7] == '1'\n"
+        "local keep_ms, pub, fresh = tonumber(ARGV[4]), ARGV[5], ARGV[6] == '1'\n"
         "local k, counter, q = KEYS[1], KEYS[2], KEYS[3]\n"
         "local f = record_cancel(k, owner, req, seq, keep_ms)\n"
         "if not f then return 1 end\n"
@@ -2258,6 +2256,10 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return reply\n",
     /* src/redis/scripts/renew.lua */
     [DL_S_RENEW] =
+        "local function now_ms()\n"
+        "  local tm = redis.call('time')\n"
+        "  return tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+        "end\n"
         "local gt = true                         -- until the server refuses GT\n"
         "local function raise_ttl(k, ms)\n"
         "  if gt then\n"
@@ -2283,10 +2285,6 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  local d = math.max(tonumber(own_end or '0'), until_ms)\n"
         "  local first = math.min(tonumber(first_end or d), d)\n"
         "  redis.call('hset', k, df, string.format('%d', d), 'D', string.format('%d', first))\n"
-        "end\n"
-        "local function now_ms()\n"
-        "  local tm = redis.call('time')\n"
-        "  return tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
         "end\n"
         "local function read_hash(k)\n"
         "  local all, h = redis.call('hgetall', k), {}\n"

@@ -16,6 +16,10 @@
 --   a reservation's for another waiter) | {-1} lost (the hold
 --   the client believes in is gone, or another tenancy's) | {-2}
 --   cancelled or stale
+-- resend: finds its seq recorded once it took a hold: answers {1, count,
+--   token} again ({-1} if that hold is gone since) and changes nothing;
+--   a later request's record makes it {-2}; a busy run leaves no record
+--   of its seq, so a copy of it tries again
 --#include lib/exclusive.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]

@@ -12,6 +12,7 @@
 -- ARGV[5] expect: as acquire's
 -- ARGV[6] token: as acquire's
 -- returns: as acquire's; {0, 10} for a new tenancy
+-- resend: as acquire's
 --#include lib/exclusive.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]

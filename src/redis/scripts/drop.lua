@@ -13,6 +13,10 @@
 -- ARGV[8] after: the last request id its client sent before it gave
 --   them up: none later may have run ('0': no check; lib/drop.lua)
 -- returns: 1 dropped | 0 the requester holds nothing there
+-- resend: a DROP has no request id: a copy takes out up to count holds
+--   of those the requester still has there (its client drops all it
+--   had, so a copy finds none: 0, nothing changed), and none once a
+--   request of the requester later than after ran
 --#include lib/drop.lua
 --#include lib/announce.lua
 local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]

@@ -8,6 +8,9 @@
 -- ARGV[2] lease_ms: the new lease (ms)
 -- ARGV[3] token: the hold's tenancy
 -- returns: 1 | 0 the hold is gone
+-- resend: no request id: a copy extends again, the lease counted from
+--   when it runs (0 once the hold is gone)
+--#include lib/now.lua
 --#include lib/requester.lua
 --#include lib/holder.lua
 --#include lib/shares.lua

@@ -20,6 +20,8 @@
 --   attempt carries it (README.md, THE SECRET); absent: an older client's
 -- returns: as acquire's; busy: {0, the time to come back}, at most
 --   BACK_MS for a registered waiter
+-- resend: as acquire's; a copy of a busy attempt registers the same
+--   seq and secret again (README.md, THE SECRET)
 --#include lib/now.lua
 --#include lib/prune.lua
 --#include lib/mint.lua

@@ -14,6 +14,7 @@
 -- ARGV[5] expect: as acquire's
 -- ARGV[6] token: as acquire's
 -- returns: as acquire's; {0, 10} for a fresh acquire
+-- resend: as acquire's
 --#include lib/now.lua
 --#include lib/request.lua
 --#include lib/reentry_lost.lua

@@ -8,17 +8,17 @@
 -- ARGV[2] count: as drop's
 -- ARGV[3] token: as drop's
 -- ARGV[4] keep_ms: as drop's
--- ARGV[5] chan: as fair_release's (unused)
--- ARGV[6] pub: PUBLISH or SPUBLISH, for a grant
--- ARGV[7] req: as drop's
--- ARGV[8] after: as drop's
+-- ARGV[5] pub: PUBLISH or SPUBLISH, for a grant
+-- ARGV[6] req: as drop's
+-- ARGV[7] after: as drop's
 -- returns: as drop's
+-- resend: as drop's
 --#include lib/drop.lua
 --#include lib/hand_over.lua
 local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local keep_ms, _, pub, req = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
+local keep_ms, pub, req, after = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
 local k, counter, q = KEYS[1], KEYS[2], KEYS[3]
-local left = drop_holds(k, owner, req, count, token, ARGV[8])
+local left = drop_holds(k, owner, req, count, token, after)
 if not left then return 0 end
 if redis.call('hget', k, 'g') == req then        -- none of it to adopt
   redis.call('hdel', k, 'g')

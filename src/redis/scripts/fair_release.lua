@@ -10,15 +10,16 @@
 -- ARGV[3] seq: as release's
 -- ARGV[4] token: as release's
 -- ARGV[5] keep_ms: as release's
--- ARGV[6] chan: this client's channel of the lock (unused: a fair lock
---   wakes its next holder only, with a grant on that one's channel)
--- ARGV[7] pub: PUBLISH or SPUBLISH, for the grant
+-- ARGV[6] pub: PUBLISH or SPUBLISH, for the grant (a fair lock wakes its
+--   next holder only, on that one's channel: it takes no channel)
 -- returns: as release's
+-- resend: as release's: answered from the record, nothing passed on
+--   again
 --#include lib/release.lua
 --#include lib/hand_over.lua
 --#include lib/clear_grant.lua
 local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local keep_ms, _, pub = tonumber(ARGV[5]), ARGV[6], ARGV[7]
+local keep_ms, pub = tonumber(ARGV[5]), ARGV[6]
 local k, counter, q = KEYS[1], KEYS[2], KEYS[3]
 local reply, left = release(k, owner, req, seq, token, keep_ms)
 if left == 0 then hand_over(k, counter, q, keep_ms, pub, 'q' .. req)  -- (g: cleared)

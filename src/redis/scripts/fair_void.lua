@@ -8,17 +8,17 @@
 -- ARGV[2] req: as void's
 -- ARGV[3] seq: as void's
 -- ARGV[4] keep_ms: as void's
--- ARGV[5] chan: as fair_release's (unused)
--- ARGV[6] pub: PUBLISH or SPUBLISH, for a grant
--- ARGV[7] fresh: '1': the attempt expected no hold, so a grant to the
+-- ARGV[5] pub: PUBLISH or SPUBLISH, for a grant
+-- ARGV[6] fresh: '1': the attempt expected no hold, so a grant to the
 --   requester that its client never saw is taken back too (lib/cancel.lua)
 -- returns: 1
+-- resend: as void's
 --#include lib/cancel.lua
 --#include lib/unqueue.lua
 --#include lib/hand_over.lua
 --#include lib/clear_grant.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
-local keep_ms, _, pub, fresh = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7] == '1'
+local keep_ms, pub, fresh = tonumber(ARGV[4]), ARGV[5], ARGV[6] == '1'
 local k, counter, q = KEYS[1], KEYS[2], KEYS[3]
 local f = record_cancel(k, owner, req, seq, keep_ms)
 if not f then return 1 end

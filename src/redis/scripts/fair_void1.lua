@@ -13,6 +13,7 @@
 -- ARGV[4] keep_ms: as void's
 -- ARGV[5] fresh: as fair_void's
 -- returns: 1
+-- resend: as void's
 --#include lib/cancel.lua
 --#include lib/unqueue.lua
 --#include lib/clear_grant.lua

@@ -13,6 +13,8 @@
 --   reply did not count (lost, late) may have minted a token above the
 --   grant's, and that one was granted to nobody
 -- returns: 1
+-- resend: finds the counter and the hold's token already raised to
+--   token: changes nothing
 --#include lib/requester.lua
 --#include lib/holder.lua
 local token, req, seq = tonumber(ARGV[1]), ARGV[2], ARGV[3]

@@ -11,6 +11,9 @@
 --   of forced releases (plain PUBLISH: Cluster sends it to every node),
 --   so that a holder's watchdog checks its holds at once
 -- returns: 1 it was held | 0 it was free
+-- resend: finds "<seq>:1" or "<seq>:0" recorded and answers as the
+--   first run did, changing nothing; once that record's TTL ran out
+--   (keep_ms), a copy frees the lock again if it is held
 --#include lib/now.lua
 local req, seq, keep_ms, chan, pub = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local notice = ARGV[6]

@@ -13,6 +13,9 @@
 --   keys in the lock's Cluster slot: the client checks)
 -- returns: the command's reply (its error too, as an error) | the error
 --   "DLOCKLOST ..." when the hold is not the current tenancy: nothing ran
+-- resend: no request id: a copy runs the command again if the hold is
+--   still the current tenancy (the client resends none after a node
+--   failed: topology.c)
 local owner, token, cmd = ARGV[1], ARGV[2], ARGV[3]
 local k = KEYS[1]
 local first = (unpack(ARGV, 4))                  -- the command's key, if any

@@ -12,6 +12,9 @@
 -- ARGV[6] chan: where a freed lock is announced, P{name}:ch
 -- ARGV[7] pub: PUBLISH or SPUBLISH (Cluster)
 -- returns: {1, count left} | {-1} lost
+-- resend: finds its seq recorded: answers {1, the owner's holds now}
+--   and changes nothing (no second announcement); once the record's
+--   TTL ran out, {-1} lost
 --#include lib/release.lua
 local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local keep_ms, chan, pub = ARGV[5], ARGV[6], ARGV[7]

@@ -13,6 +13,9 @@
 -- ARGV[3i-1] lease_ms: the new lease (ms)
 -- ARGV[3i] token: the hold's tenancy
 -- returns: one per hold: 1 renewed | 0 gone | -1 another owner's tenancy
+-- resend: no request id: a copy renews again from when it runs,
+--   raising the TTL and the share only, never lowering them
+--#include lib/now.lua
 --#include lib/raise_ttl.lua
 --#include lib/requester.lua
 --#include lib/holder.lua

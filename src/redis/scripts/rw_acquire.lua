@@ -20,6 +20,7 @@
 -- ARGV[8] writer: a reader's owner's write-hold owner ('' if none): a
 --   downgrade, which writers never keep out
 -- returns: as acquire's
+-- resend: as acquire's
 --#include lib/now.lua
 --#include lib/prune.lua
 --#include lib/mint.lua

@@ -12,6 +12,8 @@
 -- ARGV[5i-1] chan: where a freed lock is announced, P{name}:ch
 -- ARGV[5i] pub: PUBLISH or SPUBLISH (Cluster)
 -- returns: one per hold, as renew's
+-- resend: as renew's; a reader the first run took out (its lease over)
+--   is gone: 0, or -1 while others hold
 --#include lib/now.lua
 --#include lib/raise_ttl.lua
 --#include lib/requester.lua

@@ -20,6 +20,8 @@
 --   does not (a try, or a wait's last try: it leaves the queue)
 -- returns: {1, count, 0} | {0, ms} busy | {-1} lost | {-2} cancelled or
 --   stale | an error when Redis keeps another size
+-- resend: as acquire's; a copy of an attempt that queued ("<seq>w") is
+--   told busy again and changes nothing
 --#include lib/permit.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]

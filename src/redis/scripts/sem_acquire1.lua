@@ -15,6 +15,7 @@
 -- ARGV[7] permits: as sem_acquire's
 -- ARGV[8] waits: as sem_acquire's
 -- returns: as sem_acquire's
+-- resend: as sem_acquire's
 --#include lib/permit.lua
 --#include lib/here.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]

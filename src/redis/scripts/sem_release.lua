@@ -12,6 +12,7 @@
 -- ARGV[6] chan: as release's
 -- ARGV[7] pub: as release's
 -- returns: as release's
+-- resend: as release's: answered from the record, nobody woken again
 --#include lib/release.lua
 --#include lib/announce.lua
 --#include lib/wake.lua

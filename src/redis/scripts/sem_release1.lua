@@ -14,6 +14,7 @@
 -- ARGV[6] chan: as release's
 -- ARGV[7] pub: as release's
 -- returns: as release's
+-- resend: as sem_release's
 --#include lib/release.lua
 --#include lib/announce.lua
 --#include lib/wake.lua

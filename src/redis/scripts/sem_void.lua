@@ -12,6 +12,7 @@
 -- ARGV[5] chan: as void's
 -- ARGV[6] pub: as void's; the next waiter is woken with it too
 -- returns: 1
+-- resend: as void's
 --#include lib/cancel.lua
 --#include lib/announce.lua
 --#include lib/wake.lua

@@ -10,6 +10,8 @@
 -- ARGV[5] chan: where a freed lock is announced
 -- ARGV[6] pub: PUBLISH or SPUBLISH
 -- returns: 1
+-- resend: finds "<seq>!" recorded: answers 1 and changes nothing (once
+--   that record's TTL ran out, it records "<seq>!" again)
 --#include lib/cancel.lua
 --#include lib/announce.lua
 --#include lib/withdraw.lua

@@ -1,4 +1,5 @@
 --#include lib/now.lua
+--#include lib/holder.lua
 --#include lib/take_out.lua
 -- Cancel acquire seq (VOID): undo it if it ran, refuse it if it comes
 -- late (README.md, RESENDS). In two steps, a fair lock's cancel leaving

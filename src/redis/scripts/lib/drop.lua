@@ -1,3 +1,4 @@
+--#include lib/holder.lua
 --#include lib/take_out.lua
 --#include lib/shares_due.lua
 -- drop_holds(k, owner, req, count, token, after): take count holds of

@@ -1,5 +1,6 @@
 --#include lib/now.lua
 --#include lib/prune.lua
+--#include lib/requester.lua
 --#include lib/mint.lua
 --#include lib/unqueue.lua
 --#include lib/holder.lua

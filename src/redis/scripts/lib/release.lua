@@ -1,4 +1,5 @@
 --#include lib/now.lua
+--#include lib/holder.lua
 --#include lib/take_out.lua
 --#include lib/reserve.lua
 --#include lib/shares_due.lua
