@@ -46,7 +46,7 @@ export LUA_CPATH := $(CURDIR)/$(BUILD)/?.so;;
 export DLOCK_LUA := $(LUA)
 export DLOCK_BUILD := $(BUILD)
 
-.PHONY: all deps test binding-specs demo bench bench-instr soak torture asan tsan valgrind lint install dist deb clean help
+.PHONY: all deps test demo bench bench-instr soak torture asan tsan valgrind lint install dist deb clean help
 
 all: $(SO) $(PROC_SO) $(BUILD)/host
 
@@ -101,14 +101,11 @@ SPECS ?= spec
 test: deps all $(BUILD)/forktest.so  ## build, then the busted suite on real redis-servers (JOBS=6 files at a time; SERIAL=1)
 	sh tools/with-tmp.sh sh tools/busted.sh $(LUA) $(BUSTED_ARGS) $(SPECS)
 
-# The specs that go through the binding and its compat header (src/binding/) in every way a Lua version can differ: values, errors,
-# callbacks, coroutines and yields, the command. CI runs these on the other
-# Luas; the rest of the suite tests the C core, which is the same for all.
-BINDING_SPECS = lock release client misuse reference scheduler multilock semaphore rwlock \
-    fairlock family process command inspect log resources readme docs hostile watchdog call names \
-    same_state
-binding-specs:
-	@echo $(wildcard $(BINDING_SPECS:%=spec/%_spec.lua))
+# The specs tagged #binding go through the binding and its compat header
+# (src/binding/) in every way a Lua version can differ: values, errors,
+# callbacks, coroutines and yields, the command. CI runs them on the other
+# Luas (BUSTED_ARGS="--tags=binding --exclude-tags=slow"); the rest of the
+# suite tests the C core, which is the same for all.
 
 demo: deps all             ## build, then run examples/ ($REDIS_URL or a throwaway server)
 	sh tools/demo.sh

@@ -5,7 +5,7 @@
 local dlock = require "dlock"
 local helper = require "helper"
 
-describe("client:call", function()
+describe("client:call #binding", function()
   local c
   before_each(function() c = assert(helper.client()) end)
   after_each(function() c:close() end)
@@ -52,7 +52,7 @@ describe("client:call", function()
     assert.is_false(ok)
     assert.matches("Redlock", err)
     -- and so does a guard: it ran on every master, each reply written to
-    -- room for one (found in review)
+    -- room for one
     local l = r:lock(helper.unique_name("guard"))
     assert(l:acquire())
     ok, err = pcall(l.guard, l, "SET", "k{" .. l.name .. "}", "v")
@@ -65,7 +65,7 @@ describe("client:call", function()
   end)
 end)
 
-describe("lock:guard", function()
+describe("lock:guard #binding", function()
   local c
   before_each(function() c = assert(helper.client()) end)
   after_each(function() c:close() end)
@@ -146,7 +146,7 @@ describe("lock:guard", function()
   end)
 end)
 
-describe("client:call and lock:guard on Sentinel and Cluster", function()
+describe("client:call and lock:guard on Sentinel and Cluster #binding", function()
   local topology = require "topology"
 
   it("go to the master on Sentinel", function()

@@ -250,7 +250,7 @@ local function json_decode(s)
   return v, keys
 end
 
-describe("the dlock command", function()
+describe("the dlock command #binding", function()
   setup(function() srv = helper.start_redis() end)
   teardown(function()
     if srv then srv.stop() end

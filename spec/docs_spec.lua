@@ -55,7 +55,7 @@ sh_checks["doc/cron.md"] = function(outputs)
   assert.equals(shape(json), shape(printed))
 end
 
-describe("the guides", function()
+describe("the guides #binding", function()
   it("are there, each linked from the README", function()
     local readme = docs.read("README.md")
     assert.is_true(#pages >= 8)
@@ -67,7 +67,7 @@ describe("the guides", function()
   end)
 end)
 
-describe("doc/cron.md", function()
+describe("doc/cron.md #binding", function()
   local md = docs.read("doc/cron.md")
   local bin = docs.read("bin/dlock")
 
@@ -145,7 +145,7 @@ describe("doc/cron.md", function()
   end)
 end)
 
-describe("doc/scaling-out.md", function()
+describe("doc/scaling-out.md #binding", function()
   it("says what Cluster needs", function()
     local md = docs.read("doc/scaling-out.md")
     assert.truthy(md:find("Redis 7", 1, true))

@@ -1,4 +1,4 @@
--- Sentinel failover with the old master still up (issue 22, defect 1): the
+-- Sentinel failover with the old master still up: the
 -- old master accepts writes until Sentinel demotes it some 10 s after
 -- +switch-master, so a client that stays on it keeps "confirming" its
 -- renewals there while its lock's copy on the new master runs out. After a

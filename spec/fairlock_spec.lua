@@ -1,4 +1,4 @@
--- client:fair_lock(name) (issue 12): waiters are served in arrival order;
+-- client:fair_lock(name): waiters are served in arrival order;
 -- the release script grants the lock to the first live waiter and tells
 -- that waiter's client alone; a waiter that dies or gives up leaves the
 -- queue within a bounded time, and a grant to one that has gone is taken
@@ -6,7 +6,7 @@
 local dlock = require "dlock"
 local helper = require "helper"
 
-describe("fair lock", function()
+describe("fair lock #binding", function()
   local srv, c, o
   lazy_setup(function() srv = helper.start_redis() end)
   lazy_teardown(function() srv.stop() end)
@@ -205,7 +205,7 @@ describe("fair lock", function()
     assert.same({ "stalled", "other holds", "other released", "waiter holds" }, events)
   end)
 
-  it("takes no forged grant: a grant carries the waiter's secret (issue 27, item 6)", function()
+  it("takes no forged grant: a grant carries the waiter's secret", function()
     local name = helper.unique_name("fair")
     local key = "dlock:{" .. name .. "}"
     local holder = c:fair_lock(name, { owner = "holder" })  -- released elsewhere

@@ -225,7 +225,7 @@ describe("fork() #fork", function()
   end)
 end)
 
--- Issue 27, item 7: any client allowed to write a held lock's key can give
+-- Any client allowed to write a held lock's key can give
 -- it a huge TTL. The wait bound computed from it overflowed (UBSan), and
 -- acquire{ wait = 1 } sent some 24,000 scripts in its second.
 describe("a held lock with a huge TTL", function()

@@ -402,8 +402,8 @@ describe("Cluster (cluster)", function()
     c:close()
   end)
 
-  -- Issue 27, item 1: a Cluster node given as url= (an everyday mistake)
-  -- crashed the process (SIGSEGV) on the first name whose slot lives on
+  -- A Cluster node given as url= (an everyday mistake) must not crash
+  -- the process (SIGSEGV) on the first name whose slot lives on
   -- another node. Run in a child, so that a crash fails this test only.
   it("gives a clear error, not a crash, to a url= client of a Cluster node", function()
     local ok, out = helper.run_lua(([[

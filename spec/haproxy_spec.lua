@@ -1,4 +1,4 @@
--- dlock inside a real host (issue 11): Debian's HAProxy 2.6, which embeds
+-- dlock inside a real host: Debian's HAProxy 2.6, which embeds
 -- Lua 5.3, runs examples/haproxy/services.lua with two threads. A request
 -- waiting for a lock that another request holds must not stall the other
 -- requests: with the recipe's table scheduler (core.msleep(1) per wait)

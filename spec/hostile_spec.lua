@@ -1,4 +1,4 @@
--- Hostile servers (issue 27): a fake RESP server (spec/support/fakeredis.lua)
+-- Hostile servers: a fake RESP server (spec/support/fakeredis.lua)
 -- answers each script, each set-up command, Sentinel and Cluster with
 -- malformed replies of every shape, so that dlock's decoders run on them
 -- in this process (under `make asan` too). What must hold for each:
@@ -187,7 +187,7 @@ local KINDS = {
     call = function(c, n) return nil, c:inspect(n) end },
 }
 
-describe("a server that answers a script with #timing", function()
+describe("a server that answers a script with #timing #binding", function()
   local srv, client
   lazy_setup(function() srv = fake.start{} end)
   lazy_teardown(function()
@@ -252,7 +252,7 @@ describe("a server that answers a script with #timing", function()
   end)
 end)
 
-describe("a well-formed reply with odd values", function()
+describe("a well-formed reply with odd values #binding", function()
   local srv, client
   lazy_setup(function()
     srv = fake.start{}
@@ -371,7 +371,7 @@ end)
 
 -- ---- client:inspect ------------------------------------------------------
 
-describe("client:inspect of a malformed reply", function()
+describe("client:inspect of a malformed reply #binding", function()
   local srv, client
   lazy_setup(function()
     srv = fake.start{}
@@ -518,7 +518,7 @@ end)
 
 -- ---- connecting ----------------------------------------------------------
 
-describe("connect to a server that answers #timing", function()
+describe("connect to a server that answers #timing #binding", function()
   local srv
   lazy_setup(function() srv = fake.start{} end)
   lazy_teardown(function() fake.stop_all() end)
@@ -638,7 +638,7 @@ end)
 
 -- ---- transport: replies that never end ----------------------------------
 
-describe("a reply that never ends #timing", function()
+describe("a reply that never ends #timing #binding", function()
   local srv, client
   lazy_setup(function()
     srv = fake.start{}
@@ -675,7 +675,7 @@ end)
 
 -- An acquire that finds the lock busy subscribes to the lock's channel
 -- and waits; its SUBSCRIBE gets the shape, and the next attempt the grant.
-describe("a waiter whose SUBSCRIBE gets #timing", function()
+describe("a waiter whose SUBSCRIBE gets #timing #binding", function()
   local srv, client
   lazy_setup(function()
     srv = fake.start{}
@@ -744,7 +744,7 @@ end)
 
 -- ---- redirects on a url= client -----------------------------------------
 
-describe("a url= client whose server redirects", function()
+describe("a url= client whose server redirects #binding", function()
   local srv, other
   before_each(function()
     other = fake.start{}
@@ -850,7 +850,7 @@ end)
 -- One client per shape (the watchdog renews a client's holds in one
 -- call): each holds a lock (a read hold for rw_renew) whose renewals get
 -- the shape; none may stay held past its lease.
-describe("the watchdog, when renewals get", function()
+describe("the watchdog, when renewals get #binding", function()
   local srv, runs, others = nil, {}, {}
   local LEASE = VALGRIND and 3 or TSAN and 1.5 or 0.45
   local function all(other_srv)
@@ -919,7 +919,7 @@ end)
 
 -- ---- Sentinel ------------------------------------------------------------
 
-describe("Sentinel: a sentinel or master that answers #timing", function()
+describe("Sentinel: a sentinel or master that answers #timing #binding", function()
   local sentinel, master, spare
   lazy_setup(function()
     master = fake.start{}
@@ -1068,7 +1068,7 @@ end)
 
 -- ---- Cluster -------------------------------------------------------------
 
-describe("Cluster: a node that answers #timing", function()
+describe("Cluster: a node that answers #timing #binding", function()
   local node
   lazy_setup(function() node = fake.start{} end)
   lazy_teardown(function() fake.stop_all() end)
@@ -1245,7 +1245,7 @@ end)
 
 -- ---- Redlock ---------------------------------------------------------------
 
-describe("Redlock: masters that answer", function()
+describe("Redlock: masters that answer #binding", function()
   local a, b, c3
   lazy_setup(function() a = fake.start{}; b = fake.start{}; c3 = fake.start{} end)
   lazy_teardown(function() fake.stop_all() end)

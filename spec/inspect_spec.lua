@@ -1,4 +1,4 @@
--- Inspectable locks (issue 13): client:inspect(name) and connect{ label }.
+-- Inspectable locks: client:inspect(name) and connect{ label }.
 -- Who holds a lock, with how many holds, its TTL and token, and roughly
 -- how many wait; each owner named by its client's label, which every
 -- connection of that client carries as its CLIENT SETNAME.
@@ -14,7 +14,7 @@ local function worker(want, mode, ...)
   return w
 end
 
-describe("client:inspect", function()
+describe("client:inspect #binding", function()
   local srv
   setup(function() srv = helper.start_redis() end)
   teardown(function() srv.stop() end)
@@ -191,7 +191,7 @@ describe("client:inspect", function()
   end)
 end)
 
-describe("client:inspect on Redlock", function()
+describe("client:inspect on Redlock #binding", function()
   it("answers for a quorum of masters", function()
     local m = topology.masters(3)
     local c = assert(dlock.connect{ servers = m.urls, label = "redlock" })

@@ -1,4 +1,4 @@
--- dlock inside a host that cannot yield (issue 11): Debian's lighttpd 1.4
+-- dlock inside a host that cannot yield: Debian's lighttpd 1.4
 -- runs examples/lighttpd/lock.lua through mod_magnet (Lua 5.4). A magnet
 -- script runs to completion on the server's one event thread, so the
 -- recipe never waits: a busy lock is answered at once with 503 and a

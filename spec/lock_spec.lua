@@ -13,7 +13,7 @@ local function teardown()
   other:close()
 end
 
-describe("client:lock()", function()
+describe("client:lock() #binding", function()
   lazy_setup(setup)
   lazy_teardown(teardown)
 
@@ -54,7 +54,7 @@ describe("client:lock()", function()
   end)
 end)
 
-describe("lock:acquire()", function()
+describe("lock:acquire() #binding", function()
   lazy_setup(setup)
   lazy_teardown(teardown)
 
@@ -185,7 +185,7 @@ end)
 -- A reentry by the client that holds the tenancy, while its confirmed
 -- deadline is ahead, is counted here alone, and so is its release: no
 -- round trip, and Redis counts one hold per client and requester.
-describe("a reentry", function()
+describe("a reentry #binding", function()
   local srv, c
   lazy_setup(function()
     srv = helper.start_redis()
@@ -266,7 +266,7 @@ describe("a reentry", function()
   end)
 end)
 
-describe("lock:try_acquire()", function()
+describe("lock:try_acquire() #binding", function()
   lazy_setup(setup)
   lazy_teardown(teardown)
 
@@ -281,7 +281,7 @@ describe("lock:try_acquire()", function()
   end)
 end)
 
-describe("lock:release()", function()
+describe("lock:release() #binding", function()
   lazy_setup(setup)
   lazy_teardown(teardown)
 
@@ -325,7 +325,7 @@ describe("lock:release()", function()
   end)
 end)
 
-describe("lock:held(), lock:count()", function()
+describe("lock:held(), lock:count() #binding", function()
   lazy_setup(setup)
   lazy_teardown(teardown)
 
@@ -339,7 +339,7 @@ describe("lock:held(), lock:count()", function()
   end)
 end)
 
-describe("lock:ttl()", function()
+describe("lock:ttl() #binding", function()
   lazy_setup(setup)
   lazy_teardown(teardown)
 
@@ -353,7 +353,7 @@ describe("lock:ttl()", function()
   end)
 end)
 
-describe("lock:token()", function()
+describe("lock:token() #binding", function()
   lazy_setup(setup)
   lazy_teardown(teardown)
 
@@ -385,7 +385,7 @@ describe("lock:token()", function()
   end)
 end)
 
-describe("lock:extend()", function()
+describe("lock:extend() #binding", function()
   lazy_setup(setup)
   lazy_teardown(teardown)
 
@@ -415,7 +415,7 @@ describe("lock:extend()", function()
   end)
 end)
 
-describe("lock:force_release()", function()
+describe("lock:force_release() #binding", function()
   lazy_setup(setup)
   lazy_teardown(teardown)
 
@@ -429,7 +429,7 @@ describe("lock:force_release()", function()
   end)
 end)
 
-describe("lock:with()", function()
+describe("lock:with() #binding", function()
   lazy_setup(setup)
   lazy_teardown(teardown)
 
@@ -483,7 +483,7 @@ describe("lock:with()", function()
   end)
 end)
 
-describe("<close> (Lua 5.4)", function()
+describe("<close> (Lua 5.4) #binding", function()
   lazy_setup(setup)
   lazy_teardown(teardown)
 
@@ -505,7 +505,7 @@ describe("<close> (Lua 5.4)", function()
   end)
 end)
 
-describe("try_acquire on a busy lock", function()
+describe("try_acquire on a busy lock #binding", function()
   it("returns nil, 'timeout' and the holder's remaining TTL", function()
     local holder, other = assert(helper.client()), assert(helper.client())
     local name = helper.unique_name("busy")
@@ -533,7 +533,7 @@ describe("try_acquire on a busy lock", function()
   end)
 end)
 
-describe("with() given options", function()
+describe("with() given options #binding", function()
   it("takes options on the lock as on the client", function()
     local c = assert(helper.client())
     local name = helper.unique_name("with")
@@ -561,7 +561,7 @@ describe("with() given options", function()
   end)
 end)
 
-describe("leases: 'expire' and 'watchdog_lease'", function()
+describe("leases: 'expire' and 'watchdog_lease' #binding", function()
   it("'expire' is a fixed lifetime, never renewed; 'lease' is its old name", function()
     local c = assert(helper.client())
     for _, key in ipairs({ "expire", "lease" }) do
@@ -611,7 +611,7 @@ describe("leases: 'expire' and 'watchdog_lease'", function()
   end)
 end)
 
-describe("a reentrant acquire whose reply timed out", function()
+describe("a reentrant acquire whose reply timed out #binding", function()
   it("leaves the counts of client and server equal", function()
     local srv = helper.start_redis("--enable-debug-command local")
     local c = assert(dlock.connect{ url = srv.url, command_timeout = 0.2 })
@@ -633,7 +633,7 @@ describe("a reentrant acquire whose reply timed out", function()
   end)
 end)
 
-describe("two clients sharing an explicit owner", function()
+describe("two clients sharing an explicit owner #binding", function()
   it("add up their holds: the lock is free when both released", function()
     local a, b, probe = assert(helper.client()), assert(helper.client()), assert(helper.client())
     local name = helper.unique_name("shared")
@@ -674,7 +674,7 @@ describe("two clients sharing an explicit owner", function()
   end)
 end)
 
-describe("fencing keys", function()
+describe("fencing keys #binding", function()
   it("stay bounded whatever the number of names", function()
     local srv = helper.start_redis()
     local c = assert(dlock.connect(srv.url))

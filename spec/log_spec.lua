@@ -1,4 +1,4 @@
--- connect{ log = function(level, message) } (issue 13): reconnects,
+-- connect{ log = function(level, message) }: reconnects,
 -- failovers, slot moves, quorum losses and lost holds are told through it,
 -- always on the Lua thread: inside a call into the library (client:poll(),
 -- or the next call of any method), never from the watchdog thread.
@@ -34,7 +34,7 @@ local function logged(opts)
   return c, rec, call, find
 end
 
-describe("connect{ log }", function()
+describe("connect{ log } #binding", function()
   it("tells of a lost connection and the reconnect, on the Lua thread", function()
     local srv = helper.start_redis()
     local c, rec, call, find = logged{ url = srv.url }

@@ -1,4 +1,4 @@
--- dlock inside a game server (issue 26): two of Debian's minetestserver
+-- dlock inside a game server: two of Debian's minetestserver
 -- (Luanti 5.6, which embeds LuaJIT) share one Redis and run the example
 -- mod examples/luanti/dlock_event, trusted, in worlds of the devtest game,
 -- on loopback UDP ports. The mod loads dlock with a plain

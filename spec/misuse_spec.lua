@@ -2,7 +2,7 @@
 local dlock = require "dlock"
 local helper = require "helper"
 
-describe("bad input", function()
+describe("bad input #binding", function()
   local client, lock
 
   lazy_setup(function()
@@ -184,7 +184,7 @@ describe("bad input", function()
   end)
 
   -- An __index may answer every read anew, and let the string it gave
-  -- before be collected (found in review): each option is read once, and
+  -- before be collected: each option is read once, and
   -- what it answered is kept while the call runs.
   it("reads each option of a table with an __index once, and keeps what it gave", function()
     local reads, url = {}, helper.url()
@@ -250,7 +250,7 @@ describe("bad input", function()
   end)
 end)
 
-describe("error messages", function()
+describe("error messages #binding", function()
   local client, lock
   lazy_setup(function()
     client = assert(helper.client())
@@ -374,8 +374,8 @@ describe("error messages", function()
   end)
 end)
 
-describe("the step of a waiting acquire (lock:_step, the scheduler's path)", function()
-  -- Found in review: _step dropped its step object from the stack before
+describe("the step of a waiting acquire (lock:_step, the scheduler's path) #binding", function()
+  -- _step dropped its step object from the stack before
   -- the calls that may run a GC (on_lost callbacks, allocations), so a
   -- step passed as a temporary could be collected while in use. Here an
   -- on_lost callback collects garbage as _step starts; under ASan (make

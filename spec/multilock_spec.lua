@@ -1,4 +1,4 @@
--- client:multi_lock{ ... } (issue 12): one lock over several names, all
+-- client:multi_lock{ ... }: one lock over several names, all
 -- or none, deadlock-free in any order, one fencing token per name.
 local dlock = require "dlock"
 local helper = require "helper"
@@ -9,7 +9,7 @@ local function names(n)
   return t
 end
 
-describe("multi_lock", function()
+describe("multi_lock #binding", function()
   local c, other
   before_each(function()
     c = assert(helper.client())
@@ -133,11 +133,11 @@ describe("multi_lock", function()
   end)
 end)
 
--- Issue 22, defect 5: whatever ends an acquire (a return, an error, a
+-- Whatever ends an acquire (a return, an error, a
 -- cancelled coroutine), no name stays held that the caller does not hold.
 -- The dlock command's scheduler raises on a signal; here a table
 -- scheduler's wait yields and raises when told to, as that one does.
-describe("an acquire ended by an error or a cancel", function()
+describe("an acquire ended by an error or a cancel #binding", function()
   local c, other, signalled
   local function raising_wait()
     coroutine.yield()
@@ -339,7 +339,7 @@ end)
 
 -- The same for one lock: a lock whose wait raises keeps no hold, and one
 -- queued in a fair lock's line leaves it within its 3 s lease.
-describe("a lock's acquire ended by an error or a cancel", function()
+describe("a lock's acquire ended by an error or a cancel #binding", function()
   local c, other, signalled
   before_each(function()
     signalled = false

@@ -218,7 +218,7 @@ local function servers(start)
   return s
 end
 
-describe("odd lock names on Redis Cluster", function()
+describe("odd lock names on Redis Cluster #binding", function()
   local s = servers(function()
     local cl = topology.cluster(3)
     return cl, { cluster = cl.urls, command_timeout = 1 }
@@ -261,7 +261,7 @@ describe("odd lock names on Redis Cluster", function()
   end)
 end)
 
-describe("odd lock names on one server", function()
+describe("odd lock names on one server #binding", function()
   local s = servers(function()
     local srv = helper.start_redis()
     return srv, { url = srv.url }

@@ -2,7 +2,7 @@
 local dlock = require "dlock"
 local helper = require "helper"
 
-describe("across processes", function()
+describe("across processes #binding", function()
   it("gives mutual exclusion: a non-atomic counter loses no update #slow", function()
     local name = helper.unique_name("counter")
     local cfile = helper.tmp .. "/" .. name:gsub(":", "_") .. ".count"

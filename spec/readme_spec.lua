@@ -11,7 +11,7 @@ local README = "README.md"
 local text = docs.read(README)
 local blocks = docs.fences(text, README)
 
-describe("README.md", function()
+describe("README.md #binding", function()
   it("has Lua examples, every fence closed", function()
     local lua = docs.of(blocks, "lua")
     assert.is_true(#lua >= 4)

@@ -1,4 +1,4 @@
--- Cluster redirects from servers that lie (issue 27, items 2 and 9), with
+-- Cluster redirects from servers that lie, with
 -- fake servers (spec/support/fakeredis.lua): a redirect is followed only to a node
 -- the cluster itself names, and nodes the cluster no longer names give
 -- their places to new ones, so that a burst of moves cannot fill the node

@@ -2,7 +2,7 @@
 local dlock = require "dlock"
 local helper = require "helper"
 
-describe("the reference", function()
+describe("the reference #binding", function()
   -- Every public function, with what it returns, is in doc/reference.md.
   local doc = assert(helper.read_file("doc/reference.md"))
 

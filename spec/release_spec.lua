@@ -3,7 +3,7 @@
 local dlock = require "dlock"
 local helper = require "helper"
 
-describe("a release whose reply never came", function()
+describe("a release whose reply never came #binding", function()
   local srv
   before_each(function() srv = helper.start_redis() end)
   after_each(function() srv.stop() end)

@@ -3,7 +3,7 @@
 local dlock = require "dlock"
 local helper = require "helper"
 
-describe("resources", function()
+describe("resources #binding", function()
   it("1,000 connect/close cycles end with the same fds and threads #slow", function()
     local c0 = assert(helper.client())            -- warm: the server is up
     c0:close()
@@ -85,7 +85,7 @@ describe("resources", function()
   end)
 end)
 
-describe("dlock.core.parse_url()", function()
+describe("dlock.core.parse_url() #binding", function()
   local parse = require("dlock.core").parse_url
 
   it("parses every part of a URL", function()

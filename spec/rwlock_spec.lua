@@ -1,11 +1,11 @@
--- client:rwlock(name) (issue 12): many readers or one writer, reentrant
+-- client:rwlock(name): many readers or one writer, reentrant
 -- per owner, a writer may take the read lock, a reader may not take the
 -- write lock; each reader has its own lease; a waiting writer keeps new
 -- readers out.
 local dlock = require "dlock"
 local helper = require "helper"
 
-describe("rwlock", function()
+describe("rwlock #binding", function()
   local a, b, c
   before_each(function()
     a = assert(helper.client())
@@ -154,7 +154,7 @@ describe("rwlock", function()
   end)
 end)
 
-describe("rwlock under a lost reply", function()
+describe("rwlock under a lost reply #binding", function()
   local srv
   lazy_setup(function() srv = helper.start_redis("--enable-debug-command local") end)
   lazy_teardown(function() srv.stop() end)

@@ -35,7 +35,7 @@ local function count(logs, pattern)
   return n
 end
 
-describe("a wait for a lock another owner of this client holds", function()
+describe("a wait for a lock another owner of this client holds #binding", function()
   it("returns at once, nil and a timeout saying so (no TTL: coming back later does not help) #timing", function()
     local c = assert(helper.client())
     finally(function() c:close() end)
@@ -177,7 +177,7 @@ describe("a wait for a lock another owner of this client holds", function()
   end)
 end)
 
-describe("a release or extend by a coroutine that does not hold", function()
+describe("a release or extend by a coroutine that does not hold #binding", function()
   it("says that another coroutine of this client holds the lock", function()
     local c = assert(helper.client())
     finally(function() c:close() end)
@@ -202,7 +202,7 @@ describe("a release or extend by a coroutine that does not hold", function()
   end)
 end)
 
-describe("warnings through log, once per client", function()
+describe("warnings through log, once per client #binding", function()
   it("a blocking wait while cqueues or luv is loaded and the client has no scheduler", function()
     local loops = {}
     for _, m in ipairs({ "cqueues", "luv" }) do

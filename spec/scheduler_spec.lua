@@ -1,4 +1,4 @@
--- Waits that yield (issue 11): with connect{ scheduler = ... }, a
+-- Waits that yield: with connect{ scheduler = ... }, a
 -- coroutine waiting for a lock yields to its loop, and coroutines of one
 -- Lua state contend like threads. Each scheduler runs the same specs: the
 -- table form driven by a tick loop here, cqueues, and luv.
@@ -102,7 +102,7 @@ kinds.luv = function()
 end
 
 for _, kind in ipairs({ "table", "cqueues", "luv" }) do
-  describe("scheduler " .. kind, function()
+  describe("scheduler " .. kind .. " #binding", function()
     local function new()
       local k = kinds[kind]()
       if not k then pending(kind .. " is not installed") end
@@ -329,7 +329,7 @@ for _, kind in ipairs({ "table", "cqueues", "luv" }) do
   end)
 end
 
-describe("scheduler", function()
+describe("scheduler #binding", function()
   it("blocks as without one where the wait cannot yield (the main coroutine) #timing", function()
     local yielded = 0
     local c = assert(helper.client{ scheduler = { wait = function() yielded = yielded + 1 end } })
@@ -437,7 +437,7 @@ describe("scheduler", function()
   end)
 end)
 
-describe("examples/host, a C program embedding Lua", function()
+describe("examples/host, a C program embedding Lua #binding", function()
   it("keeps ticking while one of its jobs waits for a lock another holds", function()
     local build = os.getenv("DLOCK_BUILD") or "build"
     local host = build .. "/host"

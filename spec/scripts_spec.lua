@@ -111,7 +111,7 @@ describe("the scripts, one by one", function()
     -- must not take that hold instead.
     -- A's client gave its hold up as lost (Redis had lost it already) and
     -- acquired again, joining B's tenancy: the DROP it queued at the loss
-    -- comes after, and must leave that new hold (found in review).
+    -- comes after, and must leave that new hold.
     it("drops nothing where a later request of the requester ran", function()
       local function h(req) return srv.cli("hget", key, "h" .. req) end
       assert.same({ 1, 1, 1 }, acquire("job", "A|job", 1))

@@ -1,11 +1,11 @@
--- client:semaphore(name, permits) (issue 12): at most `permits` holders,
+-- client:semaphore(name, permits): at most `permits` holders,
 -- enforced in Redis on its clock; permits leased (renewed by the watchdog
 -- without `lease`); a dead holder's permit comes back after its lease; a
 -- released permit wakes one waiter.
 local dlock = require "dlock"
 local helper = require "helper"
 
-describe("semaphore", function()
+describe("semaphore #binding", function()
   local srv, c, o
   lazy_setup(function() srv = helper.start_redis() end)
   lazy_teardown(function() srv.stop() end)

@@ -1,4 +1,4 @@
--- TLS (issue 13): rediss:// and connect{ tls = {...} } against real
+-- TLS: rediss:// and connect{ tls = {...} } against real
 -- redis-servers listening with TLS only, on certificates made here with
 -- `openssl` (helper.tls_certs): a good certificate, a wrong CA, a wrong host
 -- name, a client certificate the server requires, a link dying mid-hold,

@@ -83,7 +83,7 @@ describe("torture checker", function()
     -- acquired 0.5 s before a failover: async replication may lose it
     local fo = { { ev = "fault", kind = "failover", t0 = 10.5, t1 = 11.0 } }
     assert.same({}, check.run(history(a, b, fo), META))
-    -- acquired long before the failover: no excuse (issue 22's defect 1)
+    -- acquired long before the failover: no excuse
     local late = { { ev = "fault", kind = "failover", t0 = 11.5, t1 = 11.8 } }
     assert.equal("exclusion", kinds(check.run(history(a, b, late), META)))
     -- ... unless a reentry or extend raised its lease inside the window:
@@ -184,7 +184,7 @@ describe("torture checker", function()
   end)
 
   it("finds a token that goes backwards or repeats for a new owner", function()
-    -- 1, 2, a clock-based token during a slot migration, then 3 (defect 3)
+    -- 1, 2, a clock-based token during a slot migration, then 3
     local h = history(hold("a", "A", "L", 1, { 1.5 }, 1), hold("b", "B", "L", 2, { 2.5 }, 2),
                       hold("c", "C", "L", 3, { 3.5 }, 1795692295774523),
                       hold("d", "D", "L", 4, { 4.5 }, 3))
@@ -254,7 +254,7 @@ describe("torture checker", function()
     local paused = { closed[1], closed[2],
                      { ev = "fault", kind = "pause", t0 = 2, t1 = 2, dur = 3 } }
     assert.same({}, check.run(paused, META))
-    -- multi_lock: a name still held after an acquire that raised (defect 5)
+    -- multi_lock: a name still held after an acquire that raised
     local orphan = { { ev = "orphan", name = "L", client = "c3", held = true, since = 1, t = 8 } }
     assert.equal("leftover", kinds(check.run(orphan, META)))
   end)

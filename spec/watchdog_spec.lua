@@ -1,7 +1,7 @@
 local dlock = require "dlock"
 local helper = require "helper"
 
-describe("the watchdog", function()
+describe("the watchdog #binding", function()
   it("keeps a lock held three times longer than its lease #timing", function()
     local c = assert(helper.client{ lease = 0.6 })
     local probe = assert(helper.client())
@@ -142,7 +142,7 @@ describe("the watchdog", function()
   end)
 end)
 
-describe("on_lost callbacks", function()
+describe("on_lost callbacks #binding", function()
   -- In a child process: a crash must show as a failed spec, not end the run.
   local script = [[
     local dlock = require "dlock"
@@ -199,7 +199,7 @@ describe("on_lost callbacks", function()
   end)
 end)
 
-describe("the watchdog while Redis is down", function()
+describe("the watchdog while Redis is down #binding", function()
   for _, nholds in ipairs({ 1, 2000 }) do
     it(("backs off instead of spinning (%d holds) #timing"):format(nholds), function()
       local srv = helper.start_redis()
@@ -232,7 +232,7 @@ describe("the watchdog while Redis is down", function()
   end
 end)
 
-describe("max_hold", function()
+describe("max_hold #binding", function()
   it("keeps the hold until max_hold after its acquire, then reports it lost #timing", function()
     local seen, seen_at
     local c = assert(helper.client{ lease = 1, max_hold = 2,
@@ -290,7 +290,7 @@ end)
 -- force.lua tells every client of the prefix (its notice channel); a
 -- holder's watchdog then renews its holds at once and finds the forced
 -- one gone, instead of a third of the lease later.
-describe("a forced release", function()
+describe("a forced release #binding", function()
   it("reaches a watchdog-mode holder within a round trip, whatever its lease #timing", function()
     local lost = {}
     local c = assert(helper.client{ lease = 60,
@@ -338,7 +338,7 @@ end)
 
 -- A forgotten hold (say on a long-running process's main coroutine) is
 -- renewed for as long as its owner lives, by design: warn_hold names it.
-describe("warn_hold", function()
+describe("warn_hold #binding", function()
   it("names a hold older than warn_hold, in the log once and in stats()", function()
     local said = {}
     local c = assert(helper.client{ lease = 3, warn_hold = 1,
@@ -372,7 +372,7 @@ describe("warn_hold", function()
   end)
 end)
 
-describe("renewals after the server lost the scripts", function()
+describe("renewals after the server lost the scripts #binding", function()
   -- Every key's TTL is first set by hand to LOW, under the lease (a
   -- renewal raises a TTL, never lowers it): a key whose TTL is then
   -- above what LOW has come down to was renewed by the watchdog, one at

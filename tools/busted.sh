@@ -9,7 +9,9 @@
 # their own ports. A file's busted output is printed whole when it ends,
 # under a "== FILE (N s)" line, slowest files first. SERIAL=1 runs one
 # busted over everything, as before. Options must be one word each
-# (--filter=x, not --filter x). BUSTED_CMD runs busted some other way
+# (--filter=x, not --filter x). With --tags=a,b only the files that name
+# one of those tags (#a, #b) run: the others hold no such spec (and need
+# not even load on this Lua). BUSTED_CMD runs busted some other way
 # (under valgrind, say).
 #
 # A spec tagged #timing asserts a time bound or waits a fixed time for
@@ -41,13 +43,23 @@ if [ "${DLOCK_SHARD_OUT:-}" ]; then
     exit 0
 fi
 
-opts=; paths=
+opts=; paths=; tags=
 for a; do
     case $a in
+        --tags=*) opts="$opts $a"; tags=$(echo "${a#--tags=}" | tr ',' ' ') ;;
         -*) opts="$opts $a" ;;
         *) paths="$paths $a" ;;
     esac
 done
+
+# Whether file $1 names one of the --tags (all do when none is given).
+tagged() {
+    [ -z "$tags" ] && return 0
+    for t in $tags; do
+        grep -q "#$t\b" "$1" && return 0
+    done
+    return 1
+}
 
 # The names of the failed specs tagged #timing in busted's output $1: each
 # failure is "Failure -> FILE @ LINE" (or "Error -> ..."), then the full
@@ -87,13 +99,18 @@ if [ "${SERIAL:-}" = 1 ]; then
     exit 1
 fi
 
-# The files, the slowest first so that the last to start are short ones.
-slow="failover command ha faults watchdog luanti package log suspects combine tls harness fairlock
-      hostile lock client soak install docs sentinel cluster names rwlock resources inspect"
+# The files, the slowest first (as `make test` timed them) so that the
+# last to start are short ones.
+slow="cluster install hostile combined_faults watchdog ha docs failover resources soak
+      rare_states names haproxy lighttpd luanti command fairlock lock faults tls
+      scheduler scripts kinds_across_processes harness client sentinel package log rwlock inspect"
 all=
 for p in $paths; do
     if [ -d "$p" ]; then all="$all $(echo "$p"/*_spec.lua)"; else all="$all $p"; fi
 done
+kept=
+for f in $all; do tagged "$f" && kept="$kept $f"; done
+all=$kept
 files=
 for s in $slow; do
     for f in $all; do

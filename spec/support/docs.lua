@@ -312,7 +312,7 @@ function docs.describe_lua(rel)
   local md = docs.read(rel)
   local blocks = docs.of(docs.fences(md, rel), "lua")
 
-  describe(rel .. " ```lua blocks", function()
+  describe(rel .. " ```lua blocks #binding", function()
     local srv, extra = nil, {}
 
     -- A server of its own, emptied before each block, so that blocks do
@@ -448,7 +448,7 @@ end
 function docs.describe_sh(rel, skip, check)
   local md = docs.read(rel)
   local blocks = docs.of(docs.fences(md, rel), "sh")
-  describe(rel .. " ```sh blocks", function()
+  describe(rel .. " ```sh blocks #binding", function()
     local srv
     setup(function() srv = helper.start_redis() end)
     teardown(function() if srv and srv.pid then srv.signal("KILL") end end)
@@ -484,7 +484,7 @@ end
 --- resolve.
 function docs.describe_page(rel)
   local md = docs.read(rel)
-  describe(rel, function()
+  describe(rel .. " #binding", function()
     it("closes every fence, uses loopback addresses only, and its links resolve", function()
       docs.fences(md, rel)
       docs.check_loopback(rel, md)

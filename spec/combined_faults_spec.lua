@@ -1,5 +1,6 @@
--- Two features combined under a fault (issue 22). Each spec here failed on
--- the code before its fix; the item number is the issue's defect.
+-- Two features combined under a fault: a shared owner, a lease, a lost
+-- reply, a fair grant, a slot migration, each meeting another, and the
+-- holds that must come out right where they meet.
 local dlock = require "dlock"
 local helper = require "helper"
 
@@ -7,7 +8,7 @@ local function key(name) return "dlock:{" .. name .. "}" end
 
 local function pttl(srv, name) return tonumber((srv.cli("pttl", key(name)))) end
 
-describe("defect 1: a fresh acquire and a hold its client does not know of", function()
+describe("a fresh acquire and a hold its client does not know of", function()
   -- A copy of a held lock comes back (a failover to a replica that had
   -- it, a restore): the owner's next fresh acquire must not join it.
   local function put_back(srv, name, fn)
@@ -61,7 +62,7 @@ describe("defect 1: a fresh acquire and a hold its client does not know of", fun
   end)
 end)
 
-describe("defect 2: a shared explicit owner never shortens another's lease", function()
+describe("a shared explicit owner never shortens another's lease", function()
   local srv
   before_each(function() srv = helper.redis() end)
 
@@ -133,7 +134,7 @@ describe("defect 2: a shared explicit owner never shortens another's lease", fun
   end)
 end)
 
-describe("defect 4: a semaphore's permits are kept in Redis", function()
+describe("a semaphore's permits are kept in Redis", function()
   it("refuses a client naming another count while the semaphore is held", function()
     local srv = helper.redis()
     local name = helper.unique_name("sem")
@@ -155,7 +156,7 @@ describe("defect 4: a semaphore's permits are kept in Redis", function()
   end)
 end)
 
-describe("defect 3: tokens across a Cluster slot migration", function()
+describe("tokens across a Cluster slot migration", function()
   it("never go back: a fresh acquire waits for the counter", function()
     local topology = require "topology"
     local cl = topology.cluster(3)
@@ -199,7 +200,7 @@ describe("defect 3: tokens across a Cluster slot migration", function()
   end)
 end)
 
-describe("found by review: a fair grant another acquire's cancel took back", function()
+describe("a fair grant another acquire's cancel took back", function()
   -- Two acquires of one client with one explicit owner share a hold and
   -- a requester. X queued (S1); Y's fresh attempt S2 was lost, and Y's
   -- cancel of it took back the grant C's release made to the requester
@@ -241,7 +242,7 @@ describe("found by review: a fair grant another acquire's cancel took back", fun
   end)
 end)
 
-describe("found by review: a guarded write while its slot migrates", function()
+describe("a guarded write while its slot migrates", function()
   -- The lock's key has moved to the importing node, the data key not yet:
   -- the guard, sent on by ASK, ran its command on the importing node
   -- against an empty copy of the data key (INCRBY gave -1, not 98), and
@@ -279,7 +280,7 @@ describe("found by review: a guarded write while its slot migrates", function()
   end)
 end)
 
-describe("found by the checker: an extend that lowers the TTL, its reply lost", function()
+describe("an extend that lowers the TTL, its reply lost", function()
   local srv
   lazy_setup(function() srv = helper.start_redis("--enable-debug-command local") end)
   lazy_teardown(function() srv.stop() end)
@@ -323,7 +324,7 @@ describe("found by the checker: an extend that lowers the TTL, its reply lost", 
   end)
 end)
 
-describe("found by the checker: a reentry whose reply comes after the loss", function()
+describe("a reentry whose reply comes after the loss", function()
   it("goes on with both counts when Redis still had the tenancy #slow #timing", function()
     -- A fixed 6 s lease; the reentry is sent at 3 s, its reply held back
     -- 4.2 s by a proxy: the client declares the hold lost at 6 s, then
@@ -369,7 +370,7 @@ describe("found by the checker: a reentry whose reply comes after the loss", fun
   end)
 end)
 
-describe("found by review: a co-owner's hold never renews a client's own", function()
+describe("a co-owner's hold never renews a client's own", function()
   -- A failover (or a Redlock master) that kept B's acquire of the shared
   -- owner but not A's: the owner holds there, A does not. A's renewal
   -- must find its own hold gone, not count B's.
@@ -416,7 +417,7 @@ describe("found by review: a co-owner's hold never renews a client's own", funct
   end
 end)
 
-describe("found by review: a fair grant its own cancel took back", function()
+describe("a fair grant its own cancel took back", function()
   -- A waits in a fair lock's queue (attempt S1). Its next look (S2) is
   -- lost, so its client cancels S2 first, and that cancel takes back the
   -- grant C's release made to A under S1 in the meantime (A's client
@@ -458,7 +459,7 @@ describe("found by review: a fair grant its own cancel took back", function()
   end)
 end)
 
-describe("found by review: a shorter extend of a read-write lock", function()
+describe("a shorter extend of a read-write lock", function()
   -- A read-write hold's extend only raises (its key is shared by the
   -- readers): the client took the shorter lease as the hold's end, and
   -- called it over while Redis kept the lock to the longer one.
@@ -481,7 +482,7 @@ describe("found by review: a shorter extend of a read-write lock", function()
   end
 end)
 
-describe("found by review: a shared owner's hold lost on a fair lock", function()
+describe("a shared owner's hold lost on a fair lock", function()
   -- A's fixed lease runs out on its client while B, of the same owner,
   -- keeps the tenancy alive: A's count stayed on a fair lock (no DROP
   -- there), so after B's release the lock stayed held for another lease.
@@ -512,7 +513,7 @@ describe("found by review: a shared owner's hold lost on a fair lock", function(
   end
 end)
 
-describe("found by review: a DROP that comes after the client joined again", function()
+describe("a DROP that comes after the client joined again", function()
   -- A's share is gone from Redis (a failover kept B's join, not A's), A's
   -- reentry finds it lost, and A acquires again at once, joining B's
   -- tenancy; the DROP queued at the loss ran after that and took out A's

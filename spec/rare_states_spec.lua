@@ -1,17 +1,19 @@
--- Four cases review suspected and did not reproduce (issue 22). Each
--- describe settles one: its specs assert the correct behaviour, so a
--- spec that passes says "not a defect", and one that fails is a defect.
+-- Four states only a rare fault reaches, each a describe asserting what
+-- the lock does there: request records pruned past 64 fields, a fair
+-- grant to an earlier attempt, a shared owner lost on one client and alive
+-- on another, and the lock kinds without a one-key acquire during a slot
+-- migration.
 local dlock = require "dlock"
 local helper = require "helper"
 local unpack = table.unpack or unpack
 
 local load_scripts, ints = helper.load_scripts, helper.ints
 
--- 1. Pruning request records past RECORDS_MAX (64 fields) on a new
+-- Pruning request records past RECORDS_MAX (64 fields) on a new
 -- tenancy: the record of a release whose reply was lost, or of a
 -- cancelled acquire (VOID, "seq!"), must still answer its resend / refuse
 -- its late copy.
-describe("suspect 1: request records pruned past 64 fields", function()
+describe("request records pruned past 64 fields", function()
   local srv, sha, key, fence = helper.redis(), nil, nil, nil
   setup(function() sha = load_scripts(srv) end)
   before_each(function()
@@ -77,10 +79,10 @@ describe("suspect 1: request records pruned past 64 fields", function()
   end)
 end)
 
--- 2. A fair lock: waiter W queued with attempt 1 (its registration); its
+-- A fair lock: waiter W queued with attempt 1 (its registration); its
 -- attempt 2 never reached Redis; the holder's release grants the lock to
 -- W's registration, under seq 1.
-describe("suspect 2: a fair grant under an earlier attempt", function()
+describe("a fair grant under an earlier attempt", function()
   local srv, sha, key, fence, q = helper.redis(), nil, nil, nil, nil
   setup(function() sha = load_scripts(srv) end)
   before_each(function()
@@ -158,9 +160,9 @@ describe("suspect 2: a fair grant under an earlier attempt", function()
   end)
 end)
 
--- 3. Clients A and B share owner "job". A's hold ends on A's side (lost:
+-- Clients A and B share owner "job". A's hold ends on A's side (lost:
 -- its fixed lease, or max_hold) while B's watchdog keeps the key alive.
-describe("suspect 3: a shared owner lost on one client, alive on another", function()
+describe("a shared owner lost on one client, alive on another", function()
   for _, how in ipairs({ "expire", "max_hold" }) do
     it(("frees the lock when B releases, A's share lost by %s #timing"):format(how), function()
       local name, owner = helper.unique_name("shared"), helper.unique_name("job")
@@ -257,10 +259,10 @@ describe("suspect 3: a shared owner lost on one client, alive on another", funct
   end)
 end)
 
--- 4. The kinds with no one-key acquire (a read-write lock, a fair lock,
+-- The kinds with no one-key acquire (a read-write lock, a fair lock,
 -- a semaphore) during a Cluster slot migration: the lock's key moved to
 -- the target, its counter (and queue) still on the source.
-describe("suspect 4: rwlock, fair lock and semaphore during a slot migration", function()
+describe("rwlock, fair lock and semaphore during a slot migration", function()
   local topology = require "topology"
   local cl
   setup(function() cl = topology.cluster(3) end)
@@ -313,13 +315,13 @@ describe("suspect 4: rwlock, fair lock and semaphore during a slot migration", f
       local l2 = kinds[kind](c2, name)
       local ok, err = l2:try_acquire()
       assert.is_nil(ok, "a second holder during the migration")
-      print(("\n[suspect 4] %s: try_acquire while held, mid-migration: %s"):format(kind, tostring(err)))
+      print(("\n%s: try_acquire while held, mid-migration: %s"):format(kind, tostring(err)))
       -- c1 releases mid-migration
       local rok, rerr = release1()
-      print(("[suspect 4] %s: release mid-migration: %s %s"):format(kind, tostring(rok), tostring(rerr)))
+      print(("%s: release mid-migration: %s %s"):format(kind, tostring(rok), tostring(rerr)))
       -- a fresh one-attempt acquire while the migration is half done
       local ok2, err2 = l2:try_acquire()
-      print(("[suspect 4] %s: try_acquire of a free lock mid-migration: %s %s"):format(
+      print(("%s: try_acquire of a free lock mid-migration: %s %s"):format(
         kind, tostring(ok2), tostring(err2)))
       if ok2 then
         if kind == "semaphore" then assert(l2.sem:release(ok2)) else assert(l2:release()) end
@@ -344,7 +346,7 @@ describe("suspect 4: rwlock, fair lock and semaphore during a slot migration", f
       local got, gerr = l4:acquire{ wait = 8 }
       local took = dlock.now() - t0
       finisher:close()
-      print(("[suspect 4] %s: waiting acquire: %s %s after %.2f s"):format(kind,
+      print(("%s: waiting acquire: %s %s after %.2f s"):format(kind,
         tostring(got), tostring(gerr), took))
       assert.truthy(got, gerr)
       -- one holder: c1 cannot get in while c2 holds it

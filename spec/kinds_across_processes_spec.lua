@@ -1,10 +1,10 @@
--- The read-write lock, the semaphore and the multi-lock (issue 12) with
+-- The read-write lock, the semaphore and the multi-lock with
 -- real processes, stopped holders and waiters, and waits that yield to a
 -- scheduler's loop.
 local dlock = require "dlock"
 local helper = require "helper"
 
-describe("the lock family", function()
+describe("the lock family #binding", function()
   local srv, c
   lazy_setup(function() srv = helper.start_redis() end)
   lazy_teardown(function() srv.stop() end)
