@@ -5,36 +5,22 @@
 -- migration.
 local dlock = require "dlock"
 local helper = require "helper"
+local drive = require "scriptdrive"
 local unpack = table.unpack or unpack
 
-local load_scripts, ints = helper.load_scripts, helper.ints
+local load_scripts = helper.load_scripts
 
 -- Pruning request records past RECORDS_MAX (64 fields) on a new
 -- tenancy: the record of a release whose reply was lost, or of a
 -- cancelled acquire (VOID, "seq!"), must still answer its resend / refuse
 -- its late copy.
 describe("request records pruned past 64 fields", function()
-  local srv, sha, key, fence = helper.redis(), nil, nil, nil
+  local srv, sha, key, d = helper.redis(), nil, nil, nil
   setup(function() sha = load_scripts(srv) end)
   before_each(function()
     key = "s{" .. helper.unique_name("prune") .. "}"
-    fence = key .. ":fence"
+    d = drive.new(srv, sha, key)
   end)
-  local function call(name, args)
-    return ints(helper.evalsha(srv, sha, name, { lock = key, counter = fence }, args))
-  end
-  local function acquire(owner, req, seq, lease_ms, expect, token)
-    return call("acquire", { owner = owner, req = req, seq = seq, lease_ms = lease_ms or 10000,
-                             expect = expect or 0, token = token or 1, waited = -1 })
-  end
-  local function release(owner, req, seq, token, keep_ms)
-    return call("release", { owner = owner, req = req, seq = seq, token = token,
-                             keep_ms = keep_ms or 10000, chan = key .. ":ch", pub = "PUBLISH" })
-  end
-  local function void(owner, req, seq)
-    return call("void", { owner = owner, req = req, seq = seq, keep_ms = 10000,
-                          chan = key .. ":ch", pub = "PUBLISH" })
-  end
   -- Other requesters took and released the lock until their records
   -- fill the hash to 64 fields: one more record, and the next new
   -- tenancy prunes them. Their records' times (k<requester>: until when a
@@ -46,8 +32,8 @@ describe("request records pruned past 64 fields", function()
     local i = 0
     while tonumber(srv.cli("hlen", key)) < 64 do
       i = i + 1
-      local t = acquire("c" .. i, "c" .. i, 1)[3]
-      assert.same({ 1, 0 }, release("c" .. i, "c" .. i, 2, t))
+      local t = d.acquire("c" .. i, "c" .. i, 1)[3]
+      assert.same({ 1, 0 }, d.release("c" .. i, "c" .. i, 2, t))
     end
     srv.cli("EVAL", 'for _, f in ipairs(redis.call("hkeys", KEYS[1])) do ' ..
             'if f:sub(1, 1) == "k" then redis.call("hset", KEYS[1], f, "0") end end', 1, key)
@@ -55,26 +41,26 @@ describe("request records pruned past 64 fields", function()
 
   it("answers a resent release as it ran, after a new tenancy pruned the records", function()
     crowd()
-    local t = acquire("a", "a", 1)[3]
-    assert.same({ 1, 0 }, release("a", "a", 2, t))     -- ran; its reply was lost
-    local b = acquire("b", "b", 1)                     -- a new tenancy: prunes
+    local t = d.acquire("a", "a", 1)[3]
+    assert.same({ 1, 0 }, d.release("a", "a", 2, t))     -- ran; its reply was lost
+    local b = d.acquire("b", "b", 1)                     -- a new tenancy: prunes
     assert.equals(1, b[1])
     assert.equals("", srv.cli("hget", key, "qc1"))     -- the tenancy pruned the records
     -- a's client resends its release: it ran, so { 1, 0 } (not lost)
-    assert.same({ 1, 0 }, release("a", "a", 2, t))
+    assert.same({ 1, 0 }, d.release("a", "a", 2, t))
   end)
 
   it("refuses a late acquire copy whose cancel (VOID) was pruned", function()
     crowd()
     -- a's acquire seq 7 is on its way (a paused server, a slow proxy);
     -- its client gave up and cancelled it: VOID runs first
-    assert.same({ 1 }, void("a", "a", 7))
+    assert.same({ 1 }, d.void("a", "a", 7))
     assert.equals("7!", srv.cli("hget", key, "qa"))
-    local b = acquire("b", "b", 1)                     -- a new tenancy: prunes
+    local b = d.acquire("b", "b", 1)                     -- a new tenancy: prunes
     assert.equals("", srv.cli("hget", key, "qc1"))
-    assert.same({ 1, 0 }, release("b", "b", 2, b[3]))
+    assert.same({ 1, 0 }, d.release("b", "b", 2, b[3]))
     -- the late copy of a's acquire arrives: refused, no hold for a
-    assert.same({ -2 }, acquire("a", "a", 7))
+    assert.same({ -2 }, d.acquire("a", "a", 7))
     assert.equals("", srv.cli("hget", key, "oa"), "a hold nobody owns")
   end)
 end)
@@ -83,58 +69,39 @@ end)
 -- attempt 2 never reached Redis; the holder's release grants the lock to
 -- W's registration, under seq 1.
 describe("a fair grant under an earlier attempt", function()
-  local srv, sha, key, fence, q = helper.redis(), nil, nil, nil, nil
+  local srv, sha, key, d = helper.redis(), nil, nil, nil
   setup(function() sha = load_scripts(srv) end)
   before_each(function()
     key = "s{" .. helper.unique_name("fairgrant") .. "}"
-    fence, q = key .. ":fence", key .. ":q"
+    d = drive.new(srv, sha, key)
   end)
   local S1, S2 = "0123456789abcdef", "fedcba9876543210"
-  local function call(name, args)
-    return ints(helper.evalsha(srv, sha, name, { lock = key, counter = fence, queue = q }, args))
-  end
-  local function fair_acquire(owner, req, seq, secret, expect, token)
-    return call("fair_acquire", { owner = owner, req = req, seq = seq, lease_ms = 10000,
-                                  expect = expect or 0, token = token or 1, waits = "1",
-                                  pub = "PUBLISH", secret = secret or "" })
-  end
-  local function fair_release(owner, req, seq, token)
-    return call("fair_release", { owner = owner, req = req, seq = seq, token = token,
-                                  keep_ms = 10000, pub = "PUBLISH" })
-  end
-  -- fresh: the cancelled attempt expected no hold ("1"), or was a
-  -- reentry ("0"); the client knows which (pending.c)
-  local function fair_void(owner, req, seq, fresh)
-    return call("fair_void", { owner = owner, req = req, seq = seq, keep_ms = 10000,
-                               pub = "PUBLISH", fresh = fresh or "1" })
-  end
-  local function count(owner) return tonumber(srv.cli("hget", key, "o" .. owner)) or 0 end
   local function granted_to_w()
-    assert.same({ 1, 1, 1 }, fair_acquire("h", "h", 1))          -- h holds it
-    assert.equals(0, fair_acquire("W:1", "W:1", 1, S1)[1])        -- W queues, seq 1
+    assert.same({ 1, 1, 1 }, d.fair_acquire("h", "h", 1))          -- h holds it
+    assert.equals(0, d.fair_acquire("W:1", "W:1", 1, S1)[1])        -- W queues, seq 1
     -- W's attempt 2 (secret S2) is lost on the way
-    assert.equals(0, fair_acquire("X:1", "X:1", 1, S2)[1])        -- X queues behind W
-    assert.same({ 1, 0 }, fair_release("h", "h", 2, 1))           -- granted to W, seq 1
-    assert.equals(1, count("W:1"))
+    assert.equals(0, d.fair_acquire("X:1", "X:1", 1, S2)[1])        -- X queues behind W
+    assert.same({ 1, 0 }, d.fair_release("h", "h", 2, 1))           -- granted to W, seq 1
+    assert.equals(1, d.count("W:1"))
     assert.equals("1", srv.cli("hget", key, "qW:1"))
   end
 
   it("is the waiter's hold when it keeps waiting: its next attempt adopts it", function()
     granted_to_w()
-    assert.same({ 1, 1, 2 }, fair_acquire("W:1", "W:1", 3, S2))   -- adopted, token 2
-    assert.equals(1, count("W:1"))
-    assert.same({ 1, 0 }, fair_release("W:1", "W:1", 4, 2))       -- and passed on to X
-    assert.equals(1, count("X:1"))
-    assert.equals(0, count("W:1"))
+    assert.same({ 1, 1, 2 }, d.fair_acquire("W:1", "W:1", 3, S2))   -- adopted, token 2
+    assert.equals(1, d.count("W:1"))
+    assert.same({ 1, 0 }, d.fair_release("W:1", "W:1", 4, 2))       -- and passed on to X
+    assert.equals(1, d.count("X:1"))
+    assert.equals(0, d.count("W:1"))
   end)
 
   it("is taken back and passed on when the waiter cancels its later attempt", function()
     granted_to_w()
     -- W's client saw attempt 2 fail (no reply): it cancels seq 2 and
     -- gives up the wait. The grant to its seq 1 is no hold of W's now.
-    assert.same({ 1 }, fair_void("W:1", "W:1", 2))
-    assert.equals(0, count("W:1"), "W's grant outlives its wait (until the grant's lease)")
-    assert.equals(1, count("X:1"), "X was not handed the lock")
+    assert.same({ 1 }, d.fair_void("W:1", "W:1", 2, "1"))
+    assert.equals(0, d.count("W:1"), "W's grant outlives its wait (until the grant's lease)")
+    assert.equals(1, d.count("X:1"), "X was not handed the lock")
   end)
 
   -- The same calls reach Redis when W's client took its grant from the
@@ -144,18 +111,18 @@ describe("a fair grant under an earlier attempt", function()
   -- says the attempt was a reentry, not a fresh acquire.
   it("stays with the waiter that took it from its message and cancels a later reentry", function()
     granted_to_w()
-    assert.same({ 1 }, fair_void("W:1", "W:1", 2, "0"))
-    assert.equals(1, count("W:1"), "a hold W's client knows of was taken out")
-    assert.equals(0, count("X:1"), "passed on while W's client holds it: two holders")
+    assert.same({ 1 }, d.fair_void("W:1", "W:1", 2, "0"))
+    assert.equals(1, d.count("W:1"), "a hold W's client knows of was taken out")
+    assert.equals(0, d.count("X:1"), "passed on while W's client holds it: two holders")
   end)
 
   it("is not joined by the waiter's next fresh acquire after that cancel", function()
     granted_to_w()
-    assert.same({ 1 }, fair_void("W:1", "W:1", 2))
-    local r = fair_acquire("W:1", "W:1", 3, S1)        -- W, later, takes the lock anew
+    assert.same({ 1 }, d.fair_void("W:1", "W:1", 2, "1"))
+    local r = d.fair_acquire("W:1", "W:1", 3, S1)        -- W, later, takes the lock anew
     if r[1] == 1 then
       assert.equals(1, r[2], "a fresh acquire joined the forgotten grant")
-      assert.same({ 1, 0 }, fair_release("W:1", "W:1", 4, r[3]))
+      assert.same({ 1, 0 }, d.fair_release("W:1", "W:1", 4, r[3]))
     end
   end)
 end)

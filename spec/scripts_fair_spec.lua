@@ -19,26 +19,6 @@ local function fresh_lock()
   d = drive.new(srv, sha, key)
 end
 
-local function fair_acquire(owner, req, seq, secret, expect, token)
-  return d.call("fair_acquire", { owner = owner, req = req, seq = seq, lease_ms = 10000,
-                                  expect = expect or 0, token = token or 1, waits = "1",
-                                  pub = "PUBLISH", secret = secret or "" })
-end
-local function fair_release(owner, req, seq, token)
-  return d.call("fair_release", { owner = owner, req = req, seq = seq, token = token,
-                                  keep_ms = 10000, pub = "PUBLISH" })
-end
-local function fair_void(owner, req, seq)
-  return d.call("fair_void", { owner = owner, req = req, seq = seq, keep_ms = 10000,
-                               pub = "PUBLISH", fresh = "0" })
-end
-local function fair_drop(owner, count, token, keep_ms, req)
-  return d.call("fair_drop", { owner = owner, count = count, token = token or "0",
-                               keep_ms = keep_ms or 10000, pub = "PUBLISH",
-                               req = req or owner, after = "0" })[1]
-end
-local function count(owner) return tonumber(d.field("o" .. owner)) or 0 end
-
 describe("fair_drop.lua", function()
   setup(setup_scripts)
   before_each(fresh_lock)
@@ -49,35 +29,35 @@ describe("fair_drop.lua", function()
   -- DROP then takes out under A's feet); run after, the DROP cleared g.
   it("leaves a fresh acquire that names the lost tenancy its own hold, whichever runs first", function()
     local function h(req) return d.field("h" .. req) end
-    local t = fair_acquire("job", "A|job", 1, S1, 0, 0)[3]     -- A: g = A|job
-    assert.same({ 1, 2, t }, fair_acquire("job", "B|job", 1, S1, 0, 0))
+    local t = d.fair_acquire("job", "A|job", 1, S1, 0, 0)[3]     -- A: g = A|job
+    assert.same({ 1, 2, t }, d.fair_acquire("job", "B|job", 1, S1, 0, 0))
     assert.equals("A|job", d.field("g"))                   -- (B's join keeps it)
     -- acquire first: it joins (count 3, A's own 2), and the DROP takes 1
-    assert.same({ 1, 3, t }, fair_acquire("job", "A|job", 2, S2, 0, t))
+    assert.same({ 1, 3, t }, d.fair_acquire("job", "A|job", 2, S2, 0, t))
     assert.equals("2", h("A|job"))
-    assert.equals(1, fair_drop("job", 1, tostring(t), nil, "A|job"))
+    assert.equals(1, d.fair_drop("job", 1, tostring(t), nil, "A|job"))
     assert.equals("1", h("A|job"))
-    assert.equals(2, count("job"))
+    assert.equals(2, d.count("job"))
     assert.equals("", d.field("g"))
     -- DROP first: A's hold goes with g, and A's next acquire joins B's
-    assert.equals(1, fair_drop("job", 1, tostring(t), nil, "A|job"))
+    assert.equals(1, d.fair_drop("job", 1, tostring(t), nil, "A|job"))
     assert.equals("", h("A|job"))
-    assert.same({ 1, 2, t }, fair_acquire("job", "A|job", 3, S1, 0, t))
+    assert.same({ 1, 2, t }, d.fair_acquire("job", "A|job", 3, S1, 0, t))
     assert.equals("1", h("A|job"))
   end)
 
   it("takes some holds out, and passes the freed lock on to the first waiter", function()
     local msgs, stop = d.listen(key .. ":ch:W1")
     finally(stop)
-    local t = fair_acquire("h", "h", 1)[3]
-    assert.same({ 1, 2, t }, fair_acquire("h", "h", 2, "", 1, t))
-    assert.same({ 1, 3, t }, fair_acquire("h", "h", 3, "", 2, t))
-    assert.equals(0, fair_acquire("W1:1", "W1:1", 1, S1)[1])
-    assert.equals(1, fair_drop("h", 2, tostring(t)))
-    assert.equals(1, count("h"))
+    local t = d.fair_acquire("h", "h", 1)[3]
+    assert.same({ 1, 2, t }, d.fair_acquire("h", "h", 2, "", 1, t))
+    assert.same({ 1, 3, t }, d.fair_acquire("h", "h", 3, "", 2, t))
+    assert.equals(0, d.fair_acquire("W1:1", "W1:1", 1, S1)[1])
+    assert.equals(1, d.fair_drop("h", 2, tostring(t)))
+    assert.equals(1, d.count("h"))
     assert.equals("1", d.field("n"))
     assert.equals("1", d.field("c", q))                 -- nobody passed to yet
-    assert.equals(1, fair_drop("h", 1, tostring(t)))    -- the last: on to W1:1
+    assert.equals(1, d.fair_drop("h", 1, tostring(t)))    -- the last: on to W1:1
     local h = d.hash()
     assert.is_nil(h.oh)
     assert.equals("1", h.n)
@@ -94,93 +74,93 @@ describe("fair_drop.lua", function()
   end)
 
   it("keeps a freed lock's record keep_ms when nobody waits, and clears its grant", function()
-    local t = fair_acquire("h", "h", 1)[3]
+    local t = d.fair_acquire("h", "h", 1)[3]
     assert.equals("h", d.field("g"))                    -- a fresh acquire's own
-    assert.equals(1, fair_drop("h", 5, tostring(t), 4000))   -- more than it holds: all
+    assert.equals(1, d.fair_drop("h", 5, tostring(t), 4000))   -- more than it holds: all
     local h = d.hash()
     assert.equals("0", h.n)
     assert.is_nil(h.oh)
     assert.is_nil(h.g)
     assert.is_true(d.pttl() > 0 and d.pttl() <= 4000, d.pttl())
-    assert.same({ 1, 1, t + 1 }, fair_acquire("x", "x", 1))
+    assert.same({ 1, 1, t + 1 }, d.fair_acquire("x", "x", 1))
   end)
 
   it("answers a resend 0 once the lock was passed on, and leaves the new holder", function()
-    local t = fair_acquire("h", "h", 1)[3]
-    fair_acquire("W1:1", "W1:1", 1, S1)
-    assert.equals(1, fair_drop("h", 1, tostring(t)))
-    assert.equals(0, fair_drop("h", 1, tostring(t)))    -- the resend
-    assert.equals(0, fair_drop("h", 1, "0"))            -- with any token too
-    assert.equals(1, count("W1:1"))
+    local t = d.fair_acquire("h", "h", 1)[3]
+    d.fair_acquire("W1:1", "W1:1", 1, S1)
+    assert.equals(1, d.fair_drop("h", 1, tostring(t)))
+    assert.equals(0, d.fair_drop("h", 1, tostring(t)))    -- the resend
+    assert.equals(0, d.fair_drop("h", 1, "0"))            -- with any token too
+    assert.equals(1, d.count("W1:1"))
     assert.equals("1", d.field("n"))
     assert.equals("W1:1", d.field("g"))
   end)
 
   it("leaves a later tenancy of the owner alone: a stale copy names the old token", function()
-    local t1 = fair_acquire("h", "h", 1)[3]
-    assert.same({ 1, 0 }, fair_release("h", "h", 2, t1))
-    local t2 = fair_acquire("h", "h", 3)[3]
+    local t1 = d.fair_acquire("h", "h", 1)[3]
+    assert.same({ 1, 0 }, d.fair_release("h", "h", 2, t1))
+    local t2 = d.fair_acquire("h", "h", 3)[3]
     assert.is_true(t2 > t1)
-    assert.equals(0, fair_drop("h", 1, tostring(t1)))
-    assert.equals(1, count("h"))
+    assert.equals(0, d.fair_drop("h", 1, tostring(t1)))
+    assert.equals(1, d.count("h"))
     assert.equals(tostring(t2), d.field("t"))
   end)
 
   it("passes over a waiter that cancelled, to the next one", function()
     local w2, stop = d.listen(key .. ":ch:W2")
     finally(stop)
-    local t = fair_acquire("h", "h", 1)[3]
-    fair_acquire("W1:1", "W1:1", 1, S1)
-    fair_acquire("W2:1", "W2:1", 1, S2)
-    assert.same({ 1 }, fair_void("W1:1", "W1:1", 1))    -- gave up first
-    assert.equals(1, fair_drop("h", 1, tostring(t)))
-    assert.equals(0, count("W1:1"))
-    assert.equals(1, count("W2:1"))
+    local t = d.fair_acquire("h", "h", 1)[3]
+    d.fair_acquire("W1:1", "W1:1", 1, S1)
+    d.fair_acquire("W2:1", "W2:1", 1, S2)
+    assert.same({ 1 }, d.fair_void("W1:1", "W1:1", 1))    -- gave up first
+    assert.equals(1, d.fair_drop("h", 1, tostring(t)))
+    assert.equals(0, d.count("W1:1"))
+    assert.equals(1, d.count("W2:1"))
     assert.equals("W2:1", d.field("g"))
     assert.equals("0", d.field("c", q))
     assert.truthy(helper.wait_for(function() return #w2() >= 1 end, 10))
     assert.same({ "1:" .. S2 .. ":" .. (t + 1) }, w2())
-    assert.same({ -2 }, fair_acquire("W1:1", "W1:1", 1, S1))  -- its late copy
+    assert.same({ -2 }, d.fair_acquire("W1:1", "W1:1", 1, S1))  -- its late copy
   end)
 
   it("passes over a lapsed registration, and keeps the record with nobody left", function()
-    local t = fair_acquire("h", "h", 1)[3]
-    fair_acquire("W1:1", "W1:1", 1, S1)
+    local t = d.fair_acquire("h", "h", 1)[3]
+    d.fair_acquire("W1:1", "W1:1", 1, S1)
     srv.cli("hset", q, "rW1:1", "1:1:10000")             -- ran out long ago
-    assert.equals(1, fair_drop("h", 1, tostring(t)))
+    assert.equals(1, d.fair_drop("h", 1, tostring(t)))
     assert.equals("0", d.field("n"))
-    assert.equals(0, count("W1:1"))
+    assert.equals(0, d.count("W1:1"))
     assert.equals("", d.field("rW1:1", q))
     assert.equals("", d.field("sW1:1", q))
     assert.is_true(d.pttl() > 3000 and d.pttl() <= 10000, d.pttl())   -- keep_ms, no grant
   end)
 
   it("answers 0 once the holds expired, and passes nothing on", function()
-    local t = fair_acquire("h", "h", 1)[3]
-    fair_acquire("W1:1", "W1:1", 1, S1)
+    local t = d.fair_acquire("h", "h", 1)[3]
+    d.fair_acquire("W1:1", "W1:1", 1, S1)
     d.expire_now()
-    assert.equals(0, fair_drop("h", 1, tostring(t)))
+    assert.equals(0, d.fair_drop("h", 1, tostring(t)))
     assert.is_false(d.exists())
     assert.equals("1", d.field("c", q))                 -- W1 waits for its next look
   end)
 
   it("mints above the lock's last token when the counter is evicted, and frees with no queue", function()
-    local t = fair_acquire("h", "h", 1)[3]
-    fair_acquire("W1:1", "W1:1", 1, S1)
+    local t = d.fair_acquire("h", "h", 1)[3]
+    d.fair_acquire("W1:1", "W1:1", 1, S1)
     srv.cli("del", fence)
-    assert.equals(1, fair_drop("h", 1, tostring(t)))
+    assert.equals(1, d.fair_drop("h", 1, tostring(t)))
     assert.equals(tostring(t + 1), d.field("t"))        -- above the lock's t
     assert.equals(t + 1, d.get(fence))
-    assert.equals(1, count("W1:1"))
+    assert.equals(1, d.count("W1:1"))
     local t2 = t + 1
-    fair_acquire("W2:1", "W2:1", 1, S2)
+    d.fair_acquire("W2:1", "W2:1", 1, S2)
     srv.cli("del", q)                                    -- the queue lost
-    assert.equals(1, fair_drop("W1:1", 1, tostring(t2)))
+    assert.equals(1, d.fair_drop("W1:1", 1, tostring(t2)))
     assert.equals("0", d.field("n"))                    -- nobody to pass on to
-    assert.equals(0, count("W2:1"))
+    assert.equals(0, d.count("W2:1"))
     assert.is_true(d.pttl() > 3000)
     srv.cli("del", key)
-    assert.equals(0, fair_drop("W1:1", 1, "0"))         -- the lock itself lost
+    assert.equals(0, d.fair_drop("W1:1", 1, "0"))         -- the lock itself lost
     assert.is_false(d.exists())
   end)
 end)

@@ -8,14 +8,6 @@ local drive = require "scriptdrive"
 local srv, sha = helper.redis(), {}
 local d, key, data
 
-local function acquire(owner, req, seq, lease_ms)
-  return d.call("acquire", { owner = owner, req = req, seq = seq, lease_ms = lease_ms or 10000,
-                             expect = 0, token = 1, waited = -1 })
-end
-local function release(owner, req, seq, token)
-  return d.call("release", { owner = owner, req = req, seq = seq, token = token,
-                             keep_ms = 10000, chan = key .. ":ch", pub = "PUBLISH" })
-end
 -- guard(owner, token, cmd, args...): the raw reply (redis-cli's text)
 local function guard(owner, token, ...)
   local first = select(2, ...) or key          -- KEYS[2]: the command's key
@@ -32,7 +24,7 @@ describe("guard.lua", function()
   end)
 
   it("runs the command for the owner of the current tenancy, with its token", function()
-    local t = acquire("a", "a", 1)[3]
+    local t = d.acquire("a", "a", 1)[3]
     assert.equals("OK", guard("a", t, "SET", data, "1"))
     assert.equals("2", guard("a", t, "INCR", data))
     assert.equals("2", srv.cli("get", data))
@@ -40,29 +32,29 @@ describe("guard.lua", function()
   end)
 
   it("runs nothing for another owner, or for the holder's own old token", function()
-    local t = acquire("a", "a", 1)[3]
+    local t = d.acquire("a", "a", 1)[3]
     assert.matches(LOST, guard("b", t, "SET", data, "b"))  -- not b's
     assert.matches(LOST, guard("a", t - 1, "SET", data, "old"))
     assert.equals("0", srv.cli("exists", data))
   end)
 
   it("runs nothing once the hold was released, expired, or taken by a new tenancy", function()
-    local t = acquire("a", "a", 1)[3]
-    assert.same({ 1, 0 }, release("a", "a", 2, t))
+    local t = d.acquire("a", "a", 1)[3]
+    assert.same({ 1, 0 }, d.release("a", "a", 2, t))
     assert.matches(LOST, guard("a", t, "SET", data, "after release"))  -- the record stays
-    local t2 = acquire("a", "a", 3)[3]
+    local t2 = d.acquire("a", "a", 3)[3]
     assert.is_true(t2 > t)
     srv.cli("pexpire", key, 1)
     assert(helper.wait_for(function() return not d.exists() end, 2, 0.005))
     assert.matches(LOST, guard("a", t2, "SET", data, "after expiry"))
-    local t3 = acquire("a", "a", 4)[3]                       -- the same owner, anew
+    local t3 = d.acquire("a", "a", 4)[3]                       -- the same owner, anew
     assert.matches(LOST, guard("a", t2, "SET", data, "old tenancy"))
     assert.equals("OK", guard("a", t3, "SET", data, "now"))
     assert.equals("now", srv.cli("get", data))
   end)
 
   it("runs nothing when KEYS[2] is neither the lock's key nor the command's", function()
-    local t = acquire("a", "a", 1)[3]
+    local t = d.acquire("a", "a", 1)[3]
     local r = srv.cli("EVALSHA", sha.guard, 2, key, key .. ":other", "a", t, "SET", data, "1")
     assert.matches("KEYS%[2%] is neither", r)
     assert.equals("0", srv.cli("exists", data))
@@ -70,7 +62,7 @@ describe("guard.lua", function()
   end)
 
   it("gives the command's own error as an error, and leaves the lock as it was", function()
-    local t = acquire("a", "a", 1)[3]
+    local t = d.acquire("a", "a", 1)[3]
     srv.cli("set", data, "x")
     assert.matches("WRONGTYPE", guard("a", t, "LPUSH", data, "y"))
     assert.equals("1", d.field("oa"))

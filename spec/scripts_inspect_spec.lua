@@ -22,18 +22,6 @@ local function inspect()
   return (drive.eval_json(srv, sha, "inspect", { lock = key, queue = q },
                           { chan = key .. ":ch", verb = "numsub" }))
 end
-local function acquire(owner, req, seq, lease_ms, expect, token)
-  return d.call("acquire", { owner = owner, req = req, seq = seq, lease_ms = lease_ms or 10000,
-                             expect = expect or 0, token = token or 1, waited = -1 })
-end
-local function release(owner, req, seq, token)
-  return d.call("release", { owner = owner, req = req, seq = seq, token = token,
-                             keep_ms = 10000, chan = key .. ":ch", pub = "PUBLISH" })
-end
-local function void(owner, req, seq)
-  return d.call("void", { owner = owner, req = req, seq = seq, keep_ms = 10000,
-                          chan = key .. ":ch", pub = "PUBLISH" })
-end
 local function rw(kind, owner, seq, lease_ms)
   return d.call("rw_acquire", { owner = owner, req = owner, seq = seq, lease_ms = lease_ms,
                                 expect = 0, token = 1, kind = kind, writer = "" })
@@ -50,8 +38,8 @@ describe("inspect.lua", function()
   before_each(fresh_lock)
 
   it("names the owners with their holds, token, TTL, and the writer; changes nothing", function()
-    local t = acquire("a", "a", 1, 20000)[3]
-    acquire("a", "a", 2, 20000, 1, t)
+    local t = d.acquire("a", "a", 1, 20000)[3]
+    d.acquire("a", "a", 2, 20000, 1, t)
     local before, pttl = d.hash(), d.pttl()
     local r = inspect()
     assert.equals(1, r[1])
@@ -69,14 +57,14 @@ describe("inspect.lua", function()
   it("lists the clients acting for an explicit owner, and the subscribers", function()
     local _, stop = d.listen(key .. ":ch")
     finally(stop)
-    local t = acquire("job", "A|job", 1)[3]
-    acquire("job", "B|job", 1)
+    local t = d.acquire("job", "A|job", 1)[3]
+    d.acquire("job", "B|job", 1)
     local r = inspect()
     assert.same({ job = 2 }, owners(r))
     table.sort(r[5])
     assert.same({ "A|job", "B|job" }, r[5])
     assert.equals(1, r[7])
-    assert.same({ 1, 1 }, release("job", "A|job", 2, t))
+    assert.same({ 1, 1 }, d.release("job", "A|job", 2, t))
     r = inspect()
     assert.same({ job = 1 }, owners(r))
     table.sort(r[5])
@@ -84,8 +72,8 @@ describe("inspect.lua", function()
   end)
 
   it("leaves out a shared owner's holds whose client's share ended, and that client", function()
-    acquire("job", "A|job", 1)
-    acquire("job", "B|job", 1)
+    d.acquire("job", "A|job", 1)
+    d.acquire("job", "B|job", 1)
     srv.cli("hset", key, "dA|job", "1", "D", "1")       -- A's lease is over
     local r = inspect()
     assert.same({ job = 1 }, owners(r))
@@ -97,20 +85,20 @@ describe("inspect.lua", function()
 
   it("is {0} for a lock never held, released, or whose acquire was cancelled", function()
     assert.same({ 0 }, inspect())
-    local t = acquire("a", "a", 1)[3]
-    release("a", "a", 2, t)
+    local t = d.acquire("a", "a", 1)[3]
+    d.release("a", "a", 2, t)
     assert.is_true(d.exists())                          -- the record
     assert.same({ 0 }, inspect())
-    acquire("b", "b", 1)
-    assert.same({ 1 }, void("b", "b", 1))
+    d.acquire("b", "b", 1)
+    assert.same({ 1 }, d.void("b", "b", 1))
     assert.same({ 0 }, inspect())
   end)
 
   it("is {0} once the hold expired or its key was evicted", function()
-    acquire("a", "a", 1, 50)
+    d.acquire("a", "a", 1, 50)
     d.expire_now()
     assert.same({ 0 }, inspect())
-    acquire("a", "a", 2)
+    d.acquire("a", "a", 2)
     srv.cli("del", key)
     assert.same({ 0 }, inspect())
   end)
@@ -122,7 +110,7 @@ describe("inspect.lua", function()
     assert.is_true(d.wait_until(tonumber(d.field("er2")) + 5))
     assert.same({ r1 = 1 }, owners(inspect()))
     assert.equals("2", d.field("n"))                    -- not taken out: inspect changes nothing
-    assert.same({ 1, 0 }, release("r1", "r1", 2, t))
+    assert.same({ 1, 0 }, d.release("r1", "r1", 2, t))
     assert.equals("1", d.field("n"))                    -- r2 still counted...
     assert.same({ 0 }, inspect())                       -- ...but no live owner
   end)

@@ -1,7 +1,8 @@
--- scriptdrive.lua: what the spec/scripts_*_spec.lua files share to drive
--- the Redis-side scripts by hand (as spec/scripts_spec.lua does): each
--- script called by the names its header gives, and the state it leaves
--- read back from the real server (HGETALL, PTTL, ZRANGE, server TIME).
+-- scriptdrive.lua: the one driver of the Redis-side scripts by hand, for
+-- every spec that runs them with EVALSHA: each script called by the names
+-- its header gives (and the usual ones positionally, with their defaults),
+-- and the state it leaves read back from the real server (HGETALL, PTTL,
+-- ZRANGE, server TIME).
 local helper = require "helper"
 
 local drive = {}
@@ -77,8 +78,78 @@ function drive.new(srv, sha, key)
   end
 
   --- A redis-cli subscribed to chan: a function that returns the
-  --- messages it got so far, and one that stops it (as scripts_spec).
+  --- messages it got so far, and one that stops it.
   function d.listen(chan) return helper.listen(srv, chan) end
+
+  --- The scripts as the specs call them, positional, with the usual
+  --- defaults (a lease of 10 s, a fresh acquire that will not wait, a
+  --- record kept 10 s, PUBLISH on this lock's channel, P{name}:ch): the
+  --- reply's integers, or its first where the script answers one number.
+  local function freeing(t)
+    t.keep_ms, t.chan, t.pub = t.keep_ms or 10000, d.key .. ":ch", "PUBLISH"
+    return t
+  end
+  function d.acquire(owner, req, seq, lease_ms, expect, token, waited)
+    return d.call("acquire", { owner = owner, req = req, seq = seq, lease_ms = lease_ms or 10000,
+                               expect = expect or 0, token = token or 1, waited = waited or -1 })
+  end
+  function d.acquire1(owner, req, seq, lease_ms, expect, token)
+    return d.call("acquire1", { owner = owner, req = req, seq = seq, lease_ms = lease_ms or 10000,
+                                expect = expect or 0, token = token or 1 })
+  end
+  function d.release(owner, req, seq, token, keep_ms)
+    return d.call("release", freeing({ owner = owner, req = req, seq = seq, token = token,
+                                       keep_ms = keep_ms }))
+  end
+  function d.void(owner, req, seq)
+    return d.call("void", freeing({ owner = owner, req = req, seq = seq }))
+  end
+  --- drop(owner, count [, token [, req [, after]]]): token and after 0: any
+  function d.drop(owner, count, token, req, after)
+    return d.call("drop", freeing({ owner = owner, count = count, token = token or 0,
+                                    req = req or owner, after = after or 0 }))[1]
+  end
+  function d.force(req, seq)
+    local t = freeing({ req = req, seq = seq })
+    t.notice = "s:forced"
+    return d.call("force", t)[1]
+  end
+  --- (extend, fence and renew name the requester; a coroutine's is its owner)
+  function d.extend(req, lease_ms, token)
+    return d.call("extend", { req = req, lease_ms = lease_ms, token = token })[1]
+  end
+  --- fence(token, req [, seq]): seq: the acquire's ("0": none)
+  function d.fence_to(token, req, seq)
+    return d.call("fence", { token = token, req = req, seq = seq or "0" })[1]
+  end
+  function d.renew(req, lease_ms, token)
+    return d.call("renew", { req = req, lease_ms = lease_ms, token = token })
+  end
+  function d.ttl() return d.call("ttl", {})[1] end
+  --- The fair lock's: a grant is published on the waiter's own channel,
+  --- with its registration's secret.
+  function d.fair_acquire(owner, req, seq, secret, expect, token)
+    return d.call("fair_acquire", { owner = owner, req = req, seq = seq, lease_ms = 10000,
+                                    expect = expect or 0, token = token or 1, waits = "1",
+                                    pub = "PUBLISH", secret = secret or "" })
+  end
+  function d.fair_release(owner, req, seq, token)
+    return d.call("fair_release", { owner = owner, req = req, seq = seq, token = token,
+                                    keep_ms = 10000, pub = "PUBLISH" })
+  end
+  --- fresh: "1" the cancelled attempt expected no hold (pending.c)
+  function d.fair_void(owner, req, seq, fresh)
+    return d.call("fair_void", { owner = owner, req = req, seq = seq, keep_ms = 10000,
+                                 pub = "PUBLISH", fresh = fresh or "0" })
+  end
+  --- fair_drop(owner, count [, token [, keep_ms [, req]]]): token "0": any
+  function d.fair_drop(owner, count, token, keep_ms, req)
+    return d.call("fair_drop", { owner = owner, count = count, token = token or "0",
+                                 keep_ms = keep_ms or 10000, pub = "PUBLISH",
+                                 req = req or owner, after = "0" })[1]
+  end
+  --- The holds of owner (field o<owner>), 0 if none.
+  function d.count(owner) return tonumber(d.field("o" .. owner)) or 0 end
 
   return d
 end
