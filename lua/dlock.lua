@@ -59,7 +59,7 @@ local function check_fn(fn, arg)
 end
 
 local function run(lock, opts, fn, ...)
-  local ok, err, ttl = lock:acquire(opts)
+  local ok, err, ttl = lock:_acquire_as(opts, "with")
   if not ok then return nil, err, ttl end
   local res = guard(fn, ...)
   if not res[1] then
@@ -86,10 +86,10 @@ end
 function Client:with(name, opts, fn, ...)
   if type(opts) == "table" and not callable(opts) then
     check_fn(fn, 3)
-    return run(self:lock(name, opts), nil, fn, ...)
+    return run(self:_lock(name, opts, "with"), nil, fn, ...)
   end
   check_fn(opts, 2)
-  return run(self:lock(name), nil, opts, fn, ...)
+  return run(self:_lock(name, nil, "with"), nil, opts, fn, ...)
 end
 
 local function connect(opts)
@@ -109,8 +109,6 @@ local function connect(opts)
   end
   return core.connect(opts)
 end
-
-local blocking_acquire = Lock.acquire
 
 -- A wait that ends between two steps gives up its claim as a waiter
 -- (lock:_abandon: a lock's longest waiter, a place in a queue), as one
@@ -149,12 +147,21 @@ local closing = _VERSION == "Lua 5.4" and type(load) == "function" and
       return a, b, c
     end]], "=(dlock.lua: closing)"))(steps, abandon, setmetatable)
 
---- lock:acquire([opts]): with a scheduler and a coroutine that can yield,
---- each wait yields to the loop; otherwise the core blocks.
+-- lock:acquire(opts) for the public function fname, which misuse names:
+-- with a scheduler and a coroutine that can yield, each wait yields to
+-- the loop; otherwise the core blocks. The core checks self. (A
+-- multi-lock has its own.)
+local blocking, scheduler_of, step_new = Lock._acquire, Lock._scheduler, Lock._acquire_step
+local function acquire_as(self, opts, fname)
+  local wait = isyieldable() and scheduler_of(self)
+  if not wait then return blocking(self, opts, fname) end
+  return (closing or steps)(self, step_new(self, opts, fname), wait, nudges[wait])
+end
+Lock._acquire_as = acquire_as
+
+--- lock:acquire([opts]) -> lock | nil, err [, ttl]
 function Lock:acquire(opts)
-  local wait = isyieldable() and self:_scheduler()
-  if not wait then return blocking_acquire(self, opts) end
-  return (closing or steps)(self, self:_acquire_step(opts), wait, nudges[wait])
+  return acquire_as(self, opts, "acquire")
 end
 
 need "dlock.multi"                 -- client:multi_lock (uses Lock.with)

@@ -321,6 +321,51 @@ describe("error messages #binding", function()
                    message(client.ping, {}), 1, true)
   end)
 
+  it("name the function the user called, whatever it calls inside", function()
+    local multi = client:multi_lock{ helper.unique_name("m1"), helper.unique_name("m2") }
+    local sem = client:semaphore(helper.unique_name("sem"), 1)
+    local rows = {
+      { function() client:fair_lock("x", { wiat = 1 }) end, "bad option 'wiat' to 'fair_lock' (unknown option)" },
+      { function() client:fair_lock("x", 5) end, "bad argument #2 to 'fair_lock' (options table expected" },
+      { function() client:fair_lock("x", { wait = -1 }) end, "bad option 'wait' to 'fair_lock' (negative duration)" },
+      { function() client:rwlock("x", { expire = 0 }) end, "bad option 'expire' to 'rwlock'" },
+      { function() client:rwlock(42) end, "bad argument #1 to 'rwlock' (lock name" },
+      { function() client:with(42, print) end, "bad argument #1 to 'with' (lock name" },
+      { function() client:with("x", { wait = -1 }, print) end, "bad option 'wait' to 'with' (negative duration)" },
+      { function() client:with("x", { wiat = 1 }, print) end, "bad option 'wiat' to 'with' (unknown option)" },
+      { function() lock:with({ wait = -1 }, print) end, "bad option 'wait' to 'with' (negative duration)" },
+      { function() lock:with({ expire = 1, watchdog_lease = 1 }, print) end, "bad option 'watchdog_lease' to 'with'" },
+      { function() client:multi_lock({ "a" }, { wiat = 1 }) end, "bad option 'wiat' to 'multi_lock' (unknown option)" },
+      { function() client:multi_lock({ "a" }, 5) end, "bad argument #2 to 'multi_lock' (options table expected" },
+      { function() multi:acquire{ wait = -1 } end, "bad option 'wait' to 'acquire' (negative duration)" },
+      { function() multi:try_acquire(5) end, "bad argument #1 to 'try_acquire' (options table expected, got number)" },
+      { function() multi:try_acquire{ wiat = 1 } end, "bad option 'wiat' to 'try_acquire' (unknown option)" },
+      { function() multi:with({ wait = -1 }, print) end, "bad option 'wait' to 'with' (negative duration)" },
+      { function() sem:acquire(5) end, "bad argument #1 to 'acquire' (options table expected, got number)" },
+      { function() sem:acquire{ expire = "z" } end, "bad option 'expire' to 'acquire' (number of seconds expected" },
+    }
+    for i, row in ipairs(rows) do
+      local err = message(row[1])
+      assert.matches("^spec/misuse_spec%.lua:%d+: ", err, nil, false, "row " .. i)
+      assert.matches(row[2], err, 1, true, "row " .. i)
+    end
+    -- a write half whose owner holds the read half, by try_acquire
+    local rw = client:rwlock(helper.unique_name("up"))
+    assert(rw.read:acquire())
+    assert.matches("calling 'try_acquire' on a write lock whose owner holds its read lock",
+                   message(rw.write.try_acquire, rw.write), 1, true)
+    assert(rw.read:release())
+    -- and on a closed client
+    local c = assert(helper.client())
+    local l, s = c:lock("y"), c:semaphore(helper.unique_name("sem"), 1)
+    c:close()
+    assert.matches("calling 'with' on bad self (client is closed)", message(c.with, c, "y", print), 1, true)
+    assert.matches("calling 'with' on bad self (client is closed)", message(l.with, l, print), 1, true)
+    assert.matches("calling 'multi_lock' on bad self (client is closed)",
+                   message(c.multi_lock, c, { "y" }), 1, true)
+    assert.matches("calling 'acquire' on bad self (client is closed)", message(s.acquire, s), 1, true)
+  end)
+
   it("point at the caller's line, never into dlock.lua", function()
     local cases = {
       function() dlock.connect{ lease = -1 } end,

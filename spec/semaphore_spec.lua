@@ -55,13 +55,17 @@ describe("semaphore #binding", function()
       "bad argument #2 to 'semaphore' (number of permits (a positive integer) expected, got integer)")
     assert.has_error(function() c:semaphore("", 1) end,
       "bad argument #1 to 'semaphore' (non-empty semaphore name expected, got an empty string)")
-    assert.has_error(function() s:acquire{ expire = 1 } end,
-      "bad option 'expire' to 'acquire' (unknown option)")
+    assert.has_error(function() s:acquire{ expire = 1, lease = 2 } end,
+      "bad option 'lease' to 'acquire' ('lease' is the old name of 'expire': give one of them)")
+    assert.has_error(function() s:acquire{ watchdog_lease = 1 } end,
+      "bad option 'watchdog_lease' to 'acquire' (unknown option)")
+    assert.has_error(function() s:acquire{ expire = -1 } end,
+      "bad option 'expire' to 'acquire' (negative duration)")
     assert.has_error(function() s:release(1) end,
       "bad argument #1 to 'release' (permit id expected, got number)")
   end)
 
-  it("renews a permit held without lease, and ends one with a lease #timing", function()
+  it("renews a permit held without expire, and ends one with expire #timing", function()
     local short = assert(dlock.connect{ url = srv.url, lease = 0.6 })
     finally(function() short:close() end)
     local name = helper.unique_name("sem")
@@ -71,7 +75,7 @@ describe("semaphore #binding", function()
     assert.equals(0, s:available())
     assert.is_true(short:stats().renewed >= 2)
     assert.is_true(s:release(a))
-    local b = assert(s:acquire{ lease = 0.4 })
+    local b = assert(s:acquire{ expire = 0.4 })
     dlock.sleep(0.7)
     assert.equals(1, s:available())            -- it ended by itself
     assert.matches("^lost", select(2, s:release(b)))

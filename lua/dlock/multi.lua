@@ -40,7 +40,7 @@ function Client:multi_lock(names, opts)
   end
   table.sort(sorted)
   local locks = {}
-  for i, n in ipairs(sorted) do locks[i] = self:lock(n, opts) end
+  for i, n in ipairs(sorted) do locks[i] = self:_lock(n, opts, "multi_lock") end
   return setmetatable({ names = sorted, name = table.concat(sorted, ","),
                         locks = locks, wait = opts and opts.wait }, MultiLock)
 end
@@ -78,7 +78,8 @@ local function take_all(self, try, got)
   return true
 end
 
---- multi:acquire([opts]) -> multi | nil, err [, ttl]: every name, or none.
+-- multi:_acquire_as(opts, fname): multi:acquire, for the public function
+-- fname, which misuse names. Every name, or none.
 -- A multi-lock never waits while it holds a name it took: a pass tries
 -- every name once, in order; when one is busy, the pass gives back what
 -- it took and waits for that name alone, holding nothing. So whatever
@@ -88,8 +89,8 @@ end
 -- by the wait is kept for the next pass when it is the first in order
 -- (the passes then take names in the one global order, so two passes
 -- cannot each hold what the other wants next), else given back at once.
-function MultiLock:acquire(opts)
-  self.locks[1]:_acquire_step(opts)     -- raises on bad opts, as acquire; no I/O
+function MultiLock:_acquire_as(opts, fname)
+  self.locks[1]:_acquire_step(opts, fname)  -- raises on bad opts, as acquire; no I/O
   local wait = opts and opts.wait
   if wait == nil then wait = self.wait end
   local deadline = type(wait) == "number" and wait < math.huge and now() + wait
@@ -101,7 +102,7 @@ function MultiLock:acquire(opts)
     if not err:find("^timeout") then return nil, err, ttl end
     local left = deadline and deadline - now()
     if left and left <= 0 then return nil, err, ttl end
-    local res, err2, ttl2 = busy:acquire(with_wait(opts, left or math.huge))
+    local res, err2, ttl2 = busy:_acquire_as(with_wait(opts, left or math.huge), fname)
     if not res then return nil, err2, ttl2 end
     if busy == self.locks[1] then
       got = busy
@@ -111,11 +112,15 @@ function MultiLock:acquire(opts)
   end
 end
 
+--- multi:acquire([opts]) -> multi | nil, err [, ttl]: every name, or none.
+function MultiLock:acquire(opts)
+  return self:_acquire_as(opts, "acquire")
+end
+
+--- multi:try_acquire([opts]): acquire{ wait = 0 }, whatever opts.wait says.
 function MultiLock:try_acquire(opts)
-  local o = {}
-  for k, v in pairs(opts or {}) do o[k] = v end
-  o.wait = 0
-  return self:acquire(o)
+  self.locks[1]:_acquire_step(opts, "try_acquire")  -- a table, or raise
+  return self:_acquire_as(with_wait(opts, 0), "try_acquire")
 end
 
 --- multi:release() -> true, remaining | nil, err: one hold of every name.

@@ -16,7 +16,7 @@ end
 
 -- client:semaphore(name, permits): at most `permits` holders at once. Each
 -- permit is a hold of its own (an explicit owner, the permit id), so it is
--- renewed by the watchdog while held without `lease`, ends with its lease
+-- renewed by the watchdog while held without `expire`, ends with its lease
 -- when its holder dies, and waits (and yields under a scheduler) like a
 -- lock's acquire. The limit and every expiry are kept in Redis, on its
 -- clock; a released permit wakes one waiting client.
@@ -35,10 +35,11 @@ function Client:semaphore(name, permits)
           :format(mtype(permits) or type(permits)), 2)
   end
   return setmetatable({ client = self, name = name, permits = permits, held = {},
-                        probe = self:_permit(name, "probe", permits) }, Semaphore)
+                        probe = self:_permit(name, "probe", permits, "semaphore") }, Semaphore)
 end
 
-local ACQUIRE_OPTS = { wait = true, lease = true }
+-- (lease: the old name of expire, as on a lock; the lock's acquire tells so)
+local ACQUIRE_OPTS = { wait = true, expire = true, lease = true }
 
 --- sem:acquire([opts]) -> permit id | nil, err [, ttl]
 function Semaphore:acquire(opts)
@@ -51,9 +52,10 @@ function Semaphore:acquire(opts)
     end
   end
   permits_taken = permits_taken + 1
-  local id = ("%s:p%d"):format(self.client.id, permits_taken)
-  local permit = self.client:_permit(self.name, id, self.permits)
-  local ok, err, ttl = permit:acquire{ wait = opts and opts.wait, expire = opts and opts.lease }
+  local id = ("%s:p%d"):format(self.client.id or "closed", permits_taken)
+  local permit = self.client:_permit(self.name, id, self.permits, "acquire")
+  local ok, err, ttl = permit:acquire(opts and { wait = opts.wait, expire = opts.expire,
+                                                 lease = opts.lease })
   if not ok then return nil, err, ttl end
   self.held[id] = permit
   return id

@@ -8,7 +8,7 @@
  * that a coroutine was collected, and the scheduler.
  */
 #define _GNU_SOURCE
-#include "binding/lua_dlock.h"
+#include "binding/lua_client.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -34,9 +34,7 @@ static lua_client *check_open(lua_State *L, int idx, const char *fname)
 lua_client *dlua_client(lua_State *L, int idx, const char *fname)
 {
     lua_client *lc = check_open(L, idx, fname);
-    if ((__atomic_load_n(&lc->c->pending, __ATOMIC_ACQUIRE) ||
-         __atomic_load_n(&lc->c->log.pending, __ATOMIC_ACQUIRE)) &&
-        !lc->dispatching) {
+    if (dl_client_has_news(lc->c) && !lc->dispatching) {
         dlua_dispatch(L, idx);
         check_open(L, idx, fname);      /* a callback may have closed it */
     }
@@ -69,14 +67,23 @@ uint64_t dlua_owner(lua_State *L, int ci)
     }
     lua_pop(L, 1);                              /* owners, co */
     lua_owner *o = lua_newuserdatauv(L, sizeof *o, 1);
+    uint64_t num = dl_client_next_owner(lc->c);
     o->lc = lc;
-    o->num = ++lc->c->next_owner;               /* never reused */
+    o->num = num;
     luaL_setmetatable(L, OWNER_MT);
     lua_pushvalue(L, ci);
     lua_setiuservalue(L, -2, 1);                /* o pins the client */
     lua_rawset(L, -3);                          /* owners */
     lua_pop(L, 1);
-    return lc->c->next_owner;
+    return num;
+}
+
+void dlua_warn_once(lua_client *lc, unsigned what, const char *msg)
+{
+    if (lc->warned & what)
+        return;
+    lc->warned |= what;
+    dl_client_warn(lc->c, msg);
 }
 
 /* ---- lost-lock notices ---------------------------------------------- */
@@ -122,7 +129,7 @@ static void tell(lua_State *L, dl_client *const *pc, int fn)
 {
     dl_log_msg m[8];
     size_t n;
-    while (*pc && (n = dl_log_take(&(*pc)->log, m, 8)) > 0)
+    while (*pc && (n = dl_client_take_log(*pc, m, 8)) > 0)
         for (size_t i = 0; i < n && lua_isfunction(L, fn); i++) {
             lua_pushvalue(L, fn);
             lua_pushstring(L, dl_log_level(m[i].level));
@@ -420,7 +427,7 @@ static int client__index(lua_State *L)
         return 1;
     if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "id") == 0
         && lc->c) {
-        lua_pushstring(L, lc->c->id);
+        lua_pushstring(L, dl_client_id(lc->c));
         return 1;
     }
     return 1;
@@ -430,7 +437,7 @@ static int client__tostring(lua_State *L)
 {
     lua_client *lc = luaL_checkudata(L, 1, CLIENT_MT);
     if (lc->c)
-        lua_pushfstring(L, "dlock.Client: %s", lc->c->id);
+        lua_pushfstring(L, "dlock.Client: %s", dl_client_id(lc->c));
     else
         lua_pushliteral(L, "dlock.Client: closed");
     return 1;

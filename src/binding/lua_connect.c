@@ -3,7 +3,8 @@
  * client (client.h), each misuse raised with the option's name.
  */
 #define _GNU_SOURCE
-#include "binding/lua_dlock.h"
+#include "binding/lua_connect.h"
+#include "binding/lua_client.h"
 
 #include <math.h>
 #include <stdio.h>

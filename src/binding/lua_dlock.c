@@ -7,7 +7,9 @@
  * process plumbing is dlock.process, lua_process.c.)
  */
 #define _GNU_SOURCE
-#include "binding/lua_dlock.h"
+#include "binding/lua_client.h"
+#include "binding/lua_connect.h"
+#include "binding/lua_lock.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -356,6 +356,11 @@ void dl_client_warn(dl_client *c, const char *msg)
     dl_log_say(&c->log, DL_LOG_WARN, "%s", msg);
 }
 
+size_t dl_client_take_log(dl_client *c, dl_log_msg *buf, size_t max)
+{
+    return dl_log_take(&c->log, buf, max);
+}
+
 void dl_client_hold_info(dl_client *c, const dl_lockref *l, dl_holdinfo *hi)
 {
     memset(hi, 0, sizeof *hi);

@@ -140,6 +140,39 @@ void dl_client_warn(dl_client *c, const char *msg);
 /* Take up to max queued notices. */
 size_t dl_client_take_events(dl_client *c, dl_event *buf, size_t max);
 
+/* Take up to max queued log messages (the Lua thread; log.h). */
+size_t dl_client_take_log(dl_client *c, dl_log_msg *buf, size_t max);
+
+/* Whether notices or log messages wait to be taken: a hint read without
+ * the lock, with acquire ordering (the takers above lock). Inline: every
+ * call into the binding asks it. */
+static inline int dl_client_has_news(const dl_client *c)
+{
+    return __atomic_load_n(&c->pending, __ATOMIC_ACQUIRE) ||
+           __atomic_load_n(&c->log.pending, __ATOMIC_ACQUIRE);
+}
+
+/* The client's id: DL_ID_HEX hex digits, NUL-terminated. */
+static inline const char *dl_client_id(const dl_client *c)
+{
+    return c->id;
+}
+
+/* The key prefix of connect{ prefix }, *len its length (it may hold NUL
+ * bytes). */
+static inline const char *dl_client_prefix(const dl_client *c, size_t *len)
+{
+    *len = c->opts.prefixlen;
+    return c->opts.prefix;
+}
+
+/* A new owner number for a coroutine of c, never given before (the Lua
+ * thread only). */
+static inline uint64_t dl_client_next_owner(dl_client *c)
+{
+    return ++c->next_owner;
+}
+
 /* The coroutine behind owner_num was collected: its holds are released
  * by the watchdog, not renewed. */
 void dl_client_owner_gone(dl_client *c, uint64_t owner_num);
