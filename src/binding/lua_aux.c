@@ -101,16 +101,24 @@ void dlua_new_class(lua_State *L, const char *name, const luaL_Reg *meta,
     lua_pop(L, 1);
 }
 
+/* The i-th of dlua_check_keys' keys. */
+static const char *key_at(const char *const *keys, size_t stride, int i)
+{
+    return *(const char *const *)(const void *)
+        ((const char *)keys + (size_t)i * stride);
+}
+
 void dlua_check_keys(lua_State *L, int t, const char *fname,
-                     const char *const *keys)
+                     const char *const *keys, size_t stride)
 {
     lua_pushnil(L);
     while (lua_next(L, t)) {
         lua_pop(L, 1);
         int known = 0;
         if (lua_type(L, -1) == LUA_TSTRING)
-            for (int i = 0; keys[i] && !known; i++)
-                known = strcmp(lua_tostring(L, -1), keys[i]) == 0;
+            for (int i = 0; key_at(keys, stride, i) && !known; i++)
+                known = strcmp(lua_tostring(L, -1),
+                               key_at(keys, stride, i)) == 0;
         if (!known) {
             const char *k = lua_type(L, -1) == LUA_TSTRING
                                 ? lua_tostring(L, -1)
@@ -122,10 +130,10 @@ void dlua_check_keys(lua_State *L, int t, const char *fname,
      * let the string it gave before be collected while C still points
      * into it. A plain table of what it answered takes t's place, and
      * keeps those values alive while t is on the stack. */
-    lua_createtable(L, 0, 4);
-    for (int i = 0; keys[i]; i++) {
-        lua_getfield(L, t, keys[i]);
-        lua_setfield(L, -2, keys[i]);   /* (a plain table: no metamethod) */
+    lua_createtable(L, 0, 4);           /* (a plain table: no metamethod) */
+    for (int i = 0; key_at(keys, stride, i); i++) {
+        lua_getfield(L, t, key_at(keys, stride, i));
+        lua_setfield(L, -2, key_at(keys, stride, i));
     }
     lua_replace(L, t);
 }

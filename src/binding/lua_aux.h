@@ -23,12 +23,14 @@ int64_t dlua_seconds_us(lua_State *L, int idx, const char *fname,
                         const char *what);
 
 /* Raise "bad option 'k' to 'fname' (unknown option)" for a key of the
- * table at t (> 0) that is not in the NULL-terminated keys; then put in
- * t's place a plain table of keys as t answers them (once each, its
- * __index included), which anchors every string option while on the
- * stack. */
+ * table at t (> 0) that is not one of the keys; then put in t's place a
+ * plain table of keys as t answers them (once each, its __index
+ * included), which anchors every string option while on the stack. The
+ * keys: keys[0], then one every stride bytes up to a NULL (an array of
+ * names: sizeof(char *); an array of structs that begin with the name:
+ * the struct's size). */
 void dlua_check_keys(lua_State *L, int t, const char *fname,
-                     const char *const *keys);
+                     const char *const *keys, size_t stride);
 
 /* Raise "bad option 'what' to 'fname' (msg)", or "bad argument #n to
  * 'fname' (msg)" when what is "#n": durations and URLs are checked alike

@@ -100,7 +100,8 @@ int dlua_lock_timing(lua_State *L, int t, const char *fname, int with_owner,
     if (!lua_istable(L, t))
         dlua_arg_error(L, t - 1, fname, lua_pushfstring(L, "options table "
                        "expected, got %s", luaL_typename(L, t)));
-    dlua_check_keys(L, t, fname, with_owner ? LOCK_KEYS : ACQUIRE_KEYS);
+    dlua_check_keys(L, t, fname, with_owner ? LOCK_KEYS : ACQUIRE_KEYS,
+                    sizeof(char *));
     if (lua_getfield(L, t, "wait") != LUA_TNIL)
         a->wait_us = dlua_wait_us(L, -1, fname, "wait");
     lua_pop(L, 1);
