@@ -93,7 +93,6 @@ end
 -- The shape's limits, and what still exceeds them (to shrink to nothing).
 local MAX_FILE, MAX_FN, MAX_PARAMS = 600, 80, 7
 local STILL_OVER = {
-  "binding/lua_process.c process_spawn: lines",
   "core/acquire.c: lines",
   "core/acquire.c plan_attempt: parameters",
   "core/acquire.c record_acquire: parameters",

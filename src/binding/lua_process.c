@@ -168,21 +168,17 @@ static int find_program(const char *file, char *buf, size_t n)
     return found;
 }
 
-/* process.spawn(argv, env) -> pid | nil, message, errno name: runs
- * argv[1] (searched in PATH) with argv, in a process group of its own (its
- * pid is the group's id), with the environment plus env's NAME=value pairs
- * (which replace any of the same name), an empty signal mask, and the
- * signals dlock caught at their defaults (those ignored at start stay
- * ignored). On Linux it dies with dlock (SIGKILL when dlock's thread that
- * spawned it ends): a dlock killed by SIGKILL, which cannot release the
- * lock, leaves no command running without it. */
-static int process_spawn(lua_State *L)
+/* The command (table 1) and its environment (the pairs of table 2 over
+ * environ, replacing those of the same name) as NULL-terminated arrays,
+ * in userdata pushed on the stack; raises on misuse. The strings stay in
+ * the tables and in environ. */
+static void spawn_args(lua_State *L, const char ***argvp, const char ***envpp)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
     luaL_checktype(L, 2, LUA_TTABLE);
     size_t argc = lua_rawlen(L, 1), envc = lua_rawlen(L, 2), ours = 0;
     if (argc == 0)
-        return luaL_argerror(L, 1, "no command");
+        luaL_argerror(L, 1, "no command");
     while (environ[ours])
         ours++;
     const char **argv = lua_newuserdata(L, (argc + 1) * sizeof *argv);
@@ -191,7 +187,7 @@ static int process_spawn(lua_State *L)
      * collected once popped (the tables keep strings alive, not those). */
     for (size_t i = 0; i < argc; i++) {
         if (lua_rawgeti(L, 1, (lua_Integer)i + 1) != LUA_TSTRING)
-            return luaL_argerror(L, 1, "an array of strings expected");
+            luaL_argerror(L, 1, "an array of strings expected");
         argv[i] = lua_tostring(L, -1);          /* kept alive by table 1 */
         lua_pop(L, 1);
     }
@@ -199,7 +195,7 @@ static int process_spawn(lua_State *L)
     size_t k = 0;
     for (size_t i = 0; i < envc; i++) {
         if (lua_rawgeti(L, 2, (lua_Integer)i + 1) != LUA_TSTRING)
-            return luaL_argerror(L, 2, "an array of strings expected");
+            luaL_argerror(L, 2, "an array of strings expected");
         envp[k++] = lua_tostring(L, -1);        /* kept alive by table 2 */
         lua_pop(L, 1);
     }
@@ -212,63 +208,101 @@ static int process_spawn(lua_State *L)
             envp[k++] = environ[i];
     }
     envp[k] = NULL;
+    *argvp = argv;
+    *envpp = envp;
+}
 
-    sigset_t all, old, none;
-    sigfillset(&all);
+/* The child, between fork and exec (async-signal-safe calls only): the
+ * signals dlock caught at their defaults, a process group of its own, the
+ * death signal, the mask emptied, then path; if the exec fails, its errno
+ * goes to the pipe ep. Never returns. */
+static void exec_child(const char *path, const char **argv,
+                       const char **envp, int ep, pid_t parent)
+{
+    sigset_t none;
     sigemptyset(&none);
-    char path[4096];
-    int err = find_program(argv[0], path, sizeof path), ep[2];
-    if (err == 0 && pipe(ep) != 0)
-        err = errno;
-    if (err == 0 && (nonblock_cloexec(ep[1]) < 0 ||
-                     fcntl(ep[0], F_SETFD, FD_CLOEXEC) < 0)) {
-        err = errno;
-        close(ep[0]);
-        close(ep[1]);
-    }
-    pid_t pid = -1, parent = getpid();
-    if (err == 0) {
-        /* No handler of dlock's runs in the child: every signal is
-         * blocked across the fork, and the child sets its dispositions
-         * before it lets any in. */
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        pid = fork();
-        if (pid == 0) {                 /* async-signal-safe calls only */
-            struct sigaction sa;
-            memset(&sa, 0, sizeof sa);
-            sa.sa_handler = SIG_DFL;
-            for (size_t i = 0; i < NTRAPPED; i++)
-                if (!sigismember(&ignored, SIGNALS[i].sig))
-                    sigaction(SIGNALS[i].sig, &sa, NULL);
-            setpgid(0, 0);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    for (size_t i = 0; i < NTRAPPED; i++)
+        if (!sigismember(&ignored, SIGNALS[i].sig))
+            sigaction(SIGNALS[i].sig, &sa, NULL);
+    setpgid(0, 0);
 #ifdef __linux__
-            if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
-                _exit(127);             /* dlock already died */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+        _exit(127);                     /* dlock already died */
+#else
+    (void)parent;
 #endif
-            sigprocmask(SIG_SETMASK, &none, NULL);
-            execve(path, (char *const *)argv, (char *const *)envp);
-            int e = errno;
-            ssize_t w = write(ep[1], &e, sizeof e);
-            (void)w;
-            _exit(127);
-        }
-        if (pid < 0)
-            err = errno;
-        else
-            setpgid(pid, pid);          /* (as the child does: no race) */
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        close(ep[1]);
-        int e;
-        ssize_t r;
-        while ((r = read(ep[0], &e, sizeof e)) < 0 && errno == EINTR)
-            ;
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execve(path, (char *const *)argv, (char *const *)envp);
+    int e = errno;
+    ssize_t w = write(ep, &e, sizeof e);
+    (void)w;
+    _exit(127);
+}
+
+/* Fork and exec path in a process group of its own: 0 and *pid, or the
+ * errno of what failed (the exec's too, read from a close-on-exec pipe:
+ * that child is reaped). */
+static int start(const char *path, const char **argv, const char **envp,
+                 pid_t *pid)
+{
+    int ep[2], err = 0;
+    if (pipe(ep) != 0)
+        return errno;
+    if (nonblock_cloexec(ep[1]) < 0 || fcntl(ep[0], F_SETFD, FD_CLOEXEC) < 0) {
+        err = errno;
         close(ep[0]);
-        if (pid > 0 && r == (ssize_t)sizeof e) {    /* exec failed */
-            err = e;
-            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-                ;
-        }
+        close(ep[1]);
+        return err;
     }
+    /* No handler of dlock's runs in the child: every signal is blocked
+     * across the fork, and the child sets its dispositions before it
+     * lets any in. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pid_t parent = getpid();
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    *pid = fork();
+    if (*pid == 0)
+        exec_child(path, argv, envp, ep[1], parent);
+    if (*pid < 0)
+        err = errno;
+    else
+        setpgid(*pid, *pid);            /* (as the child does: no race) */
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    close(ep[1]);
+    int e;
+    ssize_t r;
+    while ((r = read(ep[0], &e, sizeof e)) < 0 && errno == EINTR)
+        ;
+    close(ep[0]);
+    if (*pid > 0 && r == (ssize_t)sizeof e) {   /* exec failed */
+        err = e;
+        while (waitpid(*pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    return err;
+}
+
+/* process.spawn(argv, env) -> pid | nil, message, errno name: runs
+ * argv[1] (searched in PATH) with argv, in a process group of its own (its
+ * pid is the group's id), with the environment plus env's NAME=value pairs
+ * (which replace any of the same name), an empty signal mask, and the
+ * signals dlock caught at their defaults (those ignored at start stay
+ * ignored). On Linux it dies with dlock (SIGKILL when dlock's thread that
+ * spawned it ends): a dlock killed by SIGKILL, which cannot release the
+ * lock, leaves no command running without it. */
+static int process_spawn(lua_State *L)
+{
+    const char **argv, **envp;
+    spawn_args(L, &argv, &envp);
+    char path[4096];
+    pid_t pid = -1;
+    int err = find_program(argv[0], path, sizeof path);
+    if (err == 0)
+        err = start(path, argv, envp, &pid);
     if (err != 0) {
         lua_pushnil(L);
         lua_pushstring(L, strerror(err));
