@@ -14,7 +14,9 @@
 int dlua_fail(lua_State *L, dl_status st, const char *detail);
 
 /* Durations in seconds from the value at idx, raising on misuse with
- * `what` named. dlua_wait: <0 means forever. */
+ * `what` named (an option, or "#n" an argument). dlua_wait_us: -1 means
+ * forever; dlua_lease_ms: positive, at most DL_MAX_LEASE_MS;
+ * dlua_seconds_us: positive, at most a year. */
 int64_t dlua_wait_us(lua_State *L, int idx, const char *fname,
                      const char *what);
 int64_t dlua_lease_ms(lua_State *L, int idx, const char *fname,

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT
- * lua_client.c: the Client class of the binding.
+ * lua_client.c: the Client class of the binding: opening a client for a
+ * call, the owners (one per coroutine), the on_lost and log callbacks run
+ * on the Lua thread, and the methods that touch no lock (close, ping,
+ * call, inspect, poll, stats).
  *
  * A client userdata holds a pointer to its dl_client (NULL once closed)
  * and user values: on_lost, a table of references to lock objects whose
  * holds the registry keeps (so on_lost can be handed the lock), a
  * weak-keyed table coroutine -> owner userdata, whose __gc tells the core
- * that a coroutine was collected, and the scheduler.
+ * that a coroutine was collected, the scheduler and the log function.
  */
 #define _GNU_SOURCE
 #include "binding/lua_client.h"

@@ -32,7 +32,8 @@ enum { DLUA_WARN_LEASE = 1, DLUA_WARN_LOOP = 2 };
  * log callbacks first: "at the next call into the library". */
 lua_client *dlua_client(lua_State *L, int idx, const char *fname);
 
-/* Run queued on_lost callbacks of the client at ci; returns how many. */
+/* Run the queued log and on_lost callbacks of the client at ci (nothing
+ * from inside one of them); returns how many on_lost callbacks ran. */
 int dlua_dispatch(lua_State *L, int ci);
 
 /* Owner number of the running coroutine for the client at ci. */

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT
  * lua_dlock.c: the module's entry point, luaopen_dlock_core: it opens each
- * class, which registers its own methods (the Client in lua_client.c,
- * connect's options in lua_connect.c, the Lock in lua_lock.c), and adds
- * the module functions that tests, examples and benchmarks use. What every
- * file of the binding shares is in lua_aux.c. (The `dlock` command's
- * process plumbing is dlock.process, lua_process.c.)
+ * class, which registers its own methods (the Client, lua_client.h; the
+ * Lock, lua_lock.h), adds dlock.connect (lua_connect.h) and the module
+ * functions that tests, examples and benchmarks use. What every file of
+ * the binding shares is in lua_aux.c. (The `dlock` command's process
+ * plumbing is dlock.process, lua_process.c.)
  */
 #define _GNU_SOURCE
 #include "binding/lua_client.h"
