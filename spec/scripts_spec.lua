@@ -213,8 +213,8 @@ describe("the scripts, one by one", function()
 
     it("reserves a freed lock for the longest waiter past the bound, for it alone", function()
       local t = d.acquire("a", "a", 1)[3]
-      assert.equals(0, d.acquire("b", "b", 1, nil, nil, nil, 20)[1])   -- waited 20 ms
-      assert.equals(0, d.acquire("c", "c", 1, nil, nil, nil, 5)[1])    -- less: b stays
+      assert.equals(0, d.acquire("b", "b", 1, nil, nil, nil, 20000)[1]) -- waited 20 s
+      assert.equals(0, d.acquire("c", "c", 1, nil, nil, nil, 5)[1])     -- less: b stays
       assert.matches(":b$", srv.cli("hget", key, "v"))
       local before = server_ms()
       assert.same({ 1, 0 }, d.release("a", "a", 2, t))
@@ -223,7 +223,7 @@ describe("the scripts, one by one", function()
       local busy = d.acquire("a", "a", 3, nil, nil, nil, 0)             -- the releaser
       assert.equals(0, busy[1])
       assert.is_true(busy[2] > 250 and busy[2] <= 60000, tostring(busy[2]))
-      assert.equals(0, d.acquire("c", "c", 2, nil, nil, nil, 100)[1])  -- c names itself
+      assert.equals(0, d.acquire("c", "c", 2, nil, nil, nil, 20000)[1]) -- c names itself
       t = d.acquire("b", "b", 2, nil, nil, nil, 30)[3]                   -- b takes it
       assert.equals(t, 2)
       assert.equals("", srv.cli("hget", key, "r"))
@@ -264,7 +264,7 @@ describe("the scripts, one by one", function()
       assert.same({ 1, 0 }, d.release("a", "a", 2, t))
       assert.equals("", srv.cli("hget", key, "r"))                   -- free for all
       t = d.acquire("a", "a", 3)[3]
-      assert.equals(0, d.acquire("b", "b", 3, nil, nil, nil, 500)[1])
+      assert.equals(0, d.acquire("b", "b", 3, nil, nil, nil, 20000)[1])
       assert.equals(0, d.acquire("c", "c", 1, nil, nil, nil, 100)[1])
       assert.same({ 1, 0 }, d.release("a", "a", 4, t))
       reserved_for("b", 0)                                           -- b's now
