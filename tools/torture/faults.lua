@@ -194,6 +194,18 @@ end
 --- A live slot migration of the slot of lock `name`: IMPORTING and
 --- MIGRATING are set, the keys move over a second or two (clients meet
 --- ASK and TRYAGAIN meanwhile), then the slot is given to the target.
+---
+--- The slot is handed over only once the source holds none of its keys:
+--- the target's SETSLOT NODE reaches the source by gossip, and a source
+--- that loses a slot while it still holds keys there deletes them (a
+--- fencing counter lost so starts again at 1). Keys move with REPLACE: a
+--- key the source still holds was never reachable on the target (clients
+--- are sent there only for keys the source lacks), so a copy there is a
+--- stale one, left by a MIGRATE whose reply timed out (a target asleep)
+--- after the target had stored it, which would refuse every later move
+--- with BUSYKEY. Keys that will not move within the deadline fail the
+--- fault, with the last replies, and leave the slot migrating (every key
+--- stays reachable, by ASK).
 function faults.migrate(env, a)
   local c = env.topo.h
   local key = helper.lock_key(a.name)
@@ -214,16 +226,23 @@ function faults.migrate(env, a)
   must(dst.port, "cluster", "setslot", slot, "importing", c.ids[from])
   must(src.port, "cluster", "setslot", slot, "migrating", c.ids[to])
   dlock.sleep(a.before or 0.5)
-  local deadline = dlock.now() + 15
-  repeat
+  local deadline, replies = dlock.now() + 30, {}
+  while rcli(src.port, "cluster", "countkeysinslot", slot) ~= "0" do
     local keys = {}
     for k in rcli(src.port, "cluster", "getkeysinslot", slot, 3):gmatch("[^\n]+") do
       keys[#keys + 1] = k
     end
-    if #keys == 0 then break end
-    rcli(src.port, "migrate", "127.0.0.1", dst.port, "", 0, 5000, "keys", (table.unpack or unpack)(keys))
+    if dlock.now() > deadline then
+      error(("migrate: slot %d kept %s on %d; replies: %s"):format(slot,
+        table.concat(keys, " "), src.port, table.concat(replies, " | ")), 0)
+    end
+    if #keys > 0 then
+      local r = rcli(src.port, "migrate", "127.0.0.1", dst.port, "", 0, 5000, "replace",
+                     "keys", (table.unpack or unpack)(keys))
+      if r ~= "OK" and r ~= "NOKEY" then replies[#replies + 1] = r end
+    end
     dlock.sleep(a.between or 0.1)
-  until dlock.now() > deadline
+  end
   dlock.sleep(a.after or 0.2)
   must(dst.port, "cluster", "setslot", slot, "node", c.ids[to])
   must(src.port, "cluster", "setslot", slot, "node", c.ids[to])
@@ -232,7 +251,8 @@ function faults.migrate(env, a)
       rcli(n.port, "cluster", "setslot", slot, "node", c.ids[to])
     end
   end
-  return { name = a.name, slot = slot, from = from, to = to }
+  return { name = a.name, slot = slot, from = from, to = to,
+           replies = #replies > 0 and table.concat(replies, " | ") or nil }
 end
 
 return faults
