@@ -244,17 +244,21 @@ end
 -- The code of file path with its includes resolved (each file once: done
 -- holds the files already in), without comment lines and blank lines.
 -- exports collects the --#export numbers; own, if given, the file's own
--- code lines (not its includes').
-local function expand(dir, path, done, exports, out, lib, own)
+-- code lines (not its includes'). pieces gets the code in order as
+-- { lib = "lib/x.lua" or nil, lines }, one piece per file: a file's
+-- includes come before its code, so each lib's code is one run of lines.
+local function expand(dir, path, done, exports, out, lib, own, pieces)
   done[path] = true
   local text = lines(read(dir .. "/" .. path))
   check_calls(dir, path, text)
+  local mine = { lib = lib and path or nil }
   for i, l in ipairs(text) do
     local where = dir .. "/" .. path .. ":" .. i
     local inc = l:match("^%-%-#include%s+(%S+)%s*$")
     if inc then
       if not inc:match("^lib/[%w_]+%.lua$") then fail(where, "includes only lib/<name>.lua") end
-      if not done[inc] then expand(dir, inc, done, exports, out, true) end
+      if #mine > 0 then fail(where, "an include comes before the file's code") end
+      if not done[inc] then expand(dir, inc, done, exports, out, true, nil, pieces) end
     elseif l:match("^%s*%-%-") then
       if l:match("^%s*%-%-#") then fail(where, "unknown directive: " .. l) end
     elseif l:match("%S") then
@@ -268,17 +272,19 @@ local function expand(dir, path, done, exports, out, lib, own)
       end
       if lib and next(refs(l)) then fail(where, "a helper reads KEYS or ARGV: take them as arguments") end
       out[#out + 1] = l
+      mine[#mine + 1] = l
       if own then own[#own + 1] = l end
     end
   end
+  if #mine > 0 then pieces[#pieces + 1] = mine end
 end
 
 -- name -> the text Redis gets, checked against its header.
 function M.script(dir, name, exports)
   local h = M.header(dir .. "/" .. name .. ".lua")
-  local out, own, code = {}, {}, {}
+  local out, own, code, pieces = {}, {}, {}, {}
   local where = dir .. "/" .. name .. ".lua"
-  expand(dir, name .. ".lua", {}, exports or {}, out, false, code)
+  expand(dir, name .. ".lua", {}, exports or {}, out, false, code, pieces)
   -- the script's own reads (the helpers read none, above)
   local used = refs(table.concat(out, "\n"))
   for ref in pairs(used) do
@@ -294,7 +300,7 @@ function M.script(dir, name, exports)
     fail(where, "it writes (" .. w .. ") but its header says nothing of a resend " ..
          "(-- resend: what a resent copy of the request finds and does)")
   end
-  return table.concat(out, "\n") .. "\n", h
+  return table.concat(out, "\n") .. "\n", h, pieces
 end
 
 -- s as a C string literal, one per line of s.
@@ -321,10 +327,14 @@ end
 function M.header_text(dir)
   local names = M.names(dir)
   if #names == 0 then error(dir .. ": no scripts", 0) end
-  local texts, heads, exports = {}, {}, {}
+  local pieces, heads, exports, libs = {}, {}, {}, {}
   local keynames, argnames, widest = {}, {}, 0
   for _, name in ipairs(names) do
-    texts[name], heads[name] = M.script(dir, name, exports)
+    local _
+    _, heads[name], pieces[name] = M.script(dir, name, exports)
+    for _, piece in ipairs(pieces[name]) do
+      if piece.lib then libs[piece.lib] = piece end
+    end
     for _, k in ipairs(heads[name].keys) do keynames[k] = true end
     for _, a in ipairs(heads[name].args) do argnames[a] = true end
     widest = math.max(widest, #heads[name].keys + #heads[name].args)
@@ -400,11 +410,34 @@ function M.header_text(dir)
   end
   w("};")
   w("")
+  w("/* The helpers of src/redis/scripts/lib/, each written once; a script's")
+  w(" * text is the helpers it includes, then its own code. */")
+  local function macro(lib) return "DL_LIB_" .. upper(lib:match("^lib/([%w_]+)%.lua$")) end
+  for _, lib in ipairs(sorted_set(libs)) do
+    w(("#define %s \\"):format(macro(lib)))
+    w((c_string(table.concat(libs[lib], "\n") .. "\n", "    "):gsub("\n", " \\\n")))
+    w("")
+  end
   w("static const char *const dl_script_texts[DL_S_COUNT] = {")
   for _, name in ipairs(names) do
     w(("    /* src/redis/scripts/%s.lua */"):format(name))
     w(("    [DL_S_%s] ="):format(upper(name)))
-    w(c_string(texts[name], "        ") .. ",")
+    local line = ""
+    local function flush()
+      if line ~= "" then w("       " .. line); line = "" end
+    end
+    for _, piece in ipairs(pieces[name]) do
+      if piece.lib then
+        local m = " " .. macro(piece.lib)
+        if #line + #m > 71 then flush() end
+        line = line .. m
+      else
+        flush()
+        w(c_string(table.concat(piece, "\n") .. "\n", "        "))
+      end
+    end
+    flush()
+    o[#o] = o[#o] .. ","
   end
   w("};")
   w("#endif /* DL_SCRIPT_DATA */")
