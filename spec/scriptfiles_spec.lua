@@ -86,6 +86,23 @@ describe("the scripts' files", function()
       assert.truthy(h:find("[DL_S_A] = { \"a\", 1, 1, 0,", 1, true))
     end)
 
+    it("writing each helper once, which the scripts that include it name", function()
+      write(dir .. "/b.lua", HEAD .. "--#include lib/twice.lua\nreturn twice(ARGV[1]) + #KEYS[1]\n")
+      local ok, h = try(HEAD .. "--#include lib/twice.lua\nreturn twice(ARGV[1]) - #KEYS[1]\n")
+      assert.is_true(ok, h)
+      local _, n = h:gsub("local function twice", "")
+      assert.equals(1, n)
+      assert.truthy(h:find("[DL_S_A] =\n        DL_LIB_TWICE\n", 1, true))
+      assert.truthy(h:find("[DL_S_B] =\n        DL_LIB_TWICE\n", 1, true))
+    end)
+
+    it("refusing an include after the file's code", function()
+      local ok, err = try(HEAD .. "local n = tonumber(ARGV[1])\n--#include lib/twice.lua\n" ..
+                          "return twice(n) + #KEYS[1]\n")
+      assert.is_false(ok)
+      assert.matches("an include comes before the file's code", err)
+    end)
+
     it("refusing an argument it does not name", function()
       local ok, err = try(HEAD .. "return ARGV[1] + ARGV[2] + #KEYS[1]\n")
       assert.is_false(ok)
