@@ -164,24 +164,29 @@ int64_t dlua_wait_us(lua_State *L, int idx, const char *fname,
     return (int64_t)ceil(s * 1e6);
 }
 
-int64_t dlua_lease_ms(lua_State *L, int idx, const char *fname,
-                      const char *what)
+/* Seconds at idx in units of 1/per s (rounded up): positive, and at most
+ * max of those units; a lease's errors say "lease". */
+static int64_t positive(lua_State *L, int idx, const char *fname,
+                        const char *what, double per, double max, int lease)
 {
     double s = check_seconds(L, idx, fname, what);
     if (s == 0)
-        dlua_opt_error(L, fname, what, "a lease must be positive");
-    if (!(s * 1e3 <= (double)DL_MAX_LEASE_MS))
-        dlua_opt_error(L, fname, what, "lease too large");
-    return (int64_t)ceil(s * 1e3);
+        dlua_opt_error(L, fname, what, lease ? "a lease must be positive"
+                                             : "must be positive");
+    if (!(s * per <= max))
+        dlua_opt_error(L, fname, what, lease ? "lease too large"
+                                             : "too large");
+    return (int64_t)ceil(s * per);
+}
+
+int64_t dlua_lease_ms(lua_State *L, int idx, const char *fname,
+                      const char *what)
+{
+    return positive(L, idx, fname, what, 1e3, (double)DL_MAX_LEASE_MS, 1);
 }
 
 int64_t dlua_seconds_us(lua_State *L, int idx, const char *fname,
                         const char *what)
 {
-    double s = check_seconds(L, idx, fname, what);
-    if (s == 0)
-        dlua_opt_error(L, fname, what, "must be positive");
-    if (!(s <= 86400.0 * 365))
-        dlua_opt_error(L, fname, what, "too large");
-    return (int64_t)ceil(s * 1e6);
+    return positive(L, idx, fname, what, 1e6, 86400e6 * 365, 0);
 }

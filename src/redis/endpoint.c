@@ -159,15 +159,24 @@ static const char *last_at(const char *s, const char *end)
     return at;
 }
 
+/* The userinfo from *s to at (none: at is NULL), parsed; *s then starts
+ * after the "@". */
+static int take_userinfo(urlerr *e, dl_endpoint *ep, const char **s,
+                         const char *at)
+{
+    if (!at)
+        return 0;
+    if (parse_userinfo(e, ep, *s, at) != 0)
+        return -1;
+    *s = at + 1;
+    return 0;
+}
+
 static int parse_tcp(urlerr *e, dl_endpoint *ep, const char *s,
                      const char *end)
 {
-    const char *at = last_at(s, end);
-    if (at) {
-        if (parse_userinfo(e, ep, s, at) != 0)
-            return -1;
-        s = at + 1;
-    }
+    if (take_userinfo(e, ep, &s, last_at(s, end)) != 0)
+        return -1;
     const char *q = memfind(s, end, '?');
     const char *slash = memfind(s, q, '/');
     const char *hend, *rest;
@@ -215,11 +224,8 @@ static int parse_unix(urlerr *e, dl_endpoint *ep, const char *s,
     for (const char *p = s; p + 1 < end; p++)
         if (p[0] == '@' && p[1] == '/')
             at = p;
-    if (at) {
-        if (parse_userinfo(e, ep, s, at) != 0)
-            return -1;
-        s = at + 1;
-    }
+    if (take_userinfo(e, ep, &s, at) != 0)
+        return -1;
     const char *q = memfind(s, end, '?');
     const char *slash = memfind(s, q, '/');
     if (s != slash || q - s < 2)
