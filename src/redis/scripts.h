@@ -284,8 +284,13 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
     "local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, token, waited)\n" \
     "  local of, qf = 'o' .. owner, 'q' .. req\n" \
     "  local hf = holder_field(owner, req)   -- (lib/holder.lua)\n" \
-    "  local f, mine, t, answer, shares_end, now =     -- (lib/request_due.lua)\n" \
-    "    read_request_due(k, of, qf, seq, 'b', 'v', 'r', 'D')\n" \
+    "  local f, mine, t, answer = read_request(k, of, qf, seq, 'b', 'v', 'r', 'D')\n" \
+    "  local shares_end = f[8]\n" \
+    "  local ended, now = shares_due(k, shares_end)  -- (lib/shares.lua)\n" \
+    "  if ended then\n" \
+    "    f, mine, t, answer = read_request(k, of, qf, seq, 'b', 'v', 'r', 'D')\n" \
+    "    shares_end = f[8]\n" \
+    "  end\n" \
     "  if answer then return answer end\n" \
     "  if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end\n" \
     "  local n, record, last_t = tonumber(f[1] or '0'), f[3], f[4]\n" \
@@ -472,8 +477,12 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
     "local function acquire_permit(k, q, owner, req, seq, lease, expect, token, permits, waits)\n" \
     "  local of, qf = 'o' .. owner, 'q' .. req\n" \
     "  local hf = holder_field(owner, req)    -- (lib/holder.lua)\n" \
-    "  local f, mine, _, answer, shares_end =       -- (lib/request_due.lua)\n" \
-    "    read_request_due(k, of, qf, seq, 'l', 'D')\n" \
+    "  local f, mine, _, answer = read_request(k, of, qf, seq, 'l', 'D')\n" \
+    "  local shares_end = f[6]\n" \
+    "  if shares_due(k, shares_end) then        -- (lib/shares_due.lua)\n" \
+    "    f, mine, _, answer = read_request(k, of, qf, seq, 'l', 'D')\n" \
+    "    shares_end = f[6]\n" \
+    "  end\n" \
     "  local n, record, size = tonumber(f[1] or '0'), f[3], f[5]\n" \
     "  local again = record == seq .. 'w'    -- a resend of the attempt that queued\n" \
     "  if answer and not again then return answer end\n" \
@@ -601,17 +610,6 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
     "  end\n" \
     "  if last >= tonumber(seq) then return f, mine, t, {-2} end\n" \
     "  return f, mine, t, nil\n" \
-    "end\n"
-
-#define DL_LIB_REQUEST_DUE \
-    "local function read_request_due(k, of, qf, seq, ...)\n" \
-    "  local at = 4 + select('#', ...)\n" \
-    "  local f, mine, t, answer = read_request(k, of, qf, seq, ...)\n" \
-    "  local ended, now = shares_due(k, f[at])\n" \
-    "  if ended then\n" \
-    "    f, mine, t, answer = read_request(k, of, qf, seq, ...)\n" \
-    "  end\n" \
-    "  return f, mine, t, answer, f[at], now\n" \
     "end\n"
 
 #define DL_LIB_REQUESTER \
@@ -749,9 +747,9 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
     /* src/redis/scripts/acquire.lua */
     [DL_S_ACQUIRE] =
         DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_MINT
-        DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN DL_LIB_RAISE_TTL DL_LIB_WAITER
-        DL_LIB_HOLDER DL_LIB_SHARES DL_LIB_REQUEST DL_LIB_SHARES_DUE
-        DL_LIB_REQUEST_DUE DL_LIB_EXCLUSIVE
+        DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
+        DL_LIB_RAISE_TTL DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
+        DL_LIB_SHARES_DUE DL_LIB_EXCLUSIVE
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
         "local waited = tonumber(ARGV[7])\n"
@@ -759,9 +757,9 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
     /* src/redis/scripts/acquire1.lua */
     [DL_S_ACQUIRE1] =
         DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_MINT
-        DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN DL_LIB_RAISE_TTL DL_LIB_WAITER
-        DL_LIB_HOLDER DL_LIB_SHARES DL_LIB_REQUEST DL_LIB_SHARES_DUE
-        DL_LIB_REQUEST_DUE DL_LIB_EXCLUSIVE
+        DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
+        DL_LIB_RAISE_TTL DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
+        DL_LIB_SHARES_DUE DL_LIB_EXCLUSIVE
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
         "return acquire_exclusive(KEYS[1], nil, owner, req, seq, lease, expect, token, -1)\n",
@@ -800,9 +798,9 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
     /* src/redis/scripts/fair_acquire.lua */
     [DL_S_FAIR_ACQUIRE] =
         DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_MINT
-        DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN DL_LIB_RAISE_TTL
-        DL_LIB_UNQUEUE DL_LIB_HOLDER DL_LIB_SHARES DL_LIB_PASS_ON
-        DL_LIB_REQUEST DL_LIB_SHARES_DUE DL_LIB_REQUEST_DUE DL_LIB_FAIR_JOIN
+        DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
+        DL_LIB_RAISE_TTL DL_LIB_UNQUEUE DL_LIB_HOLDER DL_LIB_SHARES
+        DL_LIB_PASS_ON DL_LIB_SHARES_DUE DL_LIB_FAIR_JOIN
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
         "local waits, pub, secret = ARGV[7], ARGV[8], ARGV[9] or ''\n"
@@ -821,8 +819,12 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "end\n"
         "local of, qf = 'o' .. owner, 'q' .. req\n"
         "local hf = holder_field(owner, req)    -- (lib/holder.lua)\n"
-        "local f, mine, t, answer, shares_end =         -- (lib/request_due.lua)\n"
-        "  read_request_due(k, of, qf, seq, 'g', hf or 'g', 'D')\n"
+        "local f, mine, t, answer = read_request(k, of, qf, seq, 'g', hf or 'g', 'D')\n"
+        "local shares_end = f[7]\n"
+        "if shares_due(k, shares_end) then          -- (lib/shares.lua)\n"
+        "  f, mine, t, answer = read_request(k, of, qf, seq, 'g', hf or 'g', 'D')\n"
+        "  shares_end = f[7]\n"
+        "end\n"
         "if answer then return answer end\n"
         "local now = now_ms()\n"
         "if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end\n"
@@ -867,16 +869,19 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return {1, mine, t}\n",
     /* src/redis/scripts/fair_acquire1.lua */
     [DL_S_FAIR_ACQUIRE1] =
-        DL_LIB_NOW DL_LIB_REENTRY_LOST DL_LIB_UNQUEUE DL_LIB_HOLDER
-        DL_LIB_HERE DL_LIB_REQUEST DL_LIB_HASH DL_LIB_REQUESTER
-        DL_LIB_SHARES_DUE DL_LIB_REQUEST_DUE DL_LIB_RAISE_TTL DL_LIB_SHARES
-        DL_LIB_FAIR_JOIN
+        DL_LIB_NOW DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_UNQUEUE
+        DL_LIB_HOLDER DL_LIB_HERE DL_LIB_HASH DL_LIB_REQUESTER
+        DL_LIB_SHARES_DUE DL_LIB_RAISE_TTL DL_LIB_SHARES DL_LIB_FAIR_JOIN
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
         "local k = KEYS[1]\n"
         "local of, qf = 'o' .. owner, 'q' .. req\n"
         "local hf = holder_field(owner, req)    -- (lib/holder.lua)\n"
-        "local f, mine, t, answer = read_request_due(k, of, qf, seq, 'g', 'D')  -- (lib/request_due.lua)\n"
+        "local f, mine, t, answer = read_request(k, of, qf, seq, 'g', 'D')\n"
+        "local shares_end = f[6]\n"
+        "if shares_due(k, shares_end) then          -- (lib/shares_due.lua)\n"
+        "  f, mine, t, answer = read_request(k, of, qf, seq, 'g', 'D')\n"
+        "end\n"
         "if answer then return answer end\n"
         "if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end\n"
         "local n, grant = tonumber(f[1] or '0'), f[5]\n"
@@ -1115,16 +1120,19 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
     /* src/redis/scripts/rw_acquire.lua */
     [DL_S_RW_ACQUIRE] =
         DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_MINT
-        DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN DL_LIB_LEASES DL_LIB_WAITER
-        DL_LIB_HOLDER DL_LIB_SHARES DL_LIB_REQUEST DL_LIB_SHARES_DUE
-        DL_LIB_REQUEST_DUE
+        DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN DL_LIB_LEASES
+        DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES DL_LIB_SHARES_DUE
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
         "local kind, my_writer = ARGV[7], ARGV[8]\n"
         "local k, of, qf = KEYS[1], 'o' .. owner, 'q' .. req\n"
         "local hf = holder_field(owner, req)    -- (lib/holder.lua)\n"
-        "local f, mine, t, answer, shares_end =         -- (lib/request_due.lua)\n"
-        "  read_request_due(k, of, qf, seq, 'w', 'x', 'b', 'D')\n"
+        "local f, mine, t, answer = read_request(k, of, qf, seq, 'w', 'x', 'b', 'D')\n"
+        "local shares_end = f[8]\n"
+        "if shares_due(k, shares_end) then          -- (lib/shares_due.lua)\n"
+        "  f, mine, t, answer = read_request(k, of, qf, seq, 'w', 'x', 'b', 'D')\n"
+        "  shares_end = f[8]\n"
+        "end\n"
         "if answer then return answer end\n"
         "local n, w, x, busy = tonumber(f[1] or '0'), f[5], tonumber(f[6] or '0'), f[7]\n"
         "local now = now_ms()\n"
@@ -1221,20 +1229,18 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return r\n",
     /* src/redis/scripts/sem_acquire.lua */
     [DL_S_SEM_ACQUIRE] =
-        DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
+        DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_REQUEST
         DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN DL_LIB_LEASES DL_LIB_HOLDER
-        DL_LIB_SHARES DL_LIB_REQUEST DL_LIB_SHARES_DUE DL_LIB_REQUEST_DUE
-        DL_LIB_PERMIT
+        DL_LIB_SHARES DL_LIB_SHARES_DUE DL_LIB_PERMIT
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
         "local permits, waits = ARGV[7], ARGV[8]\n"
         "return acquire_permit(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, permits, waits)\n",
     /* src/redis/scripts/sem_acquire1.lua */
     [DL_S_SEM_ACQUIRE1] =
-        DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
+        DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_REQUEST
         DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN DL_LIB_LEASES DL_LIB_HOLDER
-        DL_LIB_SHARES DL_LIB_REQUEST DL_LIB_SHARES_DUE DL_LIB_REQUEST_DUE
-        DL_LIB_PERMIT DL_LIB_HERE
+        DL_LIB_SHARES DL_LIB_SHARES_DUE DL_LIB_PERMIT DL_LIB_HERE
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
         "local permits, waits = ARGV[7], ARGV[8]\n"

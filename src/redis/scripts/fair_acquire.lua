@@ -25,6 +25,7 @@
 --#include lib/now.lua
 --#include lib/prune.lua
 --#include lib/mint.lua
+--#include lib/request.lua
 --#include lib/reentry_lost.lua
 --#include lib/drop_unknown.lua
 --#include lib/raise_ttl.lua
@@ -32,7 +33,7 @@
 --#include lib/pass_on.lua
 --#include lib/holder.lua
 --#include lib/shares.lua
---#include lib/request_due.lua
+--#include lib/shares_due.lua
 --#include lib/fair_join.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
@@ -60,8 +61,12 @@ end
 
 local of, qf = 'o' .. owner, 'q' .. req
 local hf = holder_field(owner, req)    -- (lib/holder.lua)
-local f, mine, t, answer, shares_end =         -- (lib/request_due.lua)
-  read_request_due(k, of, qf, seq, 'g', hf or 'g', 'D')
+local f, mine, t, answer = read_request(k, of, qf, seq, 'g', hf or 'g', 'D')
+local shares_end = f[7]
+if shares_due(k, shares_end) then          -- (lib/shares.lua)
+  f, mine, t, answer = read_request(k, of, qf, seq, 'g', hf or 'g', 'D')
+  shares_end = f[7]
+end
 if answer then return answer end
 local now = now_ms()
 if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end

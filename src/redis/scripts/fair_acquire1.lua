@@ -16,18 +16,23 @@
 -- returns: as acquire's; {0, 10} for a fresh acquire
 -- resend: as acquire's
 --#include lib/now.lua
+--#include lib/request.lua
 --#include lib/reentry_lost.lua
 --#include lib/unqueue.lua
 --#include lib/holder.lua
 --#include lib/here.lua
---#include lib/request_due.lua
+--#include lib/shares_due.lua
 --#include lib/fair_join.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local k = KEYS[1]
 local of, qf = 'o' .. owner, 'q' .. req
 local hf = holder_field(owner, req)    -- (lib/holder.lua)
-local f, mine, t, answer = read_request_due(k, of, qf, seq, 'g', 'D')  -- (lib/request_due.lua)
+local f, mine, t, answer = read_request(k, of, qf, seq, 'g', 'D')
+local shares_end = f[6]
+if shares_due(k, shares_end) then          -- (lib/shares_due.lua)
+  f, mine, t, answer = read_request(k, of, qf, seq, 'g', 'D')
+end
 if answer then return answer end
 if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
 local n, grant = tonumber(f[1] or '0'), f[5]

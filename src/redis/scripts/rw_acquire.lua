@@ -24,20 +24,25 @@
 --#include lib/now.lua
 --#include lib/prune.lua
 --#include lib/mint.lua
+--#include lib/request.lua
 --#include lib/reentry_lost.lua
 --#include lib/drop_unknown.lua
 --#include lib/leases.lua
 --#include lib/waiter.lua
 --#include lib/holder.lua
 --#include lib/shares.lua
---#include lib/request_due.lua
+--#include lib/shares_due.lua
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local kind, my_writer = ARGV[7], ARGV[8]
 local k, of, qf = KEYS[1], 'o' .. owner, 'q' .. req
 local hf = holder_field(owner, req)    -- (lib/holder.lua)
-local f, mine, t, answer, shares_end =         -- (lib/request_due.lua)
-  read_request_due(k, of, qf, seq, 'w', 'x', 'b', 'D')
+local f, mine, t, answer = read_request(k, of, qf, seq, 'w', 'x', 'b', 'D')
+local shares_end = f[8]
+if shares_due(k, shares_end) then          -- (lib/shares_due.lua)
+  f, mine, t, answer = read_request(k, of, qf, seq, 'w', 'x', 'b', 'D')
+  shares_end = f[8]
+end
 if answer then return answer end
 local n, w, x, busy = tonumber(f[1] or '0'), f[5], tonumber(f[6] or '0'), f[7]
 local now = now_ms()

@@ -1,13 +1,14 @@
 --#include lib/now.lua
 --#include lib/prune.lua
 --#include lib/mint.lua
+--#include lib/request.lua
 --#include lib/reentry_lost.lua
 --#include lib/drop_unknown.lua
 --#include lib/raise_ttl.lua
 --#include lib/waiter.lua
 --#include lib/holder.lua
 --#include lib/shares.lua
---#include lib/request_due.lua
+--#include lib/shares_due.lua
 -- reserved(r, req, now): how long (ms) the freed lock stays reserved for
 -- another requester than req (field r, as read); 0 if it is not.
 local function reserved(r, req, now)
@@ -27,8 +28,13 @@ end
 local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, token, waited)
   local of, qf = 'o' .. owner, 'q' .. req
   local hf = holder_field(owner, req)   -- (lib/holder.lua)
-  local f, mine, t, answer, shares_end, now =     -- (lib/request_due.lua)
-    read_request_due(k, of, qf, seq, 'b', 'v', 'r', 'D')
+  local f, mine, t, answer = read_request(k, of, qf, seq, 'b', 'v', 'r', 'D')
+  local shares_end = f[8]
+  local ended, now = shares_due(k, shares_end)  -- (lib/shares.lua)
+  if ended then
+    f, mine, t, answer = read_request(k, of, qf, seq, 'b', 'v', 'r', 'D')
+    shares_end = f[8]
+  end
   if answer then return answer end
   if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
   local n, record, last_t = tonumber(f[1] or '0'), f[3], f[4]

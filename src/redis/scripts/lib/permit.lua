@@ -1,11 +1,12 @@
 --#include lib/now.lua
 --#include lib/prune.lua
+--#include lib/request.lua
 --#include lib/reentry_lost.lua
 --#include lib/drop_unknown.lua
 --#include lib/leases.lua
 --#include lib/holder.lua
 --#include lib/shares.lua
---#include lib/request_due.lua
+--#include lib/shares_due.lua
 -- acquire_permit(k, q, owner, req, seq, lease, expect, token, permits,
 -- waits): take one permit of semaphore k (sem_acquire.lua has the
 -- arguments and the reply). q: its queue of waiters, or nil when it is
@@ -21,8 +22,12 @@
 local function acquire_permit(k, q, owner, req, seq, lease, expect, token, permits, waits)
   local of, qf = 'o' .. owner, 'q' .. req
   local hf = holder_field(owner, req)    -- (lib/holder.lua)
-  local f, mine, _, answer, shares_end =       -- (lib/request_due.lua)
-    read_request_due(k, of, qf, seq, 'l', 'D')
+  local f, mine, _, answer = read_request(k, of, qf, seq, 'l', 'D')
+  local shares_end = f[6]
+  if shares_due(k, shares_end) then        -- (lib/shares_due.lua)
+    f, mine, _, answer = read_request(k, of, qf, seq, 'l', 'D')
+    shares_end = f[6]
+  end
   local n, record, size = tonumber(f[1] or '0'), f[3], f[5]
   local again = record == seq .. 'w'    -- a resend of the attempt that queued
   if answer and not again then return answer end
