@@ -6,6 +6,7 @@
  */
 #include "binding/lua_acquire.h"
 #include "binding/lua_lockobj.h"
+#include "core/waiting.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -119,10 +120,9 @@ static dl_status run(lua_State *L, dlua_lock_call *k, dl_acquire_args *a,
     lua_pushvalue(L, 1);
     a->ref = luaL_ref(L, -2);
     a->ref_kept = 0;
-    dl_status st = op ? dl_client_acquire_step(k->lc->c, &k->l, op, err,
-                                               DL_ERRLEN)
-                      : dl_client_acquire(k->lc->c, &k->l, a, err,
-                                          DL_ERRLEN);
+    dl_status st = op ? dl_acquire_step(k->lc->c, &k->l, op, err, DL_ERRLEN)
+                      : dl_acquire_blocking(k->lc->c, &k->l, a, err,
+                                            DL_ERRLEN);
     if (!a->ref_kept)
         luaL_unref(L, -1, a->ref);
     lua_pop(L, 1);
@@ -240,7 +240,7 @@ static int lock_abandon(lua_State *L)
     dlua_lock_call k;
     lua_step *s = luaL_checkudata(L, 2, STEP_MT);
     dlua_lock_begin(L, s->fname, &k, 2);
-    dl_client_acquire_abandon(k.lc->c, &k.l, &s->op);
+    dl_waiting_abandon(k.lc->c, &k.l, &s->op);
     return 0;
 }
 
@@ -263,8 +263,8 @@ static int release(lua_State *L, const char *fname)
     int64_t left;
     int unref;
     dlua_lock_begin(L, fname, &k, 1);
-    dl_status st = dl_client_release(k.lc->c, &k.l, &left, &unref, err,
-                                     sizeof err);
+    dl_status st = dl_release(k.lc->c, &k.l, &left, &unref, err,
+                              sizeof err);
     if (unref != DL_NOREF) {
         lua_getiuservalue(L, k.ci, UV_REFS);
         luaL_unref(L, -1, unref);
@@ -290,7 +290,7 @@ static int lock__close(lua_State *L)
     lua_getiuservalue(L, 1, 1);
     lua_client *lc = lua_touserdata(L, -1);
     lua_pop(L, 1);
-    if (!lc || !lc->c || !dl_client_same_process(lc->c))
+    if (!lc || !lc->c || !dl_state_same_process(lc->c))
         return 0;
     release(L, "__close");
     return 0;

@@ -28,7 +28,7 @@ static lua_client *check_open(lua_State *L, int idx, const char *fname)
     lua_client *lc = dlua_self(L, idx, CLIENT_MT, fname);
     if (!lc->c)
         dlua_error(L, "calling '%s' on bad self (client is closed)", fname);
-    if (!dl_client_same_process(lc->c))
+    if (!dl_state_same_process(lc->c))
         dlua_error(L, "calling '%s' on bad self (client was opened by "
                    "another process: create a new one after fork)", fname);
     return lc;
@@ -50,7 +50,7 @@ lua_client *dlua_client(lua_State *L, int idx, const char *fname)
 static int owner__gc(lua_State *L)
 {
     lua_owner *o = lua_touserdata(L, 1);
-    if (o->lc && o->lc->c && dl_client_same_process(o->lc->c))
+    if (o->lc && o->lc->c && dl_state_same_process(o->lc->c))
         dl_client_owner_gone(o->lc->c, o->num);
     o->lc = NULL;
     return 0;
@@ -193,7 +193,7 @@ static int client_close(lua_State *L)
     if (!c)
         return 0;
     lua_settop(L, 1);                   /* __close passes an error value */
-    int same = dl_client_same_process(c);
+    int same = dl_state_same_process(c);
     lc->c = NULL;                       /* every call from here on raises */
     lua_getiuservalue(L, 1, UV_REFS);
     lua_getiuservalue(L, 1, UV_ONLOST);
@@ -298,8 +298,8 @@ static int client_call(lua_State *L)
     dlua_command_args(L, 2, lua_gettop(L) - 1, "call", &cmd);
     char err[DL_ERRLEN];
     redisReply *r;
-    dl_status st = dl_client_call(lc->c, cmd.argc, cmd.argv, cmd.lens, &r,
-                                  err, sizeof err);
+    dl_status st = dl_command_call(lc->c, cmd.argc, cmd.argv, cmd.lens, &r,
+                                   err, sizeof err);
     return dlua_push_reply(L, st, r, err);
 }
 
@@ -359,8 +359,8 @@ static int client_inspect(lua_State *L)
     char err[DL_ERRLEN];
     dl_inspect in;
     int held;
-    dl_status st = dl_client_inspect(lc->c, name, len, &held, &in, err,
-                                     sizeof err);
+    dl_status st = dl_inspect_lock(lc->c, name, len, &held, &in, err,
+                                   sizeof err);
     if (st != DL_OK)
         return dlua_fail(L, st, err);
     if (!held) {

@@ -232,7 +232,7 @@ static void read_opt(lua_State *L, const conn_opt *p, conn_read *r)
 
 static int opts__gc(lua_State *L)
 {
-    dl_client_opts_free(lua_touserdata(L, 1));
+    dl_state_opts_free(lua_touserdata(L, 1));
     return 0;
 }
 

@@ -87,7 +87,7 @@ static int lock_extend(lua_State *L)
         dlua_arg_error(L, 1, "extend", "number of seconds expected");
     int64_t ms = dlua_lease_ms(L, 2, "extend", "#1");
     dlua_lock_begin(L, "extend", &k, 1);
-    dl_status st = dl_client_extend(k.lc->c, &k.l, ms, err, sizeof err);
+    dl_status st = dl_extend(k.lc->c, &k.l, ms, err, sizeof err);
     if (st != DL_OK)
         return dlua_fail(L, st, err);
     lua_pushboolean(L, 1);
@@ -130,13 +130,13 @@ static int lock_guard(lua_State *L)
                    "one server, Sentinel or Cluster");
     k.ci = lua_gettop(L);
     dlua_lockref(L, lk, k.ci, &k.l, &k.strs);
-    if (cmd.argc > 1 && !dl_client_same_slot(k.lc->c, &k.l, cmd.argv[1],
+    if (cmd.argc > 1 && !dl_command_same_slot(k.lc->c, &k.l, cmd.argv[1],
                                               cmd.lens[1]))
         other_slot(L, &k, cmd.argv[1]);
     char err[DL_ERRLEN];
     redisReply *r;
-    dl_status st = dl_client_guard(k.lc->c, &k.l, cmd.argc, cmd.argv,
-                                   cmd.lens, &r, err, sizeof err);
+    dl_status st = dl_command_guard(k.lc->c, &k.l, cmd.argc, cmd.argv,
+                                    cmd.lens, &r, err, sizeof err);
     return dlua_push_reply(L, st, r, err);
 }
 
@@ -175,7 +175,7 @@ static int lock__tostring(lua_State *L)
     lua_client *lc = lua_touserdata(L, -1);
     dl_holdinfo hi;
     memset(&hi, 0, sizeof hi);
-    if (lc && lc->c && dl_client_same_process(lc->c)) {
+    if (lc && lc->c && dl_state_same_process(lc->c)) {
         dlua_lock_strs b;
         dl_lockref l;
         dlua_lockref(L, k, lua_gettop(L), &l, &b);

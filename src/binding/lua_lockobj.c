@@ -41,8 +41,9 @@ void dlua_lockref(lua_State *L, const lua_lock *k, int ci, dl_lockref *l,
     const char *pfx = dl_client_prefix(lc->c, &pl);
     size_t n = dl_lockid_size(pl, k->namelen, k->kind, id, k->ownerlen);
     char *buf = n <= sizeof b->id ? b->id : lua_newuserdatauv(L, n, 0);
-    dl_lockid_build(&l->ident, buf, pfx, pl, dlua_lock_name(k), k->namelen,
-                    k->kind, id, lock_owner(k), k->ownerlen);
+    dl_lockid_spec spec = { pfx, pl, dlua_lock_name(k), k->namelen, k->kind,
+                            id, lock_owner(k), k->ownerlen };
+    dl_lockid_build(&l->ident, buf, &spec);
     l->kind = k->kind;
     l->permits = k->permits;
     l->writer = NULL;

@@ -1,28 +1,41 @@
 /* SPDX-License-Identifier: MIT
- * acquire.c: taking a lock, as resumable steps (client.h).
+ * acquire.c: taking a lock, as resumable steps (client.h), and recording
+ * a grant on its hold.
  *
  * A step settles what the last attempt left pending, sends one attempt
  * (a new request id each time), and records a grant; when the lock is
  * busy it subscribes to the lock's channel and returns DL_EWAIT with the
- * fds to watch and the time to come back: the holder's TTL, the caller's
- * wait, or a release message, whichever comes first. Release messages are
- * counted per channel (wait.h): a step that finds the count moved since
- * its attempt retries at once, so no release between an attempt and the
- * wait is missed. The blocking acquire is these steps with poll() between
- * them; the scheduler adapters yield to their loop instead.
+ * fds to watch and the time to come back (waiting.c says when). Release
+ * messages are counted per channel (wait.h): a step that finds the count
+ * moved since its attempt retries at once, so no release between an
+ * attempt and the wait is missed. The blocking acquire is these steps
+ * with poll() between them; the scheduler adapters yield to their loop
+ * instead.
  */
 #define _GNU_SOURCE
 #include "core/client.h"
+#include "core/lease.h"
+#include "core/lost.h"
 #include "redis/exec.h"
 #include "core/pending.h"
+#include "core/waiting.h"
 #include "core/watchdog.h"
 
 #include <limits.h>
 #include <string.h>
 
-/* With c->mu held: record a successful acquire of h for a lease of ms,
- * sent at t0, valid for valid_ms (<= ms) less drift_us; it was a reentry
- * expecting `expect` holds (0: fresh), and Redis now counts `mine`.
+/* A grant Redis confirmed, to record on its hold: the lease (term), the
+ * token, the holds the attempt expected (0: a fresh acquire) and those
+ * Redis now counts (mine); a fresh hold keeps the caller's lock object
+ * reference ref (*ref_kept then set). */
+typedef struct dl_grant {
+    dl_lease_term term;
+    int64_t token, expect, mine;
+    int ref;
+    int *ref_kept;
+} dl_grant;
+
+/* With c->mu held: record grant g on h (l's hold).
  *
  * A reentry whose reply comes after this client gave the hold up as lost
  * (its lease ran out here before a renewal was confirmed) found the
@@ -30,49 +43,36 @@
  * this client's alone, so the hold goes on with all its counts (else
  * Redis would count holds nobody releases, and keep the lock for a lease
  * after the last release). An explicit owner's lost holds are DROPped
- * (state.c): its reentry starts a count of one. */
-static void record_acquire(dl_client *c, dl_hold *h, const dl_lockref *l,
-                           int64_t tok, int64_t t0, int64_t ms,
-                           int64_t valid_ms, int64_t drift_us, int watchdog,
-                           int64_t expect, int64_t mine, int ref,
-                           int *ref_kept)
+ * (lost.c): its reentry starts a count of one. */
+static void record_grant(dl_client *c, dl_hold *h, const dl_lockref *l,
+                         const dl_grant *g)
 {
-    if (h->lost && h->count > 0 && expect > 0 && h->owner_num != 0 &&
-        tok == h->token && expect == h->count &&
-        mine == dl_hold_counted(h) + 1) {
-        h->lost = NULL;                     /* alive after all */
+    if (h->lost && h->count > 0 && g->expect > 0 && h->owner_num != 0 &&
+        g->token == h->token && g->expect == h->count &&
+        g->mine == dl_hold_counted(h) + 1) {
+        dl_lost_clear(h);                   /* alive after all */
         if (h->ref != DL_NOREF)
             dl_registry_push_event(&c->reg, h->ref, NULL);
-        h->ref = ref;
-        *ref_kept = 1;
+        h->ref = g->ref;
+        *g->ref_kept = 1;
     } else if (h->count <= 0 || h->lost) {  /* a fresh hold */
-        h->lost = NULL;
+        dl_lost_clear(h);
         h->count = h->local = 0;
-        h->watchdog = watchdog;
-        h->acquired_us = t0;
+        h->watchdog = g->term.watchdog;
+        h->acquired_us = g->term.t0;
         h->warned = 0;
         h->owner_num = l->owner_num;
         if (h->ref != DL_NOREF)
             dl_registry_push_event(&c->reg, h->ref, NULL);
-        h->ref = ref;
-        *ref_kept = 1;
+        h->ref = g->ref;
+        *g->ref_kept = 1;
     }
     h->count++;
-    h->token = tok;
-    h->lease_ms = ms;
+    h->token = g->token;
     h->gen++;
-    h->deadline_us = t0 + valid_ms * 1000 - drift_us;
-    h->renew_at_us = t0 + valid_ms * 1000 / 3;
-    h->retry_at_us = 0;
-    h->final = watchdog && c->opts.max_hold_ms > 0 &&
-               t0 + valid_ms * 1000 >= h->acquired_us +
-                                        c->opts.max_hold_ms * 1000;
+    dl_lease_start(c, h, &g->term);
     c->stats.acquired++;
-    int64_t wake = h->watchdog ? h->renew_at_us : h->deadline_us;
-    int64_t warn = h->acquired_us + c->opts.warn_hold_ms * 1000;
-    if (c->opts.warn_hold_ms > 0 && !h->warned && warn < wake)
-        wake = warn;                        /* connect{ warn_hold } */
-    dl_watchdog_poke(c, wake);
+    dl_watchdog_poke(c, dl_lease_wake(c, h));
 }
 
 /* One acquire attempt on the node that owns the lock. */
@@ -93,52 +93,33 @@ static dl_status sync_replicas(dl_client *c, const dl_lockref *l,
                    (long long)c->opts.sync_timeout_ms);
 }
 
-/* Subscribe the waiters ws (see waiters()) to l's channel, where the
- * release will be announced. Returns how many subscriptions are new: the
- * caller retries before it waits. */
-static size_t subscribe(dl_client *c, const dl_lockref *l, dl_waiter **ws,
-                        size_t *nws)
-{
-    char err[DL_ERRLEN];
-    size_t fresh = 0;
-    *nws = dl_exec_waiters(&c->topo, l->ident.key, l->ident.keylen, ws);
-    for (size_t i = 0; i < *nws; i++)
-        if (!dl_waiter_subscribed(ws[i], l->ident.chan, l->ident.chanlen) &&
-            dl_waiter_subscribe(ws[i], l->ident.chan, l->ident.chanlen, err,
-                                sizeof err)
-                == DL_OK)
-            fresh++;
-    return fresh;
-}
-
 /* With c->mu held: what the next attempt on h sends. A reentry keeps its
  * hold's mode and lease; a fresh hold takes the call's. */
 static void plan_attempt(dl_client *c, dl_hold *h, const dl_acquire *op,
-                         int64_t now, int64_t *expect, int64_t *token,
-                         int *watchdog, int64_t *ms)
+                         int64_t now, dl_attempt *at)
 {
     const dl_acquire_args *a = &op->args;
     int64_t left_us = c->opts.max_hold_ms * 1000;   /* 0: no cap */
-    *expect = *token = 0;
-    if (h->lost && h->count > 0)        /* dropped (state.c): a fair lock */
-        *token = h->token;              /* must not adopt it back */
+    at->expect = at->token = 0;
+    if (h->lost && h->count > 0)        /* dropped (lost.c): a fair lock */
+        at->token = h->token;              /* must not adopt it back */
     if (!h->lost && h->count > 0) {
-        *expect = h->count;
-        *token = h->token;
-        *watchdog = h->watchdog;
-        *ms = *watchdog || !a->lease_ms ? h->lease_ms : a->lease_ms;
+        at->expect = h->count;
+        at->token = h->token;
+        at->watchdog = h->watchdog;
+        at->ms = at->watchdog || !a->lease_ms ? h->lease_ms : a->lease_ms;
         if (left_us > 0) {
             left_us += h->acquired_us - now;
             if (left_us < 1000)
                 left_us = 1000;
         }
     } else {
-        *watchdog = a->lease_ms == 0;
-        *ms = !*watchdog ? a->lease_ms : a->renew_ms ? a->renew_ms
+        at->watchdog = a->lease_ms == 0;
+        at->ms = !at->watchdog ? a->lease_ms : a->renew_ms ? a->renew_ms
                                                      : c->opts.lease_ms;
     }
-    if (left_us > 0 && *ms * 1000 > left_us)
-        *ms = left_us / 1000;               /* never past max_hold */
+    if (left_us > 0 && at->ms * 1000 > left_us)
+        at->ms = left_us / 1000;               /* never past max_hold */
 }
 
 /* With c->mu held: a reentry that needs no round trip. The client holds
@@ -175,51 +156,6 @@ static uint64_t fair_secret(void)
     return (uint64_t)dl_random_u32() << 32 | dl_random_u32();
 }
 
-/* The token in a grant message's tail m (after "seq:secret:"): digits
- * only, and nothing after them; else -1. */
-static long long grant_token(const char *m)
-{
-    long long tok = 0;
-    if (*m == '\0')
-        return -1;
-    for (; *m; m++) {
-        int d = *m - '0';
-        if (d < 0 || d > 9 || tok > (LLONG_MAX - d) / 10)
-            return -1;
-        tok = tok * 10 + d;
-    }
-    return tok;
-}
-
-/* A fair lock's waiter: the token of the grant to its queued attempt,
- * if its client heard it from as many servers as make a quorum (over
- * Redlock, claiming it sooner would find the masters that have not
- * granted yet busy, and give the others back); else -1. A grant names
- * the attempt's seq and secret, "seq:secret:token": the channel is no
- * proof (anyone allowed to PUBLISH may send there), the secret is, and a
- * message without it is only a wake-up. */
-static int64_t heard_grant(const dl_client *c, dl_waiter **ws, size_t nws,
-                           const dl_lockref *l, const dl_acquire *op)
-{
-    char prefix[64];
-    long long tok = -1, t;
-    size_t heard = 0, need = dl_exec_quorum(&c->topo);
-    if (l->kind != DL_KIND_FAIR || !op->reg_seq)
-        return -1;
-    snprintf(prefix, sizeof prefix, "%llu:" DL_FAIR_SECRET_FMT ":",
-             (unsigned long long)op->reg_seq,
-             (unsigned long long)op->reg_secret);
-    for (size_t i = 0; i < nws; i++) {
-        const char *m = dl_waiter_note(&ws[i], 1, l->ident.chan,
-                                       l->ident.chanlen, prefix);
-        if (m && (t = grant_token(m + strlen(prefix))) >= 0) {
-            heard++;
-            tok = t > tok ? t : tok;
-        }
-    }
-    return heard >= need ? tok : -1;
-}
-
 /* With c->mu held: take the grant (token tok) heard by op's waiter as a
  * hold, if a grant's message may be one: its lease runs from the grant
  * (after the queued attempt was sent) for at most DL_FAIR_GRANT_MS until
@@ -242,96 +178,10 @@ static int take_grant(dl_client *c, dl_hold *h, const dl_lockref *l,
         (h->count > 0 && !h->lost) ||
         dl_now_us() > op->reg_t0 + valid * 1000 * 2 / 3)
         return 0;
-    record_acquire(c, h, l, tok, op->reg_t0, op->reg_ms, valid, 0,
-                   op->reg_watchdog, 0, 1, op->args.ref, &op->args.ref_kept);
+    dl_grant g = { { op->reg_t0, op->reg_ms, valid, 0, op->reg_watchdog },
+                   tok, 0, 1, op->args.ref, &op->args.ref_kept };
+    record_grant(c, h, l, &g);
     return 1;
-}
-
-/* How long to wait for a release message before trying again: until a
- * second after the holder's TTL runs out (busy_ms, from the server), but
- * at most a minute, so that any TTL a client of the server may set (one
- * near INT64_MAX too) gives a positive, bounded wait; 0.1 s when the TTL
- * is unknown. */
-static int64_t busy_bound_us(int64_t busy_ms)
-{
-    if (busy_ms <= 0)
-        return 100000;
-    return busy_ms < 59000 ? busy_ms * 1000 + 1000 : 60000000;
-}
-
-/* How long a waiting acquire naps after st before it tries again; 0
- * when st does not pass with time. A Cluster slot mid-migration (TRYAGAIN,
- * DL_EAGAIN: the script did not run; or MOVED/ASK back and forth past the
- * redirect limit, DL_EBOUNCE) is over with the migration: 50 ms. A server
- * out of reach (DL_EDOWN: refused, reset, timed out, loading, not the
- * master) is back after its restart or failover: from 25 ms, doubling up
- * to 1 s, as a connection backs off, within a finite wait. A server that
- * refuses us (AUTH, TLS) or an error reply does not pass. */
-#define MIGRATION_NAP_US 50000
-
-static int64_t nap_us(dl_acquire *op, dl_status st)
-{
-    if (st == DL_EAGAIN || st == DL_EBOUNCE)
-        return MIGRATION_NAP_US;
-    if (st != DL_EDOWN || op->until_us == INT64_MAX)
-        return 0;               /* (a wait forever fails: a dead server
-                                   must not look like a busy lock) */
-    op->nap_us = op->nap_us ? op->nap_us * 2 : DL_BACKOFF_MIN_US;
-    if (op->nap_us > DL_BACKOFF_MAX_US)
-        op->nap_us = DL_BACKOFF_MAX_US;
-    return op->nap_us;
-}
-
-/* Come back at until_us, or earlier when one of fds is readable. */
-static dl_status wait_for(dl_acquire *op, const int *fds, size_t nfds,
-                          int64_t until_us)
-{
-    op->nfds = nfds;
-    op->serial = 0;                     /* (the caller's to set) */
-    if (nfds)
-        memcpy(op->fds, fds, nfds * sizeof *fds);
-    op->wake_us = until_us < op->until_us ? until_us : op->until_us;
-    return DL_EWAIT;
-}
-
-/* With c->mu held: op's wait ends, and gives up the claim an attempt of
- * it made as a waiter (op->claim_ms): a cancel (VOID) with a request id
- * of its own, which the watchdog sends. It withdraws a lock's longest
- * waiter and a reservation for it (void.lua), leaves a fair lock's queue
- * and passes on a grant to it that its client never took (fair_void.lua),
- * and leaves a semaphore's queue (sem_void.lua), as a timed-out wait's
- * last try does. Not while another request of l's hold is under way, or
- * l is held (the claim was met): that settles it. */
-static void give_up_claim(dl_client *c, const dl_lockref *l, dl_acquire *op)
-{
-    dl_status st;
-    char err[DL_ERRLEN];
-    int64_t ms = op->claim_ms;
-    if (!ms)
-        return;
-    op->claim_ms = 0;
-    dl_hold *h = dl_client_hold(c, l, 0, &st, err, sizeof err);
-    if (h && (h->count > 0 || h->pend != DL_PEND_NONE || h->pend_lua))
-        return;
-    if (!h && !(h = dl_client_hold(c, l, 1, &st, err, sizeof err)))
-        return;                         /* out of memory: as if it died */
-    dl_client_begin_request(c, h, DL_PEND_VOID, ms, dl_now_us() + ms * 1000 +
-                            c->topo.command_timeout_us, 1);
-    if (l->kind == DL_KIND_FAIR)        /* a grant heard may be taken back */
-        c->fair_voids++;
-    dl_client_hand_over(h);
-    dl_watchdog_poke(c, 0);
-}
-
-void dl_client_acquire_abandon(dl_client *c, const dl_lockref *l,
-                               dl_acquire *op)
-{
-    if (!op->waiting)
-        return;
-    op->waiting = 0;
-    pthread_mutex_lock(&c->mu);
-    give_up_claim(c, l, op);
-    pthread_mutex_unlock(&c->mu);
 }
 
 /* ---- the step: passes of plan, send, judge --------------------------
@@ -353,9 +203,7 @@ typedef struct step {
     int undo;                   /* ... as an ATTEMPT's undo */
     /* ATTEMPT: what was sent, and what came of it */
     dl_op try;
-    int64_t expect, token, ms;
-    int watchdog, queues;
-    uint64_t seq, secret;
+    dl_attempt at;
     dl_result a;
     int granted;
     int64_t now;                /* when it was judged */
@@ -371,13 +219,13 @@ static int plan_pass(dl_client *c, const dl_lockref *l, dl_acquire *op,
     dl_acquire_args *args = &op->args;
     if (s->next == SUBSCRIBE)
         return 1;
-    s->h = dl_client_hold(c, l, 1, &s->st, err, errlen);
+    s->h = dl_state_hold(c, l, 1, &s->st, err, errlen);
     if (!s->h)
         return 0;
     if (s->h->pend != DL_PEND_NONE) {   /* the last try's: end it first */
         s->grant = -1;                  /* (a cancel may take it back) */
         s->next = SETTLE;
-        dl_client_settle_begin(s->h, &s->pend);
+        dl_pending_settle_begin(s->h, &s->pend);
         return 1;
     }
     if (reenter_here(c, s->h, l, op, dl_now_us())) {
@@ -391,20 +239,20 @@ static int plan_pass(dl_client *c, const dl_lockref *l, dl_acquire *op,
     s->grant = -1;                      /* else claim it: an attempt */
     s->next = ATTEMPT;
     s->undo = 0;
-    plan_attempt(c, s->h, op, dl_now_us(), &s->expect, &s->token,
-                 &s->watchdog, &s->ms);
-    dl_client_begin_request(c, s->h, DL_PEND_VOID, s->ms, dl_now_us() +
-                            s->ms * 1000 + c->topo.command_timeout_us,
-                            s->expect == 0);
-    dl_client_pending_copy(s->h, &s->pend); /* its cancel, if need be */
+    plan_attempt(c, s->h, op, dl_now_us(), &s->at);
+    dl_pending_begin(c, s->h, DL_PEND_VOID, s->at.ms, dl_now_us() +
+                     s->at.ms * 1000 + c->topo.command_timeout_us,
+                     s->at.expect == 0);
+    dl_pending_copy(s->h, &s->pend); /* its cancel, if need be */
     /* A fair lock's waiter queues on every attempt of a wait, the last
      * one too: a cancel then takes back a grant to it. */
     int fair = l->kind == DL_KIND_FAIR;
-    s->seq = s->h->pend_seq;
-    s->queues = args->wait_us != 0 && (fair || dl_now_us() < op->until_us);
-    s->secret = fair && s->queues ? fair_secret() : 0;
-    dl_op_acquire(&s->try, l, s->seq, s->ms, s->expect, s->token, s->queues,
-                  c->pubverb, s->secret, (dl_now_us() - op->since_us) / 1000);
+    s->at.seq = s->h->pend_seq;
+    s->at.waits = args->wait_us != 0 && (fair || dl_now_us() < op->until_us);
+    s->at.secret = fair && s->at.waits ? fair_secret() : 0;
+    s->at.pub = c->pubverb;
+    s->at.waited_ms = (dl_now_us() - op->since_us) / 1000;
+    dl_op_acquire(&s->try, l, &s->at);
     return 1;
 }
 
@@ -417,8 +265,8 @@ static void send_pass(dl_client *c, const dl_lockref *l, dl_acquire *op,
     char e2[DL_ERRLEN];
     switch (s->next) {
     case SETTLE:
-        s->st = dl_client_pending_io(c, 0, &s->pend, &s->pend.done,
-                                     &s->pend.code, &left, err, errlen);
+        s->st = dl_pending_io(c, 0, &s->pend, &s->pend.done,
+                              &s->pend.code, &left, err, errlen);
         return;
     case ATTEMPT:
         /* Releases counted from here on wake this acquire. */
@@ -426,16 +274,16 @@ static void send_pass(dl_client *c, const dl_lockref *l, dl_acquire *op,
                                    l->ident.chanlen, &nlive);
         s->st = dl_exec(&c->topo, &c->scripts, &s->try, &s->a, err, errlen);
         s->granted = s->st == DL_OK && s->a.kind == DL_V_YES;
-        if (!s->granted || c->opts.sync_replicas == 0 || s->expect != 0)
+        if (!s->granted || c->opts.sync_replicas == 0 || s->at.expect != 0)
             return;
         s->st = sync_replicas(c, l, err, errlen);
         s->undo = s->st != DL_OK;       /* shortfall: take it back now */
         if (s->undo)
-            (void)dl_client_pending_io(c, 0, &s->pend, &s->pend.done,
-                                       &s->pend.code, &left, e2, sizeof e2);
+            (void)dl_pending_io(c, 0, &s->pend, &s->pend.done,
+                                &s->pend.code, &left, e2, sizeof e2);
         return;
     case SUBSCRIBE:
-        s->fresh = subscribe(c, l, s->ws, &s->nws);
+        s->fresh = dl_waiting_subscribe(c, l, s->ws, &s->nws);
         s->seen = dl_waiter_count(s->ws, s->nws, l->ident.chan,
                                   l->ident.chanlen, &nlive);
         return;
@@ -461,13 +309,13 @@ static int judge_pass(dl_client *c, const dl_lockref *l, dl_acquire *op,
     /* SETTLE: the last try ended, or a wait goes on (its cancel met a
      * slot migration, or a server out of reach: it stays pending, and the
      * watchdog ends it too). */
-    s->st = dl_client_settle_end(c, s->h, &s->pend, s->st);
+    s->st = dl_pending_settle_end(c, s->h, &s->pend, s->st);
     if (s->st == DL_OK)
         return 1;
     int64_t now = dl_now_us(), nap;
     if (op->args.wait_us != 0 && now < op->until_us &&
-        (nap = nap_us(op, s->st)) > 0)
-        s->st = wait_for(op, NULL, 0, now + nap);
+        (nap = dl_waiting_nap_us(op, s->st)) > 0)
+        s->st = dl_waiting_until(op, NULL, 0, now + nap);
     return 0;
 }
 
@@ -483,18 +331,19 @@ static int judge_attempt(dl_client *c, const dl_lockref *l, dl_acquire *op,
     int waiting = args->wait_us != 0 && now < op->until_us;
     if (s->st == DL_EAGAIN && !s->granted) {    /* TRYAGAIN: not run */
         if (waiting || !(fair && op->reg_seq)) {
-            dl_client_request_clear(h); /* nothing to cancel */
+            dl_pending_clear(h); /* nothing to cancel */
             if (waiting)                /* try again */
-                s->st = wait_for(op, NULL, 0, now + MIGRATION_NAP_US);
+                s->st = dl_waiting_until(op, NULL, 0,
+                                         now + DL_MIGRATION_NAP_US);
             else                        /* an earlier attempt's claim */
-                give_up_claim(c, l, op);
+                dl_waiting_give_up(c, l, op);
             return 0;
         }
         /* A fair wait that ends here: an earlier attempt of it queued the
          * waiter, and the cancel (VOID) takes it out of the queue (and
          * passes on a grant to it). */
         c->fair_voids++;
-        dl_client_hand_over(h);
+        dl_pending_hand_over(h);
         dl_watchdog_poke(c, 0);
         return 0;
     }
@@ -508,23 +357,24 @@ static int judge_attempt(dl_client *c, const dl_lockref *l, dl_acquire *op,
             c->fair_voids++;
         }
         if (s->undo)                    /* taken back at once? */
-            (void)dl_client_settle_end(c, h, &s->pend, DL_OK);
+            (void)dl_pending_settle_end(c, h, &s->pend, DL_OK);
         if (h->pend != DL_PEND_NONE) {
-            dl_client_hand_over(h);
+            dl_pending_hand_over(h);
             dl_watchdog_poke(c, 0);
         }
         /* Mid-migration, or out of reach: a wait goes on, its next try
          * cancelling this one first. */
         int64_t nap;
-        if (waiting && (nap = nap_us(op, s->st)) > 0)
-            s->st = wait_for(op, NULL, 0, now + nap);
+        if (waiting && (nap = dl_waiting_nap_us(op, s->st)) > 0)
+            s->st = dl_waiting_until(op, NULL, 0, now + nap);
         return 0;
     }
     if (s->granted) {
-        dl_client_request_clear(h);
-        record_acquire(c, h, l, a->y, t0, s->ms, s->ms,
-                       dl_exec_drift_us(&c->topo, s->ms), s->watchdog,
-                       s->expect, a->x, args->ref, &args->ref_kept);
+        dl_pending_clear(h);
+        int64_t drift = dl_exec_drift_us(&c->topo, s->at.ms);
+        dl_grant g = { { t0, s->at.ms, s->at.ms, drift, s->at.watchdog },
+                       a->y, s->at.expect, a->x, args->ref, &args->ref_kept };
+        record_grant(c, h, l, &g);
         return 0;
     }
     return judge_refusal(c, l, op, s, err, errlen);
@@ -546,36 +396,36 @@ static int judge_refusal(dl_client *c, const dl_lockref *l, dl_acquire *op,
      * that. (Grants from a minority are given back: split holds would
      * wait for each other.) */
     if (!a->maybe ||
-        (fair && s->queues && a->kind == DL_V_BUSY && a->yes == 0))
-        dl_client_request_clear(h);
+        (fair && s->at.waits && a->kind == DL_V_BUSY && a->yes == 0))
+        dl_pending_clear(h);
     else
-        dl_client_request_back(h);
+        dl_pending_back(h);
     if (a->kind != DL_V_BUSY) {         /* a reentry found it gone */
-        dl_client_lose(c, h, LOST_GONE);
+        dl_lost_mark(c, h, LOST_GONE);
         s->st = dl_fail(err, errlen, DL_ELOST, "%s", h->lost);
         return 0;
     }
     /* Busy: a->busy_ms is the holder's remaining TTL (a queued fair
      * waiter's: when to come back). */
-    if (fair && s->queues) {
-        op->reg_seq = s->seq;
+    if (fair && s->at.waits) {
+        op->reg_seq = s->at.seq;
         op->reg_voids = c->fair_voids;
-        op->reg_secret = s->secret;
+        op->reg_secret = s->at.secret;
         op->reg_t0 = t0;
-        op->reg_ms = s->ms;
-        op->reg_watchdog = s->watchdog;
+        op->reg_ms = s->at.ms;
+        op->reg_watchdog = s->at.watchdog;
     }
     /* A wait that blocks the owners' thread, for a lock another owner of
      * this client holds past the wait's end, would wait for its own
      * thread: it ends now. */
     char whose[128];
     int here = op->blocks && !op->waited && args->wait_us != 0 &&
-               dl_client_held_here(c, l, op->until_us, whose, sizeof whose);
+               dl_state_held_here(c, l, op->until_us, whose, sizeof whose);
     if (args->wait_us == 0 || now >= op->until_us || here) {
         c->stats.timeouts++;
-        if (fair && s->queues) {        /* leave the queue; a grant */
+        if (fair && s->at.waits) {        /* leave the queue; a grant */
             c->fair_voids++;            /* to it passes on */
-            dl_client_request_owe_cancel(h);
+            dl_pending_owe_cancel(h);
         }
         if (a->busy_ms >= 0 && !here) { /* as of this last attempt (no
                                            use to come back: ours) */
@@ -589,7 +439,7 @@ static int judge_refusal(dl_client *c, const dl_lockref *l, dl_acquire *op,
         else
             s->st = dl_fail(err, errlen, DL_ETIMEOUT, "timeout");
         if (h->pend != DL_PEND_NONE) {
-            dl_client_hand_over(h);
+            dl_pending_hand_over(h);
             dl_watchdog_poke(c, 0);
         }
         return 0;
@@ -598,11 +448,11 @@ static int judge_refusal(dl_client *c, const dl_lockref *l, dl_acquire *op,
         op->waited = 1;
         c->stats.waits++;
     }
-    if (s->queues && (l->kind == DL_KIND_LOCK || fair ||
+    if (s->at.waits && (l->kind == DL_KIND_LOCK || fair ||
                       l->kind == DL_KIND_SEM))
-        op->claim_ms = s->ms;           /* a waiter now, until it gives up */
+        op->claim_ms = s->at.ms;        /* a waiter now, until it gives up */
     if (a->split) {                     /* Redlock split vote */
-        s->st = wait_for(op, NULL, 0, now + 1000 +
+        s->st = dl_waiting_until(op, NULL, 0, now + 1000 +
                          (int64_t)(dl_random_u32() % 10000));
         return 0;
     }
@@ -620,7 +470,7 @@ static int judge_subscribe(dl_client *c, const dl_lockref *l,
     if (s->fresh > 0)
         return 1;                       /* retry before waiting */
     if (s->seen != op->seen) {          /* released meanwhile */
-        s->grant = heard_grant(c, s->ws, s->nws, l, op);
+        s->grant = dl_waiting_heard_grant(c, s->ws, s->nws, l, op);
         if (!fair || s->grant >= 0) {
             c->stats.wakeups++;
             return 1;
@@ -630,7 +480,7 @@ static int judge_subscribe(dl_client *c, const dl_lockref *l,
     int fds[DL_MAX_NODES];
     size_t nfds = dl_waiter_fds(s->ws, s->nws, l->ident.chan,
                                 l->ident.chanlen, fds);
-    int64_t bound = busy_bound_us(s->a.busy_ms);
+    int64_t bound = dl_waiting_busy_bound_us(s->a.busy_ms);
     /* No subscriber, or a slot mid-migration (the release may run on the
      * other node, ASK, and announce itself there, unheard): nap, and look
      * again. */
@@ -638,7 +488,7 @@ static int judge_subscribe(dl_client *c, const dl_lockref *l,
                            dl_cluster_migrating(&c->topo, l->ident.key,
                                                 l->ident.keylen, s->now)))
         bound = 100000;
-    s->st = wait_for(op, fds, nfds, s->now + bound);
+    s->st = dl_waiting_until(op, fds, nfds, s->now + bound);
     op->serial = dl_waiter_serial(s->ws, s->nws, l->ident.chan,
                                   l->ident.chanlen);
     return 0;
@@ -650,8 +500,8 @@ static dl_status step_on(dl_client *c, const dl_lockref *l, dl_acquire *op,
 /* A step, and whether it read messages off a socket that other waiters
  * of this Lua state may be waiting on: read here, the socket no longer
  * wakes them, so their scheduler nudges them (dlock/sched.lua). */
-dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
-                                 dl_acquire *op, char *err, size_t errlen)
+dl_status dl_acquire_step(dl_client *c, const dl_lockref *l,
+                          dl_acquire *op, char *err, size_t errlen)
 {
     dl_client_enter(c);
     dl_waiter *ws[DL_MAX_NODES];
@@ -697,7 +547,7 @@ static dl_status step_on(dl_client *c, const dl_lockref *l, dl_acquire *op,
         if (seen == op->seen && now < op->wake_us && same)
             return DL_EWAIT;                /* early: wait on */
         woke = seen != op->seen;
-        s.grant = heard_grant(c, s.ws, s.nws, l, op);
+        s.grant = dl_waiting_heard_grant(c, s.ws, s.nws, l, op);
         if (fair && s.grant < 0 && now < op->wake_us && same) {
             op->seen = seen;                /* another waiter's grant */
             return DL_EWAIT;
@@ -718,7 +568,7 @@ static dl_status step_on(dl_client *c, const dl_lockref *l, dl_acquire *op,
     }
     if (s.h) {
         int unref = DL_NOREF;
-        dl_client_tidy(c, s.h, &unref);
+        dl_state_tidy(c, s.h, &unref);
         if (unref != DL_NOREF)
             dl_registry_push_event(&c->reg, unref, NULL);
     }
@@ -726,15 +576,15 @@ static dl_status step_on(dl_client *c, const dl_lockref *l, dl_acquire *op,
     return s.st;
 }
 
-dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
-                            dl_acquire_args *args, char *err, size_t errlen)
+dl_status dl_acquire_blocking(dl_client *c, const dl_lockref *l,
+                              dl_acquire_args *args, char *err, size_t errlen)
 {
     dl_acquire op;
     memset(&op, 0, sizeof op);
     op.args = *args;
     op.blocks = 1;
     dl_status st;
-    while ((st = dl_client_acquire_step(c, l, &op, err, errlen)) == DL_EWAIT)
+    while ((st = dl_acquire_step(c, l, &op, err, errlen)) == DL_EWAIT)
         dl_wait_fds(op.fds, op.nfds, op.wake_us);
     *args = op.args;
     return st;

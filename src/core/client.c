@@ -1,17 +1,9 @@
 /* SPDX-License-Identifier: MIT
- * client.c: the lock operations, run on the Lua thread.
- *
- * Mutexes, in the order they may be taken: live_mu (below: the process's
- * list of open clients, for the exit and fork handlers), then c->mu (the
- * client's: its registry, stats and topology, shared with its watchdog),
- * then the log's own (a leaf). c->mu is never held across I/O: each
- * operation reads what it needs from the registry, drops the mutex,
- * runs one script (on one node, or on every Redlock master at once), then
- * retakes it to record what Redis confirmed. Holds are unlinked only on
- * this thread, so a hold found before the I/O is still valid after it
- * (the watchdog may have marked it lost meanwhile). Every acquire and
- * release attempt carries a new request id; one whose reply is lost stays
- * pending on its hold until pending.c has ended it.
+ * client.c: a client's life: opening it, closing it, releasing its holds
+ * at process exit (and after a fork, freeing only); the calls that touch
+ * no hold (ttl, available, force_release, ping); and what the Lua thread
+ * takes or reads of it (notices, log messages, hold info, stats, holds
+ * held long, a collected coroutine's holds).
  */
 #define _GNU_SOURCE
 #include "core/client.h"
@@ -98,7 +90,7 @@ static void at_exit(void)
 {
     pthread_mutex_lock(&live_mu);
     for (dl_client *c = live; c; c = c->live_next)
-        if (dl_client_same_process(c) &&
+        if (dl_state_same_process(c) &&
             pthread_equal(c->opener, pthread_self()))
             shut(c);
     pthread_mutex_unlock(&live_mu);
@@ -160,7 +152,7 @@ static int name_endpoints(dl_client *c)
         snprintf(dflt, sizeof dflt, "%s:%ld", host, (long)getpid());
         label = dflt;
     }
-    char *name = dl_client_name(c->id, label, strlen(label));
+    char *name = dl_inspect_client_name(c->id, label, strlen(label));
     if (!name)
         return -1;
     int bad = 0;
@@ -177,7 +169,7 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
     *out = NULL;
     dl_client *c = calloc(1, sizeof *c);
     if (!c) {
-        dl_client_opts_free(opts);
+        dl_state_opts_free(opts);
         return dl_oom(err, errlen);
     }
     c->opts = *opts;
@@ -196,7 +188,7 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
         st = dl_oom(err, errlen);
     if (st != DL_OK) {
         free(c->notice);
-        dl_client_opts_free(&c->opts);
+        dl_state_opts_free(&c->opts);
         pthread_mutex_destroy(&c->mu);
         dl_log_free(&c->log);
         free(c);
@@ -246,11 +238,11 @@ static void release_all(dl_client *c)
     dl_hold *h;
     size_t n = 0;
     for (DL_REGISTRY_EACH(&c->reg, i, h)) {
-        dl_client_pending_end(c, 0, h);     /* end it first */
+        dl_pending_end(c, 0, h);     /* end it first */
         n++;
     }
     for (h = c->reg.orphans; h; h = h->onext) {
-        dl_client_pending_end(c, 0, h);
+        dl_pending_end(c, 0, h);
         n++;
     }
     dl_batch b;
@@ -260,9 +252,9 @@ static void release_all(dl_client *c)
     dl_lockref l;
     if (b.ops && b.tallies) {
         for (DL_REGISTRY_EACH(&c->reg, i, h))
-            b.n += (size_t)dl_client_drop_op(c, h, &l, &b.ops[b.n]);
+            b.n += (size_t)dl_state_drop_op(c, h, &l, &b.ops[b.n]);
         for (h = c->reg.orphans; h; h = h->onext)
-            b.n += (size_t)dl_client_drop_op(c, h, &l, &b.ops[b.n]);
+            b.n += (size_t)dl_state_drop_op(c, h, &l, &b.ops[b.n]);
     }
     if (b.n)
         (void)dl_batch_run(&c->topo, &c->scripts, 0, &b);
@@ -276,7 +268,7 @@ void dl_client_close(dl_client *c)
     if (!c)
         return;
     leave_live(c);
-    int same = dl_client_same_process(c);
+    int same = dl_state_same_process(c);
     if (same) {
         shut(c);
         pthread_mutex_destroy(&c->mu);
@@ -290,7 +282,7 @@ void dl_client_close(dl_client *c)
     }
     dl_topology_free(&c->topo);
     dl_registry_free(&c->reg);
-    dl_client_opts_free(&c->opts);
+    dl_state_opts_free(&c->opts);
     free(c->notice);
     if (same)                   /* a child's copy may be locked: as mu */
         dl_log_free(&c->log);
@@ -389,7 +381,7 @@ static void sweep(dl_client *c)
             h->pend_lua)
             continue;
         int unref = DL_NOREF;
-        dl_client_tidy(c, h, &unref);
+        dl_state_tidy(c, h, &unref);
         if (unref != DL_NOREF)
             dl_registry_push_event(&c->reg, unref, NULL);
     }

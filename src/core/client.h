@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
- * client.h: one dlock client: its command connection (Lua thread), its
- * subscriber connection (Lua thread), its hold registry (shared, under
- * mu) and its watchdog thread. The lock operations of the public API.
+ * client.h: the client as the binding calls it: client.c's calls, and
+ * the entry points of acquire.c, release.c, extend.c, inspect.c and
+ * command.c (waiting.h: an acquire's wait abandoned).
  */
 #ifndef DLOCK_CLIENT_H
 #define DLOCK_CLIENT_H
@@ -57,7 +57,7 @@ typedef struct dl_acquire_args {
 #define DL_EWAIT DL_INTERNAL(3, DL_ETIMEOUT)
 
 /* One acquire between its steps. Zero it, set args, and call
- * dl_client_acquire_step until it returns anything but DL_EWAIT. */
+ * dl_acquire_step until it returns anything but DL_EWAIT. */
 typedef struct dl_acquire {
     dl_acquire_args args;
     int started, waited;
@@ -90,7 +90,7 @@ typedef struct dl_acquire {
     int waiting;                /* the last step returned DL_EWAIT */
     int blocks;                 /* the steps run back to back on the
                                    thread of the client's owners (the
-                                   blocking dl_client_acquire) */
+                                   blocking dl_acquire_blocking) */
 } dl_acquire;
 
 /* Take l, or learn that it is busy. Returns DL_OK (acquired), a final
@@ -99,29 +99,21 @@ typedef struct dl_acquire {
  * loop; waking early is fine), then calls again. Each step holds nothing
  * between calls but op, so a step may follow other calls on c. A reentry
  * keeps the mode and lease of the hold it joins. */
-dl_status dl_client_acquire_step(dl_client *c, const dl_lockref *l,
-                                 dl_acquire *op, char *err, size_t errlen);
-
-/* op's wait ends between its steps, without another (its scheduler's wait
- * raised, its coroutine was closed): the claim an attempt of it made as a
- * waiter is given up as a timed-out wait's is, by a cancel the watchdog
- * sends; nothing when op is not waiting, or another request of l's hold
- * is under way (that one's end, or a hold, settles it). */
-void dl_client_acquire_abandon(dl_client *c, const dl_lockref *l,
-                               dl_acquire *op);
+dl_status dl_acquire_step(dl_client *c, const dl_lockref *l,
+                          dl_acquire *op, char *err, size_t errlen);
 
 /* The blocking acquire: the steps, with poll() between them. */
-dl_status dl_client_acquire(dl_client *c, const dl_lockref *l,
-                            dl_acquire_args *a, char *err, size_t errlen);
+dl_status dl_acquire_blocking(dl_client *c, const dl_lockref *l,
+                              dl_acquire_args *a, char *err, size_t errlen);
 
 /* Release one hold. *remaining gets the count left; *unref gets a lock
  * reference the caller must drop (DL_NOREF if none). */
-dl_status dl_client_release(dl_client *c, const dl_lockref *l,
-                            int64_t *remaining, int *unref,
-                            char *err, size_t errlen);
+dl_status dl_release(dl_client *c, const dl_lockref *l,
+                     int64_t *remaining, int *unref,
+                     char *err, size_t errlen);
 
-dl_status dl_client_extend(dl_client *c, const dl_lockref *l,
-                           int64_t lease_ms, char *err, size_t errlen);
+dl_status dl_extend(dl_client *c, const dl_lockref *l,
+                    int64_t lease_ms, char *err, size_t errlen);
 /* *ttl_ms < 0 when the key is absent. */
 dl_status dl_client_ttl(dl_client *c, const dl_lockref *l, int64_t *ttl_ms,
                         char *err, size_t errlen);
@@ -196,7 +188,7 @@ typedef struct dl_inspect_owner {
 
 typedef struct dl_inspect {
     int64_t token, ttl_ms;
-    int64_t waiters;            /* approximate: see dl_client_inspect */
+    int64_t waiters;            /* approximate: see dl_inspect_lock */
     size_t nowners;
     dl_inspect_owner *owners;
 } dl_inspect;
@@ -206,15 +198,15 @@ typedef struct dl_inspect {
  * waiters are a fair lock's or a semaphore's queue, or else the clients
  * listening on the lock's channel (those that waited for it lately too).
  * Labels come from CLIENT LIST on the lock's server. */
-dl_status dl_client_inspect(dl_client *c, const char *name, size_t len,
-                            int *held, dl_inspect *in, char *err,
-                            size_t errlen);
+dl_status dl_inspect_lock(dl_client *c, const char *name, size_t len,
+                          int *held, dl_inspect *in, char *err,
+                          size_t errlen);
 void dl_inspect_free(dl_inspect *in);
 
 /* "dlock:<id>:<label>", the label %XX-escaped where Redis would refuse
  * it: the CLIENT SETNAME of every connection of client id. NULL when out
  * of memory. */
-char *dl_client_name(const char *id, const char *label, size_t len);
+char *dl_inspect_client_name(const char *id, const char *label, size_t len);
 
 /* Whether the (first) server's maxmemory-policy may evict lock keys: an
  * allkeys-* policy (volatile-* ones may too: every lock key has a TTL). */
@@ -224,26 +216,26 @@ int dl_client_evictable(const dl_client *c);
  * counting on its own. */
 int dl_client_fans_out(const dl_client *c);
 
-/* call.c: the user's commands. Run argv[0..argc) (lens) on the server of
+/* command.c: the user's commands. Run argv[0..argc) (lens) on the server of
  * its first key, argv[1] (any server when it has none): DL_OK with *out
  * the reply, for the caller to free; an error reply is DL_EREDIS with
  * its text. Not on Redlock (dl_client_fans_out): no one server. */
-dl_status dl_client_call(dl_client *c, int argc, const char **argv,
-                         size_t *lens, redisReply **out, char *err,
-                         size_t errlen);
+dl_status dl_command_call(dl_client *c, int argc, const char **argv,
+                          size_t *lens, redisReply **out, char *err,
+                          size_t errlen);
 
 /* The same, run only while l's hold is still the lock's current tenancy
  * (its owner holds it, with this hold's token): else nothing runs, and
  * DL_ELOST (the hold is lost here too). DL_ENOTHELD when l's owner holds
  * no hold here; DL_ELOST at once for a hold known lost. */
-dl_status dl_client_guard(dl_client *c, const dl_lockref *l, int argc,
-                          const char **argv, const size_t *lens,
-                          redisReply **out, char *err, size_t errlen);
+dl_status dl_command_guard(dl_client *c, const dl_lockref *l, int argc,
+                           const char **argv, const size_t *lens,
+                           redisReply **out, char *err, size_t errlen);
 
 /* Whether key goes to the server l's key goes to, and may be used in one
  * script with it (Cluster: the same slot; elsewhere always). */
-int dl_client_same_slot(dl_client *c, const dl_lockref *l, const char *key,
-                        size_t keylen);
+int dl_command_same_slot(dl_client *c, const dl_lockref *l, const char *key,
+                         size_t keylen);
 
 #pragma GCC visibility pop
 #endif

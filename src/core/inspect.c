@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * inspect.c: who is who, for diagnostics. Each connection of a client
  * names itself "dlock:<client id>:<label>" (CLIENT SETNAME, once, when it
- * connects: nothing on the lock path), and dl_client_inspect reads a
+ * connects: nothing on the lock path), and dl_inspect_lock reads a
  * lock (the read-only inspect script) and CLIENT LIST on its server to
  * put labels on its owners.
  */
@@ -17,7 +17,7 @@
 
 /* A label goes into a client name, which Redis wants without spaces or
  * other bytes outside '!'..'~': those, and '%', are %XX-escaped. */
-char *dl_client_name(const char *id, const char *label, size_t len)
+char *dl_inspect_client_name(const char *id, const char *label, size_t len)
 {
     size_t n = strlen(NAME_PREFIX) + strlen(id) + 1 + 3 * len + 1;
     char *s = malloc(n), *p = s;
@@ -195,9 +195,9 @@ static void free_kept(redisReply **rs)
             freeReplyObject(rs[i]);
 }
 
-dl_status dl_client_inspect(dl_client *c, const char *name, size_t len,
-                            int *held, dl_inspect *in, char *err,
-                            size_t errlen)
+dl_status dl_inspect_lock(dl_client *c, const char *name, size_t len,
+                          int *held, dl_inspect *in, char *err,
+                          size_t errlen)
 {
     dl_client_enter(c);
     const char *pfx = c->opts.prefix;
@@ -210,8 +210,8 @@ dl_status dl_client_inspect(dl_client *c, const char *name, size_t len,
     /* P{name}, P{name}:q, P{name}:ch */
     dl_lockref l;
     memset(&l, 0, sizeof l);
-    dl_lockid_build(&l.ident, buf, pfx, plen, name, len, DL_KIND_ANY, "",
-                    NULL, 0);
+    dl_lockid_spec spec = { pfx, plen, name, len, DL_KIND_ANY, "", NULL, 0 };
+    dl_lockid_build(&l.ident, buf, &spec);
 
     redisReply *rs[DL_MAX_NODES] = { 0 }, *ls[DL_MAX_NODES] = { 0 };
     dl_op op;

@@ -24,13 +24,14 @@
  */
 #define _GNU_SOURCE
 #include "core/pending.h"
+#include "core/lost.h"
 #include "redis/exec.h"
 
 #include <stdio.h>
 #include <string.h>
 
 
-void dl_client_pending_copy(const dl_hold *h, dl_pending *p)
+void dl_pending_copy(const dl_hold *h, dl_pending *p)
 {
     memset(p, 0, sizeof *p);
     p->kind = h->pend;
@@ -38,12 +39,12 @@ void dl_client_pending_copy(const dl_hold *h, dl_pending *p)
     p->token = h->pend_token;
     p->ms = h->pend_ms;
     p->fresh = h->pend_fresh;
-    dl_hold_lockref(h, &p->l);
+    dl_state_lockref(h, &p->l);
 }
 
-dl_status dl_client_pending_io(dl_client *c, int wd, const dl_pending *p,
-                               int *done, int64_t *code, int64_t *left,
-                               char *err, size_t errlen)
+dl_status dl_pending_io(dl_client *c, int wd, const dl_pending *p,
+                        int *done, int64_t *code, int64_t *left,
+                        char *err, size_t errlen)
 {
     dl_op op;
     dl_result res;
@@ -59,8 +60,8 @@ dl_status dl_client_pending_io(dl_client *c, int wd, const dl_pending *p,
     return st;
 }
 
-void dl_client_pending_done(dl_client *c, dl_hold *h, uint64_t seq,
-                            int64_t code)
+void dl_pending_done(dl_client *c, dl_hold *h, uint64_t seq,
+                     int64_t code)
 {
     if (h->pend == DL_PEND_NONE || h->pend_seq != seq)
         return;                 /* the other thread recorded it first */
@@ -69,11 +70,11 @@ void dl_client_pending_done(dl_client *c, dl_hold *h, uint64_t seq,
     if (kind == DL_PEND_RELEASE && code == 1)
         c->stats.released++;
     else if (kind == DL_PEND_RELEASE)
-        dl_client_lose(c, h, LOST_GONE);
+        dl_lost_mark(c, h, LOST_GONE);
     h->finished = h->count <= 0;
 }
 
-void dl_client_pending_end(dl_client *c, int wd, const dl_hold *h)
+void dl_pending_end(dl_client *c, int wd, const dl_hold *h)
 {
     char err[DL_ERRLEN];
     dl_pending p;
@@ -81,53 +82,38 @@ void dl_client_pending_end(dl_client *c, int wd, const dl_hold *h)
     int64_t code, left;
     if (h->pend == DL_PEND_NONE)
         return;
-    dl_client_pending_copy(h, &p);
-    (void)dl_client_pending_io(c, wd, &p, &done, &code, &left, err,
-                               sizeof err);
+    dl_pending_copy(h, &p);
+    (void)dl_pending_io(c, wd, &p, &done, &code, &left, err,
+                        sizeof err);
 }
 
 /* ---- the Lua thread's side ------------------------------------------ */
 
-void dl_client_settle_begin(dl_hold *h, dl_pending *p)
+void dl_pending_settle_begin(dl_hold *h, dl_pending *p)
 {
-    dl_client_pending_copy(h, p);
+    dl_pending_copy(h, p);
     h->pend_lua = 1;                    /* on the wire from this thread */
 }
 
-dl_status dl_client_settle_end(dl_client *c, dl_hold *h, const dl_pending *p,
-                               dl_status st)
+dl_status dl_pending_settle_end(dl_client *c, dl_hold *h, const dl_pending *p,
+                                dl_status st)
 {
     h->pend_lua = 0;
     if (p->done)
-        dl_client_pending_done(c, h, p->seq, p->code);
+        dl_pending_done(c, h, p->seq, p->code);
     h->finished = 0;            /* this thread decides what becomes of h */
     return p->done ? DL_OK : st;
-}
-
-dl_hold *dl_client_hold(dl_client *c, const dl_lockref *l, int create,
-                        dl_status *st, char *err, size_t errlen)
-{
-    dl_hold *h = dl_registry_find(&c->reg, &l->ident);
-    *st = DL_OK;
-    if (h || !create)
-        return h;
-    h = dl_registry_add(&c->reg, &l->ident);
-    if (!h)
-        *st = dl_oom(err, errlen);
-    else
-        h->kind = l->kind;
-    return h;
 }
 
 /* ---- the transitions of a hold's pending request ----------------------
  * The fields pend* of a hold are written here and nowhere else. */
 
-void dl_client_begin_request(dl_client *c, dl_hold *h, int kind, int64_t ms,
-                             int64_t until_us, int fresh)
+void dl_pending_begin(dl_client *c, dl_hold *h, int kind, int64_t ms,
+                      int64_t until_us, int fresh)
 {
     h->pend = kind;
     h->pend_lua = 1;
-    /* (read by the watchdog too, in dl_client_lose) */
+    /* (read by the watchdog too, in dl_lost_mark) */
     h->pend_seq = __atomic_add_fetch(&c->next_seq, 1, __ATOMIC_RELAXED);
     h->pend_token = h->token;
     h->pend_ms = ms;
@@ -135,37 +121,37 @@ void dl_client_begin_request(dl_client *c, dl_hold *h, int kind, int64_t ms,
     h->pend_fresh = fresh;
 }
 
-void dl_client_request_clear(dl_hold *h)
+void dl_pending_clear(dl_hold *h)
 {
     h->pend = DL_PEND_NONE;
     h->pend_lua = 0;
 }
 
-void dl_client_request_back(dl_hold *h)
+void dl_pending_back(dl_hold *h)
 {
     h->pend_lua = 0;
 }
 
-void dl_client_hand_over(dl_hold *h)
+void dl_pending_hand_over(dl_hold *h)
 {
     h->pend_lua = 0;
     h->pend_retry_us = dl_now_us();
 }
 
-void dl_client_request_owe_cancel(dl_hold *h)
+void dl_pending_owe_cancel(dl_hold *h)
 {
     if (h->pend == DL_PEND_NONE)
         h->pend = DL_PEND_VOID;
 }
 
-void dl_client_request_lapse(dl_client *c, dl_hold *h)
+void dl_pending_lapse(dl_client *c, dl_hold *h)
 {
     if (h->pend == DL_PEND_RELEASE)
         c->stats.unconfirmed++;
     h->pend = DL_PEND_NONE;
 }
 
-void dl_client_request_retry_at(dl_hold *h, int64_t t)
+void dl_pending_retry_at(dl_hold *h, int64_t t)
 {
     h->pend_retry_us = t;
 }

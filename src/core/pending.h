@@ -25,45 +25,40 @@ typedef struct dl_pending {
 } dl_pending;
 
 /* With c->mu held: copy h's pending request. */
-void dl_client_pending_copy(const dl_hold *h, dl_pending *p);
+void dl_pending_copy(const dl_hold *h, dl_pending *p);
 
 /* Without the mutex: resend p's release, or cancel its acquire (VOID),
  * on the watchdog's connections if wd. *done when the outcome is known:
  * *code 1 (released, or cancelled), -1 (a release found the hold gone);
  * *left gets a release's remaining count. */
-dl_status dl_client_pending_io(dl_client *c, int wd, const dl_pending *p,
-                               int *done, int64_t *code, int64_t *left,
-                               char *err, size_t errlen);
+dl_status dl_pending_io(dl_client *c, int wd, const dl_pending *p,
+                        int *done, int64_t *code, int64_t *left,
+                        char *err, size_t errlen);
 
 /* With c->mu held: the outcome of h's request seq is known. Reports a
  * lost release (on_lost), counts a confirmed one, and marks h finished
  * when nothing is left of it. */
-void dl_client_pending_done(dl_client *c, dl_hold *h, uint64_t seq,
-                            int64_t code);
+void dl_pending_done(dl_client *c, dl_hold *h, uint64_t seq,
+                     int64_t code);
 
 /* Best effort, for a hold about to be dropped (at close, or a collected
  * coroutine's): end its pending request once, whatever the answer. The
  * caller owns h (no other thread may touch it). */
-void dl_client_pending_end(dl_client *c, int wd, const dl_hold *h);
+void dl_pending_end(dl_client *c, int wd, const dl_hold *h);
 
 /* The Lua thread's side. */
-
-/* With c->mu held: l's hold, created if absent and create. NULL when
- * absent, or (with *st and err) when it cannot be created. */
-dl_hold *dl_client_hold(dl_client *c, const dl_lockref *l, int create,
-                        dl_status *st, char *err, size_t errlen);
 
 /* The Lua thread ends h's pending request (h->pend) before it sends a new
  * one for h, in two halves around the I/O, as the watchdog does, so that
  * no call releases a mutex its caller holds:
- *   dl_client_settle_begin, with c->mu: copy it into p (on the wire from
+ *   dl_pending_settle_begin, with c->mu: copy it into p (on the wire from
  *     this thread now: the watchdog leaves it alone);
- *   dl_client_pending_io(c, 0, p, &p->done, &p->code, ...), without;
- *   dl_client_settle_end, with c->mu: record what came of it. Returns
+ *   dl_pending_io(c, 0, p, &p->done, &p->code, ...), without;
+ *   dl_pending_settle_end, with c->mu: record what came of it. Returns
  *     DL_OK once it ended, else st (the I/O's status). */
-void dl_client_settle_begin(dl_hold *h, dl_pending *p);
-dl_status dl_client_settle_end(dl_client *c, dl_hold *h, const dl_pending *p,
-                               dl_status st);
+void dl_pending_settle_begin(dl_hold *h, dl_pending *p);
+dl_status dl_pending_settle_end(dl_client *c, dl_hold *h, const dl_pending *p,
+                                dl_status st);
 
 /* The transitions of h's pending request (its fields pend* are written
  * by pending.c alone), with c->mu held. */
@@ -72,27 +67,27 @@ dl_status dl_client_settle_end(dl_client *c, dl_hold *h, const dl_pending *p,
  * new request id; Redis keeps its record ms; it is moot after until_us;
  * fresh: an acquire that expected no hold (a cancel may take back a fair
  * grant its client never saw). */
-void dl_client_begin_request(dl_client *c, dl_hold *h, int kind, int64_t ms,
-                             int64_t until_us, int fresh);
+void dl_pending_begin(dl_client *c, dl_hold *h, int kind, int64_t ms,
+                      int64_t until_us, int fresh);
 
 /* Its outcome is known, or it never ran: nothing is pending. */
-void dl_client_request_clear(dl_hold *h);
+void dl_pending_clear(dl_hold *h);
 
 /* Its reply is back on this thread, which leaves it pending: the next
  * request of the hold, or the watchdog, ends it. */
-void dl_client_request_back(dl_hold *h);
+void dl_pending_back(dl_hold *h);
 
 /* Its reply did not come: the watchdog ends it (the caller pokes it). */
-void dl_client_hand_over(dl_hold *h);
+void dl_pending_hand_over(dl_hold *h);
 
 /* A fair waiter that gives up owes a cancel (it leaves the queue, and a
  * grant to it passes on), unless a request is pending already. */
-void dl_client_request_owe_cancel(dl_hold *h);
+void dl_pending_owe_cancel(dl_hold *h);
 
 /* The watchdog's: the hold's lease has run out, so no answer matters any
  * more (a release never confirmed is counted); and when to try again. */
-void dl_client_request_lapse(dl_client *c, dl_hold *h);
-void dl_client_request_retry_at(dl_hold *h, int64_t t);
+void dl_pending_lapse(dl_client *c, dl_hold *h);
+void dl_pending_retry_at(dl_hold *h, int64_t t);
 
 #pragma GCC visibility pop
 #endif

@@ -8,7 +8,7 @@
  * frees it when it records the result. Orphans (holds of a collected
  * coroutine) are unlinked on the Lua thread and handed whole to the
  * watchdog, which releases them in Redis and frees them; so are copies
- * of a lost hold of an explicit owner (state.c: dl_client_lose), made by
+ * of a lost hold of an explicit owner (lost.c: dl_lost_mark), made by
  * either thread under the mutex, whose holds another client of that
  * owner could otherwise keep alive in Redis. Notices for the
  * Lua thread carry a Lua reference as a plain int; nothing here knows Lua.
@@ -214,15 +214,6 @@ int dl_registry_push_event(dl_registry *reg, int ref, const char *reason)
     return 0;
 }
 
-void dl_registry_mark_lost(dl_registry *reg, dl_hold *h, const char *reason)
-{
-    if (h->lost)
-        return;
-    h->lost = reason;
-    if (dl_registry_push_event(reg, h->ref, reason) == 0)
-        h->ref = DL_NOREF;
-}
-
 size_t dl_registry_orphan(dl_registry *reg, uint64_t owner_num)
 {
     size_t moved = 0;
@@ -255,7 +246,6 @@ int dl_registry_orphan_share(dl_registry *reg, const dl_hold *h,
     o->owner_num = h->owner_num;
     o->count = dl_hold_counted(h);
     o->token = h->token;
-    o->lease_ms = h->lease_ms;
     o->drop_after = after;
     o->onext = reg->orphans;
     reg->orphans = o;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * registry.h: the holds one client believes it has, shared by the Lua
- * thread and the watchdog thread. Every function here expects the
- * client's mutex to be held by the caller.
+ * thread and the watchdog thread under the client's mutex (state.h, THE
+ * THREAD RULE): every function here expects the caller to hold it.
  */
 #ifndef DLOCK_REGISTRY_H
 #define DLOCK_REGISTRY_H
@@ -115,10 +115,6 @@ dl_hold *dl_registry_add(dl_registry *reg, const dl_lockid *ident);
  * in flight. The caller has dealt with h->ref. */
 void dl_registry_remove(dl_registry *reg, dl_hold *h);
 void dl_registry_unlink(dl_registry *reg, dl_hold *h);
-
-/* Mark h lost for reason and queue the notice (the notice takes h->ref).
- * Does nothing if h is already lost. */
-void dl_registry_mark_lost(dl_registry *reg, dl_hold *h, const char *reason);
 
 /* Queue a notice; returns 0, or -1 if out of memory. */
 int dl_registry_push_event(dl_registry *reg, int ref, const char *reason);

@@ -1,9 +1,41 @@
 /* SPDX-License-Identifier: MIT
- * state.h: what one client is, as the parts below the public API share
- * it: the lock operations (client.c, acquire.c, release.c), the renewal
- * thread (watchdog.c) and the ending of unsettled requests (pending.c).
- * It names the watchdog only by pointer, so that none of them needs the
+ * state.h: what one client is, as the files below the public API share
+ * it, and the few operations on it that both threads use (state.c). It
+ * names the watchdog only by pointer, so that none of them needs the
  * others' headers: client.h sits on top of all of them.
+ *
+ * THE THREAD RULE. Two threads touch a client: the Lua thread (every
+ * call of the API) and its watchdog thread (watchdog.c, notice.c). The
+ * fields both touch, and what guards each:
+ *   c->mu (the client's mutex):
+ *     c->reg: every hold and every field of one (registry.h), the
+ *       notices, the orphans; a hold the watchdog has in flight
+ *       (h->inflight) is freed by it, not unlinked (h->dead);
+ *     c->stats;
+ *     c->sweep (the watchdog sets it, the Lua thread sweeps);
+ *     c->wd->next_wake_us, c->wd->sleeping, c->wd->stopping;
+ *     c->topo.nodes[], nnodes, slots, asked[], and each node's named,
+ *       was_named and (Cluster) ep; a node is never freed before close,
+ *       so a pointer read under mu may be used without it;
+ *   atomics:
+ *     c->pending (release/acquire: a hint read without mu; written
+ *       under mu too);
+ *     c->next_seq (the Lua thread adds, the watchdog reads);
+ *     each node's moved (ep changed this many times);
+ *     c->topo.sentinel.answered (relaxed: where to ask first),
+ *       wd_retarget and lua_retarget (acquire/release: a thread tells the
+ *       other that the master moved);
+ *   the log's own mutex: c->log (log.h; its pending is atomic).
+ * Each connection is one thread's (conn.h): a node's cmd and sub and the
+ * Sentinel news are the Lua thread's; a node's wd, the Sentinel probe,
+ * the notice subscriptions (c->wd->ear) and the rest of *c->wd are the
+ * watchdog's. c->opts, c->scripts, c->id, c->notice, c->pubverb,
+ * c->evictable and the topology's timeouts are read-only once the
+ * watchdog starts; the rest of c is the Lua thread's. Mutexes nest
+ * live_mu (client.c), then c->mu, then the log's; c->mu is never held
+ * across I/O. Holds are unlinked only on the Lua thread, so a hold it
+ * found before its I/O is still valid after it (the watchdog may have
+ * marked it lost meanwhile).
  */
 #ifndef DLOCK_STATE_H
 #define DLOCK_STATE_H
@@ -19,10 +51,6 @@
 #pragma GCC visibility push(hidden)
 
 struct dl_watchdog;
-
-/* Why a hold is lost when Redis no longer has it (both threads say it). */
-#define LOST_GONE "lost: the lock expired or was deleted"
-#define LOST_MAXHOLD "lost: max_hold"
 
 typedef struct dl_client_opts {
     dl_topo_kind topo;
@@ -45,7 +73,7 @@ typedef struct dl_client_opts {
 } dl_client_opts;
 
 /* Free what opts owns. */
-void dl_client_opts_free(dl_client_opts *opts);
+void dl_state_opts_free(dl_client_opts *opts);
 
 typedef struct dl_stats {
     uint64_t acquired, released, renewed, lost, waits, timeouts;
@@ -55,11 +83,10 @@ typedef struct dl_stats {
 } dl_stats;
 
 typedef struct dl_client {
-    pthread_mutex_t mu;         /* guards reg, stats, wd->next_wake_us and
-                                   topo's node list and slot map */
+    pthread_mutex_t mu;         /* the thread rule: above */
     dl_registry reg;
     dl_stats stats;
-    int pending;                /* notices queued; read unlocked as a hint */
+    int pending;                /* notices or finished holds wait */
     int sweep;                  /* finished holds wait to be freed */
     dl_client_opts opts;
     dl_topology topo;
@@ -75,47 +102,49 @@ typedef struct dl_client {
     int shut;                   /* released at process exit (client.c) */
     struct dl_client *live_prev, *live_next; /* client.c's open clients */
     uint64_t next_owner;
-    uint64_t next_seq;          /* request ids: the Lua thread adds, the
-                                   watchdog reads (atomic) */
-    uint32_t fair_voids;        /* cancels of fair attempts begun (under
-                                   mu): acquire.c take_grant */
+    uint64_t next_seq;          /* the last request id given */
+    uint32_t fair_voids;        /* cancels of fair attempts begun
+                                   (acquire.c take_grant) */
     int evictable;              /* the server may evict keys it needs */
     dl_log log;                 /* messages for connect{ log = fn } */
 } dl_client;
 
 /* Whether this process is the one that opened c. */
-int dl_client_same_process(const dl_client *c);
-
-/* With c->mu held: mark h lost for reason (once), count it and flag the
- * notice for the Lua thread; an explicit owner's holds (h->count, in
- * tenancy h->token) are queued for the watchdog's DROP (registry.h:
- * dl_registry_orphan_share). Used by both threads. */
-void dl_client_lose(dl_client *c, dl_hold *h, const char *reason);
+int dl_state_same_process(const dl_client *c);
 
 /* With c->mu held: whether another owner of this client holds l's lock
  * until until_us at least (registry.h: dl_registry_other_owner; never
  * for a permit); if so, say who in buf: "held by another coroutine of
  * this client" or "held by owner \"x\" of this client". */
-int dl_client_held_here(dl_client *c, const dl_lockref *l, int64_t until_us,
-                        char *buf, size_t n);
+int dl_state_held_here(dl_client *c, const dl_lockref *l, int64_t until_us,
+                       char *buf, size_t n);
 
 /* With c->mu held: DL_ENOTHELD, "not held", and who holds l's lock if
- * another owner of this client does (dl_client_held_here). */
-dl_status dl_client_not_held(dl_client *c, const dl_lockref *l, char *err,
-                             size_t errlen);
+ * another owner of this client does (dl_state_held_here). */
+dl_status dl_state_not_held(dl_client *c, const dl_lockref *l, char *err,
+                            size_t errlen);
 
 /* l names h's lock and owner (pointing into h). */
-void dl_hold_lockref(const dl_hold *h, dl_lockref *l);
+void dl_state_lockref(const dl_hold *h, dl_lockref *l);
 
 /* The DROP of h's holds by this client (held and not lost). Returns 0
  * when there is nothing to drop. */
-int dl_client_drop_op(const dl_client *c, const dl_hold *h, dl_lockref *l,
-                      dl_op *op);
+int dl_state_drop_op(const dl_client *c, const dl_hold *h, dl_lockref *l,
+                     dl_op *op);
+
+/* With c->mu held: one count of h is over (local: one of those taken
+ * here alone, h->local); the local counts never outnumber those left. */
+void dl_state_count_out(dl_hold *h, int local);
 
 /* With c->mu held: a hold with nothing left (no holds, nothing pending)
  * goes; its lock reference is handed back through *unref (the first), or
  * queued to be dropped. */
-void dl_client_tidy(dl_client *c, dl_hold *h, int *unref);
+void dl_state_tidy(dl_client *c, dl_hold *h, int *unref);
+
+/* With c->mu held: l's hold, created if absent and create. NULL when
+ * absent, or (with *st and err) when it cannot be created. */
+dl_hold *dl_state_hold(dl_client *c, const dl_lockref *l, int create,
+                       dl_status *st, char *err, size_t errlen);
 
 #pragma GCC visibility pop
 #endif

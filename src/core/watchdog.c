@@ -7,7 +7,8 @@
  * scans the registry, drops the mutex for the network, and retakes it to
  * record what Redis said. Each pass:
  *   1. marks lost every hold whose local deadline has passed (the lease
- *      may have run out without a confirmed renewal);
+ *      may have run out without a confirmed renewal), and takes the
+ *      pending requests due to be ended (pending.c);
  *   2. takes every watchdog hold due for renewal, renewing up to lease/6
  *      early so that holds drift into the same pass, and notes the node
  *      (and Cluster slot) each goes to - every node on Redlock;
@@ -15,7 +16,9 @@
  *      node (and one slot, which Cluster scripts need), every call of the
  *      pass pipelined and written to all nodes before any reply is read:
  *      one round trip per pass, however many holds;
- *   4. releases orphans (holds of collected coroutines) and frees them;
+ *   4. releases orphans (holds of collected coroutines) and frees them,
+ *      and ends the pending requests step 1 took (a release resent, an
+ *      acquire cancelled), one at a time;
  *   5. counts the answers per hold against the quorum (1, or N/2+1 on
  *      Redlock): renewed, lost, or retried soon. On Sentinel a sentinel is
  *      asked, beside the renewals, which server is the master: a renewal
@@ -27,18 +30,20 @@
  *      (or found lost), whether or not the Lua thread heard of it;
  *   6. sleeps until the earliest renewal or deadline, a poke (a byte on
  *      its pipe), or a message on the client's notice channel: a forced
- *      release somewhere (force.lua). It listens wherever one can be
- *      announced (every Redlock master, every Cluster node with slots,
+ *      release somewhere (force.lua; notice.c). It listens wherever one
+ *      can be announced (every Redlock master, every Cluster node with slots,
  *      the Sentinel master) and wakes to subscribe again where that
  *      failed. After a notice (or a subscription made again: one may
- *      have been missed) every watchdog-mode hold is renewed at once, and every
- *      other one asked whether it is still its own, so a hold that was
+ *      have been missed) every watchdog-mode hold is renewed at once, and
+ *      every other one asked whether it is still its own, so a hold that was
  *      forced is found lost within a round trip, not at its next renewal
  *      or the end of its fixed lease; at most one such pass per 50 ms.
  * The thread runs no Lua, blocks every signal, and is joined by close.
  */
 #define _GNU_SOURCE
 #include "core/watchdog.h"
+#include "core/lease.h"
+#include "core/lost.h"
 #include "core/pending.h"
 #include "redis/exec.h"
 
@@ -51,10 +56,6 @@
 #include <string.h>
 #include <time.h>
 
-#define LOST_TAKEN "lost: another owner holds the lock"
-#define LOST_UNCONFIRMED "lost: the lease ran out before a renewal was confirmed"
-#define LOST_EXPIRED "lost: the lease expired"
-#define LOST_FORCED "lost: forced release"
 
 static int reserve_batch(dl_watchdog *w, size_t n)
 {
@@ -110,14 +111,6 @@ static int64_t due(const dl_hold *h)
     return min64(r, h->deadline_us);
 }
 
-/* When h's max_hold runs out (INT64_MAX: never). */
-static int64_t cap_end(const dl_client *c, const dl_hold *h)
-{
-    int64_t cap = c->opts.max_hold_ms * 1000;
-    return cap > 0 ? h->acquired_us + cap : INT64_MAX;
-}
-
-/* Steps 1 and 2, with c->mu held. Returns when to look next. */
 /* With c->mu held: say once that h has been held past warn_hold. */
 static void warn_long(dl_client *c, dl_hold *h, int64_t now)
 {
@@ -130,85 +123,102 @@ static void warn_long(dl_client *c, dl_hold *h, int64_t now)
                (double)(now - h->acquired_us) / 1e6);
 }
 
+/* With c->mu held: h's pending request, taken into this pass (to be
+ * ended: w->settle) when due. Returns when to look at it next (INT64_MAX:
+ * nothing to look at). */
+static int64_t scan_pending(dl_client *c, dl_hold *h, int64_t now,
+                            int64_t retry)
+{
+    dl_watchdog *w = c->wd;
+    if (h->pend == DL_PEND_NONE || h->pend_lua || h->inflight)
+        return INT64_MAX;
+    if (now > h->pend_until_us) {       /* its lease has run out */
+        dl_pending_lapse(c, h);
+        finish(c, h);
+        return INT64_MAX;
+    }
+    if (h->pend_retry_us > now)
+        return h->pend_retry_us;
+    if (w->nsettle >= DL_SETTLE_MAX)
+        return now;                     /* the rest in the next pass */
+    h->inflight = 1;
+    dl_pending_retry_at(h, now + retry);
+    dl_pending_copy(h, &w->snap[w->nsettle]);
+    w->settle[w->nsettle++] = h;
+    return INT64_MAX;
+}
+
+/* With c->mu held: h's renewal goes into this pass's batch (check: only
+ * asks whether h is still the lock's). Returns -1 out of memory. */
+static int take(dl_client *c, dl_hold *h, int check, int64_t now)
+{
+    dl_watchdog *w = c->wd;
+    if (reserve_batch(w, w->nbatch + 1) != 0)
+        return -1;
+    size_t e = w->nbatch++;
+    h->inflight = 1;
+    h->check = 0;
+    w->checks[e] = (unsigned char)check;
+    /* The renewal that would outlive max_hold asks for exactly the time
+     * left, and is the last (a renewal never lowers a TTL, renew.lua: the
+     * key may outlive max_hold by the lease the last one left). A check
+     * is a renewal of 1 ms: it changes no TTL, and answers whether the
+     * hold is still the lock's. */
+    int64_t end = dl_lease_cap_end(c, h), hl = h->lease_ms * 1000;
+    w->ms[e] = check ? 1 : now + hl < end ? h->lease_ms
+                                          : (end - now + 999) / 1000;
+    if (w->ms[e] < 1)
+        w->ms[e] = 1;
+    w->toks[e] = h->token;
+    w->gens[e] = h->gen;
+    w->batch[e] = h;
+    return 0;
+}
+
+/* Steps 1 and 2, with c->mu held. Returns when to look next. */
 static int64_t scan(dl_client *c, int64_t now)
 {
     dl_watchdog *w = c->wd;
-    int64_t lease = c->opts.lease_ms * 1000, next = INT64_MAX;
-    int64_t retry = lease / 10 < 1000000 ? lease / 10 : 1000000;
+    int64_t next = INT64_MAX, retry = dl_lease_retry_gap_us(c->opts.lease_ms);
     int64_t warn_us = c->opts.warn_hold_ms * 1000;
     w->nbatch = w->nsettle = 0;
     dl_hold *h;
     for (DL_REGISTRY_EACH(&c->reg, i, h)) {
         if (i >= DL_AHEAD)
             ahead(c->reg.all[i - DL_AHEAD]);
-        if (h->pend != DL_PEND_NONE && !h->pend_lua && !h->inflight) {
-            if (now > h->pend_until_us) {   /* its lease has run out */
-                dl_client_request_lapse(c, h);
-                finish(c, h);
-            } else if (h->pend_retry_us > now) {
-                if (h->pend_retry_us < next)
-                    next = h->pend_retry_us;
-            } else if (w->nsettle < DL_SETTLE_MAX) {
-                h->inflight = 1;
-                dl_client_request_retry_at(h, now + retry);
-                dl_client_pending_copy(h, &w->snap[w->nsettle]);
-                w->settle[w->nsettle++] = h;
-            } else {
-                next = now;                 /* the rest in the next pass */
-            }
-        }
+        next = min64(next, scan_pending(c, h, now, retry));
         if (h->lost || h->count <= 0)
             continue;
         if (warn_us > 0 && !h->warned) {    /* connect{ warn_hold } */
             if (now - h->acquired_us >= warn_us)
                 warn_long(c, h, now);
-            else if (h->acquired_us + warn_us < next)
-                next = h->acquired_us + warn_us;
+            else
+                next = min64(next, h->acquired_us + warn_us);
         }
         if (now >= h->deadline_us) {
-            dl_client_lose(c, h, !h->watchdog ? LOST_EXPIRED
-                                 : h->final ? LOST_MAXHOLD
-                                 : LOST_UNCONFIRMED);
+            dl_lost_mark(c, h, !h->watchdog ? LOST_EXPIRED
+                               : h->final ? LOST_MAXHOLD
+                               : LOST_UNCONFIRMED);
             continue;
         }
-        if (h->deadline_us < next)
-            next = h->deadline_us;
+        next = min64(next, h->deadline_us);
         /* A hold nothing renews is only asked after a forced release. */
         int check = h->check && (!h->watchdog || h->final);
         if (h->inflight || (!check && (!h->watchdog || h->final)))
             continue;
         int64_t hl = h->lease_ms * 1000;   /* this hold's watchdog lease */
         if (!check && h->retry_at_us > now) {   /* back off after a failure */
-            if (h->retry_at_us < next)
-                next = h->retry_at_us;
+            next = min64(next, h->retry_at_us);
             continue;
         }
         if (!check && h->renew_at_us > now + hl / 6) {
-            if (h->renew_at_us < next)
-                next = h->renew_at_us;
+            next = min64(next, h->renew_at_us);
             continue;
         }
-        if (reserve_batch(w, w->nbatch + 1) != 0) {
+        if (take(c, h, check, now) != 0) {
             next = now + 10000;             /* out of memory: later */
             break;
         }
-        size_t e = w->nbatch++;
-        h->inflight = 1;
-        h->check = 0;
-        w->checks[e] = (unsigned char)check;
-        /* The renewal that would outlive max_hold asks for exactly the time
-         * left, and is the last (a renewal never lowers a TTL, renew.lua:
-         * the key may outlive max_hold by the lease the last one left). A
-         * check is a renewal of 1 ms: it changes no TTL, and answers
-         * whether the hold is still the lock's. */
-        int64_t end = cap_end(c, h);
-        w->ms[e] = check ? 1 : now + hl < end ? h->lease_ms
-                                              : (end - now + 999) / 1000;
-        if (w->ms[e] < 1)
-            w->ms[e] = 1;
-        w->toks[e] = h->token;
-        w->gens[e] = h->gen;
-        w->batch[e] = h;
     }
     return next;
 }
@@ -231,14 +241,14 @@ static int build_ops(dl_client *c, dl_hold *orphans, size_t off, size_t cnt)
     w->capops = c1;
     for (size_t e = 0; e < cnt; e++) {
         dl_lockref l;
-        dl_hold_lockref(w->batch[off + e], &l);
+        dl_state_lockref(w->batch[off + e], &l);
         dl_op_renew(&w->ops[e], &l, w->ms[off + e], w->toks[off + e],
                     c->pubverb);
         w->ops[e].wd = 1;
     }
     for (dl_hold *h = orphans; h; h = h->onext) {
         dl_lockref l;
-        if (dl_client_drop_op(c, h, &l, &w->ops[k]))
+        if (dl_state_drop_op(c, h, &l, &w->ops[k]))
             w->ops[k++].wd = 1;
     }
     w->run.ops = w->ops;
@@ -254,35 +264,8 @@ static size_t renew(dl_client *c, dl_hold *orphans)
     /* An orphan's pending request is ended before its holds are dropped
      * (rare: one call each, before anything is queued). */
     for (dl_hold *h = orphans; h; h = h->onext)
-        dl_client_pending_end(c, 1, h);
+        dl_pending_end(c, 1, h);
     return dl_batch_run(&c->topo, &c->scripts, 1, &c->wd->run);
-}
-
-/* Whether a forced release of h's lock was among the last notices a
- * listener read since h was acquired (this thread reads them). What came
- * since wait_until's last read is read first, without waiting: a pass
- * under way when the force ran finds the lock gone before wait_until has
- * read the force's notice. */
-static int heard_forced(dl_client *c, const dl_hold *h)
-{
-    dl_watchdog *w = c->wd;
-    for (size_t i = 0; i < w->nplaces; i++) {
-        dl_listener *l = w->listen[i];
-        dl_waiter *wp = l && l->init ? &l->sub : NULL;
-        if (!wp)
-            continue;
-        size_t live;
-        uint64_t n = dl_waiter_count(&wp, 1, c->notice, c->noticelen, &live);
-        if (n != l->count) {                /* as wait_until would have */
-            l->count = n;
-            w->forced_wanted = 1;
-        }
-        if (dl_waiter_heard(&wp, 1, c->notice, c->noticelen,
-                                  h->ident.key, h->ident.keylen,
-                                  h->acquired_us))
-            return 1;
-    }
-    return 0;
 }
 
 /* One hold's renewal result (w->batch[i], of the chunk from off, sent at
@@ -298,45 +281,33 @@ static int settle(dl_client *c, dl_hold *h, int64_t sent, int probe,
         ? dl_batch_verdict(&c->topo, &w->run, i - off, &res, err,
                            sizeof err)
         : DL_ECONN;                         /* not sent */
-    int64_t lease = h->lease_ms * 1000;
-    int64_t retry = lease / 10 < 1000000 ? lease / 10 : 1000000;
+    int64_t retry = dl_lease_retry_gap_us(h->lease_ms);
     if (st == DL_OK && res.kind == DL_V_YES && probe != DL_PROBE_SAME) {
         /* Renewed on a server the sentinels no longer name (an old
          * master that still takes writes), or not known to be the
          * master: not confirmed. After a failover, again at once on
          * the new master: there it is renewed, or found lost. */
-        h->retry_at_us = dl_now_us() + (probe == DL_PROBE_MOVED ? 10000
-                                                                : retry);
+        dl_lease_back_off(h, probe == DL_PROBE_MOVED ? 10000 : retry);
         return 1;
     }
     if (st == DL_OK && res.kind == DL_V_YES && w->checks[i])
         return 0;                           /* still ours: as it was */
     if (st == DL_OK && res.kind == DL_V_YES) {
-        int64_t drift = dl_exec_drift_us(&c->topo, w->ms[i]);
-        int64_t end = cap_end(c, h);
-        int64_t until = sent + w->ms[i] * 1000 - drift;
-        if (w->ms[i] < h->lease_ms) {       /* the last, at max_hold */
-            h->final = 1;
-            until = end - drift;
-        }
-        if (until > h->deadline_us)
-            h->deadline_us = until;
-        h->renew_at_us = sent + lease / 3;
-        h->retry_at_us = 0;
+        dl_lease_renewed(c, h, sent, w->ms[i]);
         c->stats.renewed++;
         return 0;
     }
     if (st == DL_OK) {                      /* a quorum has it not */
-        dl_client_lose(c, h, res.kind == DL_V_TAKEN ? LOST_TAKEN
-                             : heard_forced(c, h) ? LOST_FORCED
-                                                  : LOST_GONE);
+        dl_lost_mark(c, h, res.kind == DL_V_TAKEN ? LOST_TAKEN
+                           : dl_notice_heard_forced(c, &w->ear, h)
+                           ? LOST_FORCED : LOST_GONE);
         return 0;
     }
-    h->retry_at_us = dl_now_us() + retry;
+    dl_lease_back_off(h, retry);
     return 1;
 }
 
-/* Steps 5: record the results of a chunk of a pass (w->batch[off, off +
+/* Step 5: record the results of a chunk of a pass (w->batch[off, off +
  * cnt)) sent at `sent`, with c->mu held. probe: what the sentinels said
  * of the server renewed on (sentinel.h); a renewal counts as confirmed
  * only where they name it the master. */
@@ -362,8 +333,8 @@ static void record(dl_client *c, int64_t sent, size_t calls, int probe,
     dl_hold *h;
     if (probe == DL_PROBE_MOVED) {      /* every hold, to the new master */
         for (DL_REGISTRY_EACH(&c->reg, i, h))
-            if (h->watchdog && !h->lost && !h->final && h->renew_at_us > sent)
-                h->renew_at_us = sent;
+            if (h->watchdog && !h->lost && !h->final)
+                dl_lease_renew_by(h, sent);
         w->pass_next = sent;
     }
     c->stats.renew_batches += calls;
@@ -371,7 +342,7 @@ static void record(dl_client *c, int64_t sent, size_t calls, int probe,
         c->stats.renew_errors++;
 }
 
-/* Step 4b, without the mutex: end the pending requests taken by scan
+/* Step 4's pending requests, without the mutex: end those scan took
  * (resend a release, cancel an acquire), one at a time: they are rare. */
 static void settle_io(dl_client *c)
 {
@@ -379,8 +350,8 @@ static void settle_io(dl_client *c)
     char err[DL_ERRLEN];
     for (size_t i = 0; i < w->nsettle; i++) {
         int64_t left;
-        dl_client_pending_io(c, 1, &w->snap[i], &w->snap[i].done,
-                             &w->snap[i].code, &left, err, sizeof err);
+        dl_pending_io(c, 1, &w->snap[i], &w->snap[i].done,
+                      &w->snap[i].code, &left, err, sizeof err);
     }
 }
 
@@ -396,7 +367,7 @@ static void settle_record(dl_client *c)
             continue;
         }
         if (w->snap[i].done) {
-            dl_client_pending_done(c, h, w->snap[i].seq, w->snap[i].code);
+            dl_pending_done(c, h, w->snap[i].seq, w->snap[i].code);
             finish(c, h);
         }
     }
@@ -414,156 +385,6 @@ static void wake(dl_watchdog *w)
     }
 }
 
-static int same_place(const dl_endpoint *a, const dl_endpoint *b)
-{
-    return a->port == b->port &&
-           !strcmp(a->host ? a->host : "", b->host ? b->host : "") &&
-           !strcmp(a->path ? a->path : "", b->path ? b->path : "");
-}
-
-static void listener_free(dl_listener *l)
-{
-    if (l && l->init)
-        dl_waiter_free(&l->sub);
-    free(l);
-}
-
-/* Whether l (NULL: not made yet) has a live connection. */
-static int connected(const dl_listener *l)
-{
-    return l && l->init && l->sub.conn.ctx;
-}
-
-/* Whether some place has no subscription and may be tried now. */
-static int listen_due(const dl_watchdog *w, int64_t now)
-{
-    if (w->nplaces == 0)
-        return 1;
-    for (size_t i = 0; i < w->nplaces; i++) {
-        const dl_listener *l = w->listen[i];
-        if (!connected(l) && (!l || now >= l->retry_us))
-            return 1;
-    }
-    return 0;
-}
-
-/* When the next failed subscription may be tried again (INT64_MAX:
- * none is waiting). */
-static int64_t listen_retry(const dl_watchdog *w)
-{
-    int64_t at = INT64_MAX;
-    for (size_t i = 0; i < w->nplaces; i++) {
-        const dl_listener *l = w->listen[i];
-        if (l && !connected(l) && l->retry_us < at)
-            at = l->retry_us;
-    }
-    return at;
-}
-
-/* Without the mutex: the notice subscription at place i, (re)made if it
- * is not there (or the place moved: a new master). After a failure it
- * is not tried again for a while (1 s, doubling to a minute; a place
- * with no address yet, a Sentinel master not found, every second): a
- * server that does not answer must not hold up the renewals of the
- * others, and *tried is set after one attempt failed, so that a wake
- * tries no more (they come at their own retry times: listen_retry).
- * Returns its socket, or -1; *fresh = 1 when it subscribed after its
- * subscription there broke or could not be made (a notice may have been
- * missed meanwhile: the holds are checked as after one). The first
- * subscription at a place, made at once, asks nothing: it is made as soon
- * as the client holds anything, and a check then would be one more round
- * trip per client. */
-static int notice_fd(dl_client *c, size_t i, int *fresh, int *tried)
-{
-    dl_watchdog *w = c->wd;
-    const dl_endpoint *ep = &w->places[i];
-    char err[DL_ERRLEN];
-    size_t live;
-    if (!w->listen[i] && !(w->listen[i] = calloc(1, sizeof *w->listen[i])))
-        return -1;
-    dl_listener *l = w->listen[i];
-    if (l->init && !same_place(&l->sub.conn.ep, ep)) {
-        dl_waiter_free(&l->sub);            /* the place moved */
-        l->init = 0;
-    }
-    if (l->init && dl_waiter_subscribed(&l->sub, c->notice, c->noticelen))
-        return l->sub.conn.ctx ? l->sub.conn.ctx->fd : -1;
-    if (dl_now_us() < l->retry_us || *tried)
-        return -1;
-    if (!ep->host && !ep->path) {           /* no address yet */
-        l->missed = 1;
-        l->retry_us = dl_now_us() + 1000000;
-        return -1;
-    }
-    if (!l->init)
-        l->init = dl_waiter_init(&l->sub, ep, c->topo.wd_timeout_us, 0) == 0;
-    if (!l->init ||
-        dl_waiter_subscribe(&l->sub, c->notice, c->noticelen, err,
-                            sizeof err) != DL_OK) {
-        l->backoff_us = l->backoff_us
-            ? (l->backoff_us < 30000000 ? 2 * l->backoff_us : 60000000)
-            : 1000000;
-        l->retry_us = dl_now_us() + l->backoff_us;
-        l->missed = 1;
-        *tried = 1;
-        return -1;
-    }
-    l->backoff_us = 0;
-    dl_waiter *wp = &l->sub;
-    l->count = dl_waiter_count(&wp, 1, c->notice, c->noticelen, &live);
-    if (l->was_up || l->missed)         /* down a while: one was missed? */
-        *fresh = 1;
-    l->was_up = 1;
-    l->missed = 0;
-    return l->sub.conn.ctx ? l->sub.conn.ctx->fd : -1;
-}
-
-/* With c->mu held: the places to listen at, asked of the topology again
- * (on Sentinel, once the master is found). The mutex is dropped while
- * the sentinels may be asked. */
-static void find_places(dl_client *c)
-{
-    dl_watchdog *w = c->wd;
-    pthread_mutex_unlock(&c->mu);
-    dl_sentinel_wd_resolve(&c->topo.sentinel);
-    pthread_mutex_lock(&c->mu);
-    for (size_t i = 0; i < w->nplaces; i++)
-        dl_endpoint_free(&w->places[i]);
-    w->nplaces = dl_topology_wd_listen_at(&c->topo, w->places,
-                                          DL_MAX_NODES);
-    for (size_t i = w->nplaces; i < DL_MAX_NODES; i++) {
-        listener_free(w->listen[i]);        /* a place no longer */
-        w->listen[i] = NULL;
-    }
-}
-
-/* With c->mu held: a notice came (or one came within the last
- * DL_FORCED_GAP_US, and that gap is over): every watchdog-mode hold is due
- * at once, and every other one is asked whether it is still its own.
- * At most one such pass per gap: a flood of messages, which anyone
- * allowed to PUBLISH can send, costs no more renewals (each message still
- * wakes the thread for a look at the registry). */
-static void forced_pass(dl_client *c)
-{
-    dl_watchdog *w = c->wd;
-    int64_t now = dl_now_us();
-    if (!w->forced_wanted || now < w->forced_us + DL_FORCED_GAP_US)
-        return;
-    w->forced_wanted = 0;
-    w->forced_us = now;
-    dl_hold *h;
-    for (DL_REGISTRY_EACH(&c->reg, i, h)) {
-        if (h->lost || h->count <= 0)
-            continue;
-        if (!h->watchdog || h->final)
-            h->check = 1;
-        else if (h->renew_at_us > now) {
-            h->renew_at_us = now;
-            h->retry_at_us = 0;
-        }
-    }
-}
-
 /* With c->mu held: sleep until when_us, a poke, or a forced release
  * heard on the notice channel (while the client holds anything). The
  * mutex is dropped while it sleeps. */
@@ -573,23 +394,23 @@ static void wait_until(dl_client *c, int64_t when_us)
     int listen = c->reg.count > 0;
     w->next_wake_us = when_us;
     w->sleeping = 1;
-    if (listen && listen_due(w, dl_now_us()))
-        find_places(c);
-    size_t np = listen ? w->nplaces : 0;
+    if (listen && dl_notice_due(&w->ear, dl_now_us()))
+        dl_notice_find_places(c, &w->ear);
+    size_t np = listen ? w->ear.nplaces : 0;
     pthread_mutex_unlock(&c->mu);
 
     struct pollfd p[1 + DL_MAX_NODES];
     p[0] = (struct pollfd){ w->wake[0], POLLIN, 0 };
     int heard = 0, tried = 0;
     for (size_t i = 0; i < np; i++)
-        p[1 + i] = (struct pollfd){ notice_fd(c, i, &heard, &tried),
-                                    POLLIN, 0 };
-    if (np > 0 && listen_retry(w) < when_us)
-        when_us = listen_retry(w);          /* a subscription to try again */
+        p[1 + i] = (struct pollfd){
+            dl_notice_fd(c, &w->ear, i, &heard, &tried), POLLIN, 0 };
+    if (np > 0 && dl_notice_retry_at(&w->ear) < when_us)
+        when_us = dl_notice_retry_at(&w->ear);  /* a subscription to retry */
     if (heard)
         when_us = 0;                        /* subscribed again: check now */
-    if (w->forced_wanted && w->forced_us + DL_FORCED_GAP_US < when_us)
-        when_us = w->forced_us + DL_FORCED_GAP_US;
+    if (w->ear.forced_wanted && w->ear.forced_us + DL_FORCED_GAP_US < when_us)
+        when_us = w->ear.forced_us + DL_FORCED_GAP_US;
     int64_t now = dl_now_us();
     int timeout = when_us <= now ? 0 : dl_poll_ms(when_us - now);
                                             /* (idle: an hour at most) */
@@ -598,7 +419,7 @@ static void wait_until(dl_client *c, int64_t when_us)
     while (read(w->wake[0], buf, sizeof buf) > 0)
         ;                                   /* pokes: all seen */
     for (size_t i = 0; i < np; i++) {
-        dl_listener *l = w->listen[i];
+        dl_listener *l = w->ear.listen[i];
         if (p[1 + i].fd < 0 || !p[1 + i].revents || !l)
             continue;
         dl_waiter *wp = &l->sub;
@@ -611,8 +432,8 @@ static void wait_until(dl_client *c, int64_t when_us)
     pthread_mutex_lock(&c->mu);
     w->sleeping = 0;
     if (heard)                              /* a forced release somewhere */
-        w->forced_wanted = 1;               /* (or a subscription made again) */
-    forced_pass(c);
+        w->ear.forced_wanted = 1;           /* (or a subscription made again) */
+    dl_notice_forced_pass(c, &w->ear);
 }
 
 static void *run(void *arg)
@@ -729,9 +550,9 @@ void dl_watchdog_stop(dl_client *c)
         if (w->wake[i] >= 0)
             close(w->wake[i]);
     for (size_t i = 0; i < DL_MAX_NODES; i++) {
-        listener_free(w->listen[i]);
-        if (i < w->nplaces)
-            dl_endpoint_free(&w->places[i]);
+        dl_notice_free(w->ear.listen[i]);
+        if (i < w->ear.nplaces)
+            dl_endpoint_free(&w->ear.places[i]);
     }
     free(w->batch);
     free(w->gens);

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT
  * watchdog.h: one OS thread per client that renews watchdog-mode holds in
- * batches over its own connection, and marks holds lost when Redis says
- * so or when their local deadline passes unconfirmed. It never touches a
- * lua_State.
+ * batches over its own connections, ends the requests whose replies were
+ * lost, and finds holds lost when Redis says so or when their local
+ * deadline passes unconfirmed. It never touches a lua_State.
  */
 #ifndef DLOCK_WATCHDOG_H
 #define DLOCK_WATCHDOG_H
 
 #include "redis/exec.h"
 #include "core/registry.h"
+#include "core/notice.h"
 #include <pthread.h>
 
 #pragma GCC visibility push(hidden)
@@ -23,44 +24,21 @@
 struct dl_client;
 struct dl_pending;
 
-/* One subscription to the notice channel (watchdog thread only). */
-typedef struct dl_listener {
-    dl_waiter sub;
-    int init;                   /* sub was initialised */
-    int was_up;                 /* it was subscribed once already */
-    int missed;                 /* it could not subscribe since (a notice
-                                   may have come meanwhile) */
-    uint64_t count;             /* messages counted there so far */
-    int64_t retry_us;           /* no new subscription before this */
-    int64_t backoff_us;         /* and the wait after the last failure */
-} dl_listener;
-
-#define DL_FORCED_GAP_US 50000  /* early passes for notices: one per */
-
 typedef struct dl_watchdog {
     pthread_t thread;
     int wake[2];                /* a pipe: a byte wakes the sleeping thread
                                    (new work, stop); -1 when not open */
     int running;                /* the thread was started (and not joined) */
-    int stopping;
-    int sleeping;               /* in poll(), the mutex dropped */
+    int stopping;               /* close asks the thread to end */
+    int sleeping;               /* in poll(), the mutex dropped (which
+                                   fields both threads touch: state.h,
+                                   THE THREAD RULE) */
     int64_t next_wake_us;       /* when the thread looks next; INT64_MAX
                                    (during a pass: what scan found, lowered
                                    by pokes) */
     int64_t pass_next;          /* when the holds a pass renewed are next
                                    due, or earlier (record) */
-    dl_listener *listen[DL_MAX_NODES]; /* subscribed to the client's
-                                   notice channel (forced releases,
-                                   client.c) at each place one can be
-                                   announced; made when first needed */
-    dl_endpoint places[DL_MAX_NODES]; /* those places, as the topology
-                                   last gave them (kept here, not on the
-                                   thread's stack: a fork's child frees
-                                   them at close) */
-    size_t nplaces;
-    int64_t forced_us;          /* the last early pass notices asked for */
-    int forced_wanted;          /* a notice came since: a pass is due at
-                                   forced_us + DL_FORCED_GAP_US */
+    dl_notices ear;             /* its subscriptions to forced releases */
     dl_hold **batch;            /* holds being renewed (inflight) */
     uint64_t *gens;             /* their generations when sent */
     int64_t *ms;                /* the lease each is renewed for */

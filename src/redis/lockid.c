@@ -70,11 +70,12 @@ size_t dl_lockid_size(size_t pl, size_t namelen, int kind,
                        idlen + 1 + ownerlen + rd + 1 : 0);/* req */
 }
 
-void dl_lockid_build(dl_lockid *d, char *buf, const char *prefix, size_t pl,
-                     const char *name, size_t namelen, int kind,
-                     const char *client_id, const char *owner,
-                     size_t ownerlen)
+void dl_lockid_build(dl_lockid *d, char *buf, const dl_lockid_spec *s)
 {
+    const char *prefix = s->prefix, *name = s->name, *owner = s->owner;
+    const char *client_id = s->client_id;
+    size_t pl = s->pl, namelen = s->namelen, ownerlen = s->ownerlen;
+    int kind = s->kind;
     char *p = buf;
     size_t esc = escaped(name, namelen);
     size_t keylen = pl + esc + namelen + 2, idlen = strlen(client_id);

@@ -49,14 +49,25 @@ typedef struct dl_lockid {
 size_t dl_lockid_size(size_t pl, size_t namelen, int kind,
                       const char *client_id, size_t ownerlen);
 
-/* Build the lock's keys into buf (dl_lockid_size bytes; every string is
- * NUL-terminated), and with an explicit owner (ownerlen > 0) its owner
+/* What a lock's identity is built from: its name (namelen bytes) of kind
+ * under prefix (pl bytes), for the client of id client_id, with the
+ * explicit owner of ownerlen bytes (0: coroutine owners). */
+typedef struct dl_lockid_spec {
+    const char *prefix;
+    size_t pl;
+    const char *name;
+    size_t namelen;
+    int kind;
+    const char *client_id;
+    const char *owner;
+    size_t ownerlen;
+} dl_lockid_spec;
+
+/* Build the keys of the lock s names into buf (dl_lockid_size bytes;
+ * every string is NUL-terminated), and with an explicit owner its owner
  * and requester; with coroutine owners, owner and req stay NULL (see
  * dl_lockid_caller). */
-void dl_lockid_build(dl_lockid *d, char *buf, const char *prefix, size_t pl,
-                     const char *name, size_t namelen, int kind,
-                     const char *client_id, const char *owner,
-                     size_t ownerlen);
+void dl_lockid_build(dl_lockid *d, char *buf, const dl_lockid_spec *s);
 
 /* What d's key has between its braces (P{...}) under a prefix of pl
  * bytes: a key with that between braces is in the lock's Cluster slot

@@ -230,10 +230,9 @@ static void add_keys(dl_op *op, const dl_lockref *l)
         key(op, DL_KEY_QUEUE, l->ident.queue, l->ident.queuelen);
 }
 
-void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
-                   int64_t expect, int64_t token, int waits, const char *pub,
-                   uint64_t secret, int64_t waited_ms)
+void dl_op_acquire(dl_op *op, const dl_lockref *l, const dl_attempt *a)
 {
+    int waits = a->waits;
     static const int ids[] = {
         [DL_KIND_LOCK] = DL_S_ACQUIRE, [DL_KIND_READ] = DL_S_RW_ACQUIRE,
         [DL_KIND_WRITE] = DL_S_RW_ACQUIRE, [DL_KIND_SEM] = DL_S_SEM_ACQUIRE,
@@ -241,23 +240,23 @@ void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
     init(op, "acquire", ids[l->kind], l->ident.key, l->ident.keylen,
          acquire_vote);
     add_keys(op, l);
-    add_request(op, l, seq);
-    arg_i(op, DL_ARG_LEASE_MS, ms);
-    arg_i(op, DL_ARG_EXPECT, expect);
-    arg_i(op, DL_ARG_TOKEN, token);
+    add_request(op, l, a->seq);
+    arg_i(op, DL_ARG_LEASE_MS, a->ms);
+    arg_i(op, DL_ARG_EXPECT, a->expect);
+    arg_i(op, DL_ARG_TOKEN, a->token);
     if (l->kind == DL_KIND_LOCK)        /* how long it waited; -1: won't */
-        arg_i(op, DL_ARG_WAITED, waits ? waited_ms : -1);
+        arg_i(op, DL_ARG_WAITED, waits ? a->waited_ms : -1);
     else if (l->kind == DL_KIND_SEM) {  /* queue if busy */
         arg_i(op, DL_ARG_PERMITS, l->permits);
         arg_s(op, DL_ARG_WAITS, waits ? "1" : "0");
     } else if (l->kind == DL_KIND_FAIR) { /* queue if busy; how to grant;
                                            what a grant to it carries */
         arg_s(op, DL_ARG_WAITS, waits ? "1" : "0");
-        arg_s(op, DL_ARG_PUB, pub);
+        arg_s(op, DL_ARG_PUB, a->pub);
         assert(op->nnum < DL_OP_NUMS);
         char *b = op->num[op->nnum++];
         snprintf(b, sizeof op->num[0], DL_FAIR_SECRET_FMT,
-                 (unsigned long long)secret);
+                 (unsigned long long)a->secret);
         arg_s(op, DL_ARG_SECRET, b);
     } else if (l->kind) {               /* which half, and its writer */
         arg_s(op, DL_ARG_KIND,
@@ -268,8 +267,8 @@ void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
     done(op);
     /* A fresh hold competes (a shortfall: busy); a reentry must be
      * confirmed (a shortfall: not known). */
-    op->rule = expect ? DL_RULE_VOTE : DL_RULE_CONTEND;
-    op->lease_ms = ms;
+    op->rule = a->expect ? DL_RULE_VOTE : DL_RULE_CONTEND;
+    op->lease_ms = a->ms;
     op->lock = l;
 }
 
@@ -386,17 +385,15 @@ static int own_leases(const dl_lockref *l)
 
 /* The lock, requester, lease and token: extend and renew alike (a hold
  * is its requester's own: a shared owner's other clients' never renew
- * it); RW_RENEW's also where a lock it frees is announced. */
-static void lease_op(dl_op *op, const char *name, int id, dl_decode_fn d,
-                     const dl_lockref *l, int64_t ms, int64_t token,
-                     const char *pub)
+ * it), after init; RW_RENEW's also where a lock it frees is announced. */
+static void lease_args(dl_op *op, const dl_lockref *l, int64_t ms,
+                       int64_t token, const char *pub)
 {
-    init(op, name, id, l->ident.key, l->ident.keylen, d);
     add_keys(op, l);
     arg(op, DL_ARG_REQ, l->ident.req, l->ident.reqlen);
     arg_i(op, DL_ARG_LEASE_MS, ms);
     arg_i(op, DL_ARG_TOKEN, token);
-    if (id == DL_S_RW_RENEW) {
+    if (op->id == DL_S_RW_RENEW) {
         arg(op, DL_ARG_CHAN, l->ident.chan, l->ident.chanlen);
         arg_s(op, DL_ARG_PUB, pub);
     }
@@ -419,9 +416,12 @@ void dl_op_extend(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token,
                   const char *pub)
 {
     if (own_leases(l))
-        lease_op(op, "extend", DL_S_RW_RENEW, first_vote, l, ms, token, pub);
+        init(op, "extend", DL_S_RW_RENEW, l->ident.key, l->ident.keylen,
+             first_vote);
     else                        /* an explicit owner's: raised only */
-        lease_op(op, "extend", DL_S_EXTEND, bool_vote, l, ms, token, pub);
+        init(op, "extend", DL_S_EXTEND, l->ident.key, l->ident.keylen,
+             bool_vote);
+    lease_args(op, l, ms, token, pub);
     done(op);
 }
 
@@ -486,30 +486,31 @@ void dl_op_command(dl_op *op, const char *key, size_t keylen, int argc,
     op->rule = DL_RULE_VOTE;
 }
 
-void dl_op_guard(dl_op *op, const dl_lockref *l, int64_t token, int argc,
-                 const char **argv, const size_t *lens, const char *data,
-                 size_t dlen, const char **x, size_t *xl, redisReply **keep)
+void dl_op_guard(dl_op *op, const dl_lockref *l, const dl_guarded *g)
 {
+    int argc = g->argc;
+    const char **x = g->x;
+    size_t *xl = g->xl;
     init(op, "guard", DL_S_GUARD, l->ident.key, l->ident.keylen,
          reply_vote);
     add_keys(op, l);
-    key(op, DL_KEY_DATA, data, dlen);
+    key(op, DL_KEY_DATA, g->data, g->dlen);
     arg(op, DL_ARG_OWNER, l->ident.owner, l->ident.ownerlen);
-    arg_i(op, DL_ARG_TOKEN, token);
-    arg(op, DL_ARG_CMD, argv[0], lens[0]);
+    arg_i(op, DL_ARG_TOKEN, g->token);
+    arg(op, DL_ARG_CMD, g->argv[0], g->lens[0]);
     done(op);
     assert(op->argc == DL_OP_GUARD_HEAD);
     /* the command's own arguments follow ARGV[3] (cmd) */
     memcpy(x, op->argv, sizeof *x * (size_t)op->argc);
     memcpy(xl, op->lens, sizeof *xl * (size_t)op->argc);
     for (int i = 1; i < argc; i++) {
-        x[op->argc + i - 1] = argv[i];
-        xl[op->argc + i - 1] = lens[i];
+        x[op->argc + i - 1] = g->argv[i];
+        xl[op->argc + i - 1] = g->lens[i];
     }
     op->argc += argc - 1;
     op->xargv = x;
     op->xlens = xl;
-    op->keep = keep;
+    op->keep = g->keep;
     op->rule = DL_RULE_VOTE;
 }
 
@@ -573,8 +574,9 @@ void dl_op_clients(dl_op *op, const dl_lockref *l, redisReply **keep)
 void dl_op_renew(dl_op *op, const dl_lockref *l, int64_t ms, int64_t token,
                  const char *pub)
 {
-    lease_op(op, "renew", own_leases(l) ? DL_S_RW_RENEW : DL_S_RENEW,
-             renew_vote, l, ms, token, pub);
+    init(op, "renew", own_leases(l) ? DL_S_RW_RENEW : DL_S_RENEW,
+         l->ident.key, l->ident.keylen, renew_vote);
+    lease_args(op, l, ms, token, pub);
     done(op);
     op->batch = DL_OP_BATCH;
 }

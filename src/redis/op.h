@@ -92,16 +92,26 @@ typedef struct dl_op {
 #define DL_OP_ARGV(op) ((op)->xargv ? (op)->xargv : (op)->argv)
 #define DL_OP_LENS(op) ((op)->xlens ? (op)->xlens : (op)->lens)
 
-/* Take l (a fresh hold when expect is 0, else join the hold of count
- * expect and token) for ms, as request seq. waits: the caller will wait
- * if it is busy (a writer then keeps new readers out; a fair lock's
- * waiter queues, with secret: a grant to it carries that, src/redis/scripts/). A
- * fair lock that is free passes to its first waiter, announced with
- * pub. A default lock's waiter says how long it has waited (waited_ms):
+/* Take l as attempt a: a fresh hold when expect is 0, else join the hold
+ * of count expect and token, for ms, as request seq. waits: the caller
+ * will wait if it is busy (a writer then keeps new readers out; a fair
+ * lock's waiter queues, with secret: a grant to it carries that,
+ * src/redis/scripts/). A fair lock that is free passes to its first
+ * waiter, announced with pub. A default lock's waiter says how long it has waited (waited_ms):
  * one that starves has the lock reserved for it (lib/waiter.lua). */
-void dl_op_acquire(dl_op *op, const dl_lockref *l, uint64_t seq, int64_t ms,
-                   int64_t expect, int64_t token, int waits, const char *pub,
-                   uint64_t secret, int64_t waited_ms);
+typedef struct dl_attempt {
+    uint64_t seq;               /* its request id */
+    int64_t ms;                 /* the lease it asks for */
+    int64_t expect;             /* 0: a fresh hold; else the count it joins */
+    int64_t token;              /* ... and that hold's token */
+    int waits;                  /* the caller waits if it is busy */
+    uint64_t secret;            /* a fair waiter's */
+    int64_t waited_ms;          /* how long the caller has waited */
+    const char *pub;            /* the verb that announces a grant */
+    int watchdog;               /* (not sent: the hold is renewed by the
+                                   watchdog) */
+} dl_attempt;
+void dl_op_acquire(dl_op *op, const dl_lockref *l, const dl_attempt *a);
 /* The form of op for a slot mid-migration (its keys not all on one node;
  * an empty queue counts as missing): 1 when op has one, a script of the
  * lock's key alone (a reentrant acquire, without the counter; any
@@ -168,14 +178,25 @@ void dl_op_command(dl_op *op, const char *key, size_t keylen, int argc,
 #define DL_OP_GUARD_HEAD (DL_SCRIPT_HEAD + 5)   /* lock, data, owner, token,
                                                    cmd */
 
-/* The user's command argv[0..argc) run only while l's hold (token) is
- * still the lock's current tenancy (guard.lua), declaring data (dlen) as
- * the command's key; its reply kept in keep[0]. x and xl are the caller's
- * arrays of DL_OP_GUARD_HEAD + argc slots, which the call is built in,
- * and must outlive the op. */
-void dl_op_guard(dl_op *op, const dl_lockref *l, int64_t token, int argc,
-                 const char **argv, const size_t *lens, const char *data,
-                 size_t dlen, const char **x, size_t *xl, redisReply **keep);
+/* A guarded command: the user's argv[0..argc) (lens), run only while the
+ * hold of token is still the lock's current tenancy (guard.lua), with data
+ * (dlen) declared as the command's key; its reply kept in keep[0]. x and
+ * xl are the caller's arrays of DL_OP_GUARD_HEAD + argc slots, which the
+ * call is built in, and must outlive the op. */
+typedef struct dl_guarded {
+    int64_t token;
+    int argc;
+    const char **argv;
+    const size_t *lens;
+    const char *data;
+    size_t dlen;
+    const char **x;
+    size_t *xl;
+    redisReply **keep;
+} dl_guarded;
+
+/* Run the guarded command g on l's hold. */
+void dl_op_guard(dl_op *op, const dl_lockref *l, const dl_guarded *g);
 
 /* Set l's TTL to ms if its tenancy is still token's (batchable); pub as
  * dl_op_extend's. */

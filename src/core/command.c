@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT
- * call.c: the user's own commands, through the client's connections and
+ * command.c: the user's own commands, through the client's connections and
  * routing (Cluster slot, Sentinel master, TLS, reconnects, the command
  * timeout): client:call, and lock:guard, which runs one only while a hold
  * is still its lock's current tenancy (src/redis/scripts/guard.lua).
  */
 #define _GNU_SOURCE
 #include "core/client.h"
+#include "core/lost.h"
 #include "redis/exec.h"
 
 #include <stdlib.h>
@@ -14,9 +15,9 @@
 #define LOST_GUARD "lost: the lock is no longer this hold's (it expired, " \
                    "or was freed or taken): the command did not run"
 
-dl_status dl_client_call(dl_client *c, int argc, const char **argv,
-                         size_t *lens, redisReply **out, char *err,
-                         size_t errlen)
+dl_status dl_command_call(dl_client *c, int argc, const char **argv,
+                          size_t *lens, redisReply **out, char *err,
+                          size_t errlen)
 {
     dl_client_enter(c);
     dl_op op;
@@ -34,16 +35,16 @@ dl_status dl_client_call(dl_client *c, int argc, const char **argv,
     return st;
 }
 
-int dl_client_same_slot(dl_client *c, const dl_lockref *l, const char *key,
-                        size_t keylen)
+int dl_command_same_slot(dl_client *c, const dl_lockref *l, const char *key,
+                         size_t keylen)
 {
     return dl_exec_same_node(&c->topo, l->ident.key, l->ident.keylen, key,
                              keylen);
 }
 
-dl_status dl_client_guard(dl_client *c, const dl_lockref *l, int argc,
-                          const char **argv, const size_t *lens,
-                          redisReply **out, char *err, size_t errlen)
+dl_status dl_command_guard(dl_client *c, const dl_lockref *l, int argc,
+                           const char **argv, const size_t *lens,
+                           redisReply **out, char *err, size_t errlen)
 {
     dl_client_enter(c);
     *out = NULL;
@@ -56,7 +57,7 @@ dl_status dl_client_guard(dl_client *c, const dl_lockref *l, int argc,
         return dl_fail(err, errlen, DL_EREDIS, "guard: not on Redlock");
     if (!token) {
         pthread_mutex_lock(&c->mu);
-        dl_status st = dl_client_not_held(c, l, err, errlen);
+        dl_status st = dl_state_not_held(c, l, err, errlen);
         pthread_mutex_unlock(&c->mu);
         return st;
     }
@@ -75,9 +76,10 @@ dl_status dl_client_guard(dl_client *c, const dl_lockref *l, int argc,
          * in the lock's slot) is the script's too: Redis then refuses it
          * while a migration has the two keys apart (guard.lua). */
         int by_key = argc > 1 && dl_exec_by_slot(&c->topo);
-        dl_op_guard(&op, l, token, argc, argv, lens,
-                    by_key ? argv[1] : l->ident.key,
-                    by_key ? lens[1] : l->ident.keylen, x, xl, out);
+        dl_guarded g = { token, argc, argv, lens,
+                         by_key ? argv[1] : l->ident.key,
+                         by_key ? lens[1] : l->ident.keylen, x, xl, out };
+        dl_op_guard(&op, l, &g);
         st = dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);
     }
     free(x);
@@ -94,7 +96,7 @@ dl_status dl_client_guard(dl_client *c, const dl_lockref *l, int argc,
     pthread_mutex_lock(&c->mu);
     h = dl_registry_find(&c->reg, &l->ident);
     if (h && h->count > 0 && !h->lost && h->token == token)
-        dl_client_lose(c, h, LOST_GONE);
+        dl_lost_mark(c, h, LOST_GONE);
     pthread_mutex_unlock(&c->mu);
     return dl_fail(err, errlen, DL_ELOST, LOST_GUARD);
 }
