@@ -45,10 +45,10 @@ typedef struct dl_conn {
     dl_endpoint ep;             /* owned: where it connects */
     const dl_resolver *resolver;/* NULL: ep never changes */
     int resolve_next;           /* ask the resolver before reconnecting */
-    const uint64_t *moved;      /* atomic, or NULL: when the count changes,
-                                   the connection is dropped and the
-                                   resolver asked (a Cluster node's table
-                                   entry given to another address) */
+    const uint64_t *moved;      /* or NULL: when the count (an atomic)
+                                   changes, the connection is dropped and
+                                   the resolver asked (a Cluster node's
+                                   table entry given to another address) */
     uint64_t moved_seen;
     int64_t connect_timeout_us;
     int64_t command_timeout_us; /* 0: block without a bound */

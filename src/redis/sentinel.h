@@ -31,16 +31,16 @@ typedef struct dl_sentinel {
     dl_sentinel_opts o;         /* o.n == 0: no Sentinel (each function
                                    below does nothing) */
     dl_resolver resolver;       /* what the master's connections ask */
-    size_t answered;            /* atomic: the sentinel that answered last
-                                   (either thread) */
+    size_t answered;            /* the sentinel that answered last (both
+                                   threads: core/state.h, THE THREAD RULE) */
     dl_waiter news;             /* +switch-master (Lua thread) */
     size_t news_from;           /* which sentinel it listens to */
     int news_init, news_dead;
     int64_t news_ping_us;       /* when to check that sentinel is alive */
     uint64_t news_seen;         /* +switch-master messages handled */
-    int wd_retarget;            /* atomic: the watchdog must re-resolve */
-    int lua_retarget;           /* atomic: the Lua thread must re-resolve
-                                   (the watchdog found a new master) */
+    int wd_retarget;            /* the watchdog must re-resolve */
+    int lua_retarget;           /* the Lua thread must re-resolve (the
+                                   watchdog found a new master) */
     dl_conn probe;              /* the watchdog's own link to a sentinel
                                    (watchdog thread only) */
     int probe_init;

@@ -29,26 +29,25 @@ typedef enum {
 
 /* One server and the three connections dlock keeps to it. */
 typedef struct dl_node {
-    dl_endpoint ep;             /* configured or discovered address; a
-                                   Cluster node's changes under mu */
+    dl_endpoint ep;             /* configured or discovered address (a
+                                   Cluster node's may change) */
     struct dl_topology *topo;   /* Cluster: its resolver's */
-    dl_resolver resolver;       /* Cluster: ep, read under mu */
-    uint64_t moved;             /* atomic: ep changed this many times */
+    dl_resolver resolver;       /* Cluster: ep */
+    uint64_t moved;             /* ep changed this many times */
     int named, was_named;       /* Cluster: in the last map learnt (or
-                                   a seed); under mu */
-    dl_conn cmd;                /* Lua thread only */
-    dl_waiter sub;              /* Lua thread only */
-    dl_conn wd;                 /* watchdog thread only */
+                                   a seed) */
+    dl_conn cmd;                /* the Lua thread's */
+    dl_waiter sub;              /* the Lua thread's */
+    dl_conn wd;                 /* the watchdog thread's */
 } dl_node;
 
 typedef struct dl_topology {
     dl_topo_kind kind;
-    pthread_mutex_t *mu;        /* the client's: guards nodes, nnodes, slots,
-                                   asked */
-    dl_node *nodes[DL_MAX_NODES]; /* appended under mu, never removed
-                                     before close: an index read under mu
-                                     (or below a node count read under
-                                     mu) may be dereferenced without it */
+    pthread_mutex_t *mu;        /* the client's (which fields it guards,
+                                   and the atomics: core/state.h, THE
+                                   THREAD RULE) */
+    dl_node *nodes[DL_MAX_NODES]; /* appended, never removed before
+                                     close */
     size_t nnodes;
     int quorum;                 /* Redlock: N/2+1; otherwise 1 */
     dl_endpoint tmpl;           /* credentials and db for discovered nodes */
@@ -58,8 +57,8 @@ typedef struct dl_topology {
     /* Cluster (cluster.c keeps these): */
     size_t nseeds;              /* nodes[0..nseeds) were given */
     uint16_t *slots;            /* slot -> node index */
-    struct {                    /* slots an ASK was followed for lately
-                                   (under mu): mid-migration */
+    struct {                    /* slots an ASK was followed for lately:
+                                   mid-migration */
         unsigned slot;
         int64_t at_us;
     } asked[4];
