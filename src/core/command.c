@@ -48,21 +48,12 @@ dl_status dl_command_guard(dl_client *c, const dl_lockref *l, int argc,
 {
     dl_client_enter(c);
     *out = NULL;
-    pthread_mutex_lock(&c->mu);
-    dl_hold *h = dl_registry_find(&c->reg, &l->ident);
-    int64_t token = h && h->count > 0 ? h->token : 0;
-    const char *lost = h && h->count > 0 ? h->lost : NULL;
-    pthread_mutex_unlock(&c->mu);
     if (dl_client_fans_out(c))          /* one reply is kept: one server */
         return dl_fail(err, errlen, DL_EREDIS, "guard: not on Redlock");
-    if (!token) {
-        pthread_mutex_lock(&c->mu);
-        dl_status st = dl_state_not_held(c, l, err, errlen);
-        pthread_mutex_unlock(&c->mu);
-        return st;
-    }
-    if (lost)
-        return dl_fail(err, errlen, DL_ELOST, "%s", lost);
+    int64_t token, since;
+    dl_status held = dl_state_holding(c, l, &token, &since, err, errlen);
+    if (held != DL_OK)
+        return held;
 
     const char **x = malloc(sizeof *x * (size_t)(DL_OP_GUARD_HEAD + argc));
     size_t *xl = malloc(sizeof *xl * (size_t)(DL_OP_GUARD_HEAD + argc));
@@ -94,7 +85,7 @@ dl_status dl_command_guard(dl_client *c, const dl_lockref *l, int argc,
         return st;
     /* the hold is gone in Redis: so it is here, if nothing changed since */
     pthread_mutex_lock(&c->mu);
-    h = dl_registry_find(&c->reg, &l->ident);
+    dl_hold *h = dl_registry_find(&c->reg, &l->ident);
     if (h && h->count > 0 && !h->lost && h->token == token)
         dl_lost_mark(c, h, LOST_GONE);
     pthread_mutex_unlock(&c->mu);

@@ -8,40 +8,15 @@
 #include "redis/exec.h"
 #include "core/watchdog.h"
 
-/* The lock's token as this owner holds it (0 when not held), and the
- * most an extend may ask for: what is left of max_hold, at least 1 ms
- * (INT64_MAX: no cap; 0: max_hold is over). */
-static int64_t held_token(dl_client *c, const dl_lockref *l,
-                          const char **lost, int64_t *cap_ms)
-{
-    pthread_mutex_lock(&c->mu);
-    dl_hold *h = dl_registry_find(&c->reg, &l->ident);
-    int64_t tok = h && h->count > 0 ? h->token : 0;
-    *lost = h && h->count > 0 ? h->lost : NULL;
-    *cap_ms = INT64_MAX;
-    if (tok && c->opts.max_hold_ms > 0) {
-        int64_t left = dl_lease_cap_end(c, h) - dl_now_us();
-        *cap_ms = left <= 0 ? 0 : left < 1000 ? 1 : left / 1000;
-    }
-    pthread_mutex_unlock(&c->mu);
-    return tok;
-}
-
 dl_status dl_extend(dl_client *c, const dl_lockref *l,
                     int64_t lease_ms, char *err, size_t errlen)
 {
     dl_client_enter(c);
-    const char *lost;
-    int64_t cap_ms;
-    int64_t tok = held_token(c, l, &lost, &cap_ms);
-    if (!tok) {
-        pthread_mutex_lock(&c->mu);
-        dl_status st = dl_state_not_held(c, l, err, errlen);
-        pthread_mutex_unlock(&c->mu);
-        return st;
-    }
-    if (lost)
-        return dl_fail(err, errlen, DL_ELOST, "%s", lost);
+    int64_t tok, since;
+    dl_status held = dl_state_holding(c, l, &tok, &since, err, errlen);
+    if (held != DL_OK)
+        return held;
+    int64_t cap_ms = dl_lease_left_ms(c, since);
     if (cap_ms == 0)                        /* (the watchdog says so next) */
         return dl_fail(err, errlen, DL_ELOST, "%s", LOST_MAXHOLD);
     int capped = lease_ms > cap_ms;         /* max_hold: a ceiling here too */

@@ -74,6 +74,14 @@ int64_t dl_lease_retry_gap_us(int64_t lease_ms)
     return lease / 10 < 1000000 ? lease / 10 : 1000000;
 }
 
+int64_t dl_lease_left_ms(const dl_client *c, int64_t acquired_us)
+{
+    if (c->opts.max_hold_ms <= 0)
+        return INT64_MAX;
+    int64_t left = acquired_us + c->opts.max_hold_ms * 1000 - dl_now_us();
+    return left <= 0 ? 0 : left < 1000 ? 1 : left / 1000;
+}
+
 int64_t dl_lease_cap_end(const dl_client *c, const dl_hold *h)
 {
     int64_t cap = c->opts.max_hold_ms * 1000;

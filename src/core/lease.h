@@ -53,6 +53,10 @@ void dl_lease_renew_by(dl_hold *h, int64_t t);
  * at most 1 s. */
 int64_t dl_lease_retry_gap_us(int64_t lease_ms);
 
+/* What is left of max_hold for a hold acquired at acquired_us: at least
+ * 1 ms, INT64_MAX with no cap, 0 when it is over. */
+int64_t dl_lease_left_ms(const dl_client *c, int64_t acquired_us);
+
 /* When h's max_hold runs out (INT64_MAX: never). */
 int64_t dl_lease_cap_end(const dl_client *c, const dl_hold *h);
 

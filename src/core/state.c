@@ -82,6 +82,23 @@ int dl_state_drop_op(const dl_client *c, const dl_hold *h, dl_lockref *l,
     return 1;
 }
 
+dl_status dl_state_holding(dl_client *c, const dl_lockref *l,
+                           int64_t *token, int64_t *since_us, char *err,
+                           size_t errlen)
+{
+    pthread_mutex_lock(&c->mu);
+    dl_hold *h = dl_registry_find(&c->reg, &l->ident);
+    int held = h && h->count > 0;
+    const char *lost = held ? h->lost : NULL;
+    *token = held ? h->token : 0;
+    *since_us = held ? h->acquired_us : 0;
+    dl_status st = *token ? DL_OK : dl_state_not_held(c, l, err, errlen);
+    pthread_mutex_unlock(&c->mu);
+    if (st == DL_OK && lost)
+        st = dl_fail(err, errlen, DL_ELOST, "%s", lost);
+    return st;
+}
+
 void dl_state_count_out(dl_hold *h, int local)
 {
     if (local)

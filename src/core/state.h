@@ -132,6 +132,13 @@ void dl_state_lockref(const dl_hold *h, dl_lockref *l);
 int dl_state_drop_op(const dl_client *c, const dl_hold *h, dl_lockref *l,
                      dl_op *op);
 
+/* Without c->mu: the token of l's hold as its owner holds it now (and
+ * since when, *since_us): DL_OK; else DL_ENOTHELD (dl_state_not_held),
+ * or DL_ELOST for a hold known lost. */
+dl_status dl_state_holding(dl_client *c, const dl_lockref *l,
+                           int64_t *token, int64_t *since_us, char *err,
+                           size_t errlen);
+
 /* With c->mu held: one count of h is over (local: one of those taken
  * here alone, h->local); the local counts never outnumber those left. */
 void dl_state_count_out(dl_hold *h, int local);
