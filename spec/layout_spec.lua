@@ -187,16 +187,16 @@ describe("the C core's layout", function()
   end)
 
   it("reads top-down: binding, client, watchdog beside it, executor, topology", function()
-    local below_client = { "watchdog", "pending", "exec", "batch", "op", "state",
-                           "topology", "cluster", "sentinel", "script", "wait",
-                           "conn", "wire", "reply", "registry" }
+    local below_client = { "watchdog", "notice", "pending", "lease", "lost", "exec",
+                           "batch", "op", "state", "topology", "cluster", "sentinel",
+                           "script", "wait", "conn", "wire", "reply", "registry" }
     for _, m in ipairs(below_client) do
       local r = reach(g, m)
       assert.is_nil(r.client, m .. " must not depend on the client")
       assert.is_nil(r.lua_dlock, m .. " must not depend on the binding")
     end
     for _, m in ipairs({ "exec", "batch", "op", "topology", "cluster", "sentinel",
-                         "pending" }) do
+                         "pending", "lease", "lost" }) do
       assert.is_nil(reach(g, m).watchdog, m .. " must not depend on the watchdog")
     end
     -- the topologies: Cluster over the common nodes, Sentinel beneath them

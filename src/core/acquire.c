@@ -102,7 +102,7 @@ static void plan_attempt(dl_client *c, dl_hold *h, const dl_acquire *op,
     int64_t left_us = c->opts.max_hold_ms * 1000;   /* 0: no cap */
     at->expect = at->token = 0;
     if (h->lost && h->count > 0)        /* dropped (lost.c): a fair lock */
-        at->token = h->token;              /* must not adopt it back */
+        at->token = h->token;           /* must not adopt it back */
     if (!h->lost && h->count > 0) {
         at->expect = h->count;
         at->token = h->token;
@@ -116,10 +116,10 @@ static void plan_attempt(dl_client *c, dl_hold *h, const dl_acquire *op,
     } else {
         at->watchdog = a->lease_ms == 0;
         at->ms = !at->watchdog ? a->lease_ms : a->renew_ms ? a->renew_ms
-                                                     : c->opts.lease_ms;
+                                                           : c->opts.lease_ms;
     }
     if (left_us > 0 && at->ms * 1000 > left_us)
-        at->ms = left_us / 1000;               /* never past max_hold */
+        at->ms = left_us / 1000;        /* never past max_hold */
 }
 
 /* With c->mu held: a reentry that needs no round trip. The client holds

@@ -432,7 +432,7 @@ static void wait_until(dl_client *c, int64_t when_us)
     pthread_mutex_lock(&c->mu);
     w->sleeping = 0;
     if (heard)                              /* a forced release somewhere */
-        w->ear.forced_wanted = 1;           /* (or a subscription made again) */
+        w->ear.forced_wanted = 1;           /* (or subscribed again) */
     dl_notice_forced_pass(c, &w->ear);
 }
 
