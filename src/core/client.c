@@ -289,14 +289,21 @@ void dl_client_close(dl_client *c)
     free(c);
 }
 
+/* Run op, built from the caller's arguments alone, at an entry point. */
+static dl_status run(dl_client *c, dl_op *op, dl_result *res, char *err,
+                     size_t errlen)
+{
+    dl_client_enter(c);
+    return dl_exec(&c->topo, &c->scripts, op, res, err, errlen);
+}
+
 dl_status dl_client_ttl(dl_client *c, const dl_lockref *l, int64_t *ttl_ms,
                         char *err, size_t errlen)
 {
-    dl_client_enter(c);
     dl_op op;
     dl_result res;
     dl_op_ttl(&op, l);
-    dl_status st = dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);
+    dl_status st = run(c, &op, &res, err, errlen);
     if (st == DL_OK)
         *ttl_ms = res.kind != DL_V_YES ? -2 : res.x == INT64_MAX ? -1
                                                                 : res.x;
@@ -306,11 +313,10 @@ dl_status dl_client_ttl(dl_client *c, const dl_lockref *l, int64_t *ttl_ms,
 dl_status dl_client_available(dl_client *c, const dl_lockref *l,
                               int64_t *free_n, char *err, size_t errlen)
 {
-    dl_client_enter(c);
     dl_op op;
     dl_result res;
     dl_op_free(&op, l);
-    dl_status st = dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);
+    dl_status st = run(c, &op, &res, err, errlen);
     if (st == DL_OK && (res.x < 0 || res.x > l->permits))
         st = dl_fail(err, errlen, DL_EREDIS, "unexpected available reply");
     *free_n = st == DL_OK ? res.x : 0;
@@ -320,27 +326,24 @@ dl_status dl_client_available(dl_client *c, const dl_lockref *l,
 dl_status dl_client_force_release(dl_client *c, const dl_lockref *l,
                                   int *existed, char *err, size_t errlen)
 {
-    dl_client_enter(c);
     /* One request id per call, the same on a resend: a resend that finds
      * it recorded answers as the first run did and deletes nothing. */
     dl_op op;
     dl_result res;
     dl_op_force(&op, l, c->id, __atomic_add_fetch(&c->next_seq, 1,
                                                   __ATOMIC_RELAXED),
-                c->opts.lease_ms, c->pubverb,
-                c->notice);
-    dl_status st = dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);
+                c->opts.lease_ms, c->pubverb, c->notice);
+    dl_status st = run(c, &op, &res, err, errlen);
     *existed = st == DL_OK && res.yes > 0;
     return st;
 }
 
 dl_status dl_client_ping(dl_client *c, char *err, size_t errlen)
 {
-    dl_client_enter(c);
     dl_op op;
     dl_result res;
     dl_op_ping(&op);
-    return dl_exec(&c->topo, &c->scripts, &op, &res, err, errlen);
+    return run(c, &op, &res, err, errlen);
 }
 
 void dl_client_warn(dl_client *c, const char *msg)
