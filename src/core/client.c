@@ -140,7 +140,28 @@ static void leave_live(dl_client *c)
     pthread_mutex_unlock(&live_mu);
 }
 
-/* Every connection names itself "dlock:<id>:<label>" (inspect.c), the
+/* The CLIENT SETNAME of every connection of client id (client.h); NULL
+ * when out of memory. Redis wants a name without spaces or other bytes
+ * outside '!'..'~': those, and '%', are %XX-escaped. */
+static char *client_name(const char *id, const char *label, size_t len)
+{
+    size_t n = strlen(DL_CLIENT_NAME_PREFIX) + strlen(id) + 1 + 3 * len + 1;
+    char *s = malloc(n), *p = s;
+    if (!s)
+        return NULL;
+    p += snprintf(p, n, DL_CLIENT_NAME_PREFIX "%s:", id);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)label[i];
+        if (ch < '!' || ch > '~' || ch == '%')
+            p += snprintf(p, 4, "%%%02X", ch);
+        else
+            *p++ = (char)ch;
+    }
+    *p = '\0';
+    return s;
+}
+
+/* Every connection names itself (client_name), the
  * label by default "<host name>:<pid>". 0, or -1 out of memory. */
 static int name_endpoints(dl_client *c)
 {
@@ -152,7 +173,7 @@ static int name_endpoints(dl_client *c)
         snprintf(dflt, sizeof dflt, "%s:%ld", host, (long)getpid());
         label = dflt;
     }
-    char *name = dl_inspect_client_name(c->id, label, strlen(label));
+    char *name = client_name(c->id, label, strlen(label));
     if (!name)
         return -1;
     int bad = 0;

@@ -30,8 +30,7 @@ void dl_client_close(dl_client *c);
 
 /* Lua thread, first thing in each operation below that may talk to Redis
  * (not close): hear of a Sentinel failover before sending anything
- * (sentinel.h: dl_sentinel_news). Inline: the files of the operations
- * call it, and client.c calls one of them (inspect.c). */
+ * (sentinel.h: dl_sentinel_news). Inline: it is on every lock path. */
 static inline void dl_client_enter(dl_client *c)
 {
     dl_sentinel_news(&c->topo.sentinel);
@@ -203,10 +202,11 @@ dl_status dl_inspect_lock(dl_client *c, const char *name, size_t len,
                           size_t errlen);
 void dl_inspect_free(dl_inspect *in);
 
-/* "dlock:<id>:<label>", the label %XX-escaped where Redis would refuse
- * it: the CLIENT SETNAME of every connection of client id. NULL when out
- * of memory. */
-char *dl_inspect_client_name(const char *id, const char *label, size_t len);
+/* Every connection of a client names itself (CLIENT SETNAME, once, when
+ * it connects: nothing on the lock path) DL_CLIENT_NAME_PREFIX "<client
+ * id>:<label>", the label %XX-escaped where Redis would refuse a byte
+ * (and '%'): dl_inspect_lock reads the labels back from CLIENT LIST. */
+#define DL_CLIENT_NAME_PREFIX "dlock:"
 
 /* Whether the (first) server's maxmemory-policy may evict lock keys: an
  * allkeys-* policy (volatile-* ones may too: every lock key has a TTL). */

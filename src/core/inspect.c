@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT
- * inspect.c: who is who, for diagnostics. Each connection of a client
- * names itself "dlock:<client id>:<label>" (CLIENT SETNAME, once, when it
- * connects: nothing on the lock path), and dl_inspect_lock reads a
- * lock (the read-only inspect script) and CLIENT LIST on its server to
- * put labels on its owners.
+ * inspect.c: who is who, for diagnostics: dl_inspect_lock reads a lock
+ * (the read-only inspect script), and CLIENT LIST on its server to put
+ * on its owners the labels their clients named their connections with
+ * (client.h, DL_CLIENT_NAME_PREFIX).
  */
 #define _GNU_SOURCE
 #include "core/client.h"
@@ -12,28 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define NAME_PREFIX "dlock:"
-
-/* A label goes into a client name, which Redis wants without spaces or
- * other bytes outside '!'..'~': those, and '%', are %XX-escaped. */
-char *dl_inspect_client_name(const char *id, const char *label, size_t len)
-{
-    size_t n = strlen(NAME_PREFIX) + strlen(id) + 1 + 3 * len + 1;
-    char *s = malloc(n), *p = s;
-    if (!s)
-        return NULL;
-    p += snprintf(p, n, NAME_PREFIX "%s:", id);
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)label[i];
-        if (ch < '!' || ch > '~' || ch == '%')
-            p += snprintf(p, 4, "%%%02X", ch);
-        else
-            *p++ = (char)ch;
-    }
-    *p = '\0';
-    return s;
-}
 
 static int hexval(int ch)
 {
@@ -59,8 +36,8 @@ static char *label_of(const redisReply *list, const char *id)
 {
     if (!list || list->type != REDIS_REPLY_STRING)
         return NULL;
-    char want[sizeof NAME_PREFIX + DL_ID_HEX + 8];
-    snprintf(want, sizeof want, " name=" NAME_PREFIX "%s:", id);
+    char want[sizeof DL_CLIENT_NAME_PREFIX + DL_ID_HEX + 8];
+    snprintf(want, sizeof want, " name=" DL_CLIENT_NAME_PREFIX "%s:", id);
     const char *at = strstr(list->str, want);
     if (!at)
         return NULL;
