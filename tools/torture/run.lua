@@ -184,7 +184,7 @@ local function plan(k, len)
     -- A slot migration finds most real locks free: C1, the cold lock,
     -- is free most of the time (a fresh acquire then meets TRYAGAIN).
     -- Else, as often as not, the fair lock's or S1's, whose scripts take
-    -- a queue too (its releases once met TRYAGAIN while it was empty).
+    -- a queue too (a release meets TRYAGAIN while the two keys are apart).
     -- (f.server picks, so that the draws of the schedule stay as they were.)
     if f.kind == "migrate" and rng:chance(0.4) then f.name = "C1"
     elseif f.kind == "migrate" and f.server >= 50 then f.name = f.server >= 75 and "S1" or "F1" end
