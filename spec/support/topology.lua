@@ -328,7 +328,8 @@ function topology.keyslot(c, key)
 end
 
 --- n masters (default 3), each with opts.replicas replicas (default 0),
---- all 16384 slots assigned by `redis-cli --cluster create`. opts:
+--- all 16384 slots assigned as `redis-cli --cluster create` assigns them
+--- (c.nodes[1..n] are the masters). opts:
 --- timeout (s, default 30), node_timeout_ms (2000), tls, replicas.
 --- With replicas, c.kill_master(i) kills master c.nodes[i] and waits
 --- until a replica has taken over its slots.
@@ -365,31 +366,46 @@ function topology.cluster(n, opts)
     for i = 1, n do
       local conf = helper.unique_name(helper.tmp .. "/nodes"):gsub(":", "-") .. ".conf"
       confs[i] = conf
+      local bus = bus_port(taken)
       c.nodes[i] = helper.start_redis(("%s --cluster-enabled yes --cluster-config-file %s " ..
-        "--cluster-node-timeout %d --cluster-port %d %s"):format(own_dir("node"), conf,
-        opts.node_timeout_ms or 2000, bus_port(taken), opts.extra or ""), { tls = opts.tls })
-      c.nodes[i].cluster_conf = conf
+        "--cluster-node-timeout %d --cluster-port %d %s %s"):format(own_dir("node"), conf,
+        opts.node_timeout_ms or 2000, bus, REPL, opts.extra or ""), { tls = opts.tls })
+      c.nodes[i].cluster_conf, c.nodes[i].bus_port = conf, bus
       c.urls[i] = c.nodes[i].url
     end
-    local addrs = {}
-    for i, h in ipairs(c.nodes) do addrs[i] = "127.0.0.1:" .. h.port end
-    local f = assert(io.popen(("timeout %d redis-cli %s --cluster create %s " ..
-      "--cluster-replicas %d --cluster-yes 2>&1; echo \"exit $?\""):format(math.ceil(timeout),
-      helper.cli_flags[c.nodes[1].port] or "", table.concat(addrs, " "), replicas)))
-    local out = f:read("*a")
-    f:close()
-    local code = tonumber(out:match("exit (%d+)%s*$"))
-    if code ~= 0 or not out:find("All 16384 slots covered", 1, true) then
-      local diag = {}
-      for _, h in ipairs(c.nodes) do
-        diag[#diag + 1] = ("node %d pid %s process_id %s dbsize %s nodes:\n%s"):format(h.port,
-          tostring(h.pid), tostring(info_field(h.port, "server", "process_id")),
-          rcli(h.port, "dbsize"), rcli(h.port, "cluster", "nodes"))
+    -- What `redis-cli --cluster create` does, without its one-second
+    -- sleeps between steps: each master adds its range of slots (16384
+    -- split as redis-cli splits it) and takes its own config epoch, the
+    -- first node meets the others (at their explicit bus ports), and each
+    -- replica, once it knows its master, replicates it.
+    for i, h in ipairs(c.nodes) do
+      c.ids[i] = rcli(h.port, "cluster", "myid")
+      local function must(...)
+        local r = rcli(h.port, ...)
+        if r ~= "OK" then
+          error(("topology: %s on node %d: %s"):format(table.concat({ ... }, " "), h.port, r), 0)
+        end
       end
-      error("topology: redis-cli --cluster create failed (exit " .. tostring(code) .. "):\n" ..
-        out .. "\n" .. table.concat(diag, "\n"), 0)
+      if i <= masters then
+        local per = 16384 / masters
+        local lo = math.floor((i - 1) * per + 0.5)
+        local hi = i == masters and 16383 or math.floor(i * per + 0.5) - 1
+        must("cluster", "addslotsrange", lo, hi)
+      end
+      must("cluster", "set-config-epoch", i)
     end
-    for i, h in ipairs(c.nodes) do c.ids[i] = rcli(h.port, "cluster", "myid") end
+    for i = 2, n do
+      local r = rcli(c.nodes[1].port, "cluster", "meet", "127.0.0.1", c.nodes[i].port,
+        c.nodes[i].bus_port)
+      if r ~= "OK" then error(("topology: CLUSTER MEET %d: %s"):format(c.nodes[i].port, r), 0) end
+    end
+    for i = masters + 1, n do
+      local h, master = c.nodes[i], c.ids[(i - masters - 1) % masters + 1]
+      await("node " .. h.port .. " to know its master and replicate it", timeout, function()
+        local r = rcli(h.port, "cluster", "replicate", master)
+        return r == "OK", r
+      end, 0.02)
+    end
     if replicas > 0 then
       await("every replica in sync", timeout, function()
         for _, h in ipairs(c.nodes) do
@@ -409,6 +425,13 @@ function topology.cluster(n, opts)
             and s:find("cluster_slots_ok:16384", 1, true)
             and s:find("cluster_known_nodes:" .. n .. "\r", 1, true)) then
           return false, ("node %d: %s"):format(h.port, s:gsub("\r?\n", " "):sub(1, 200))
+        end
+        local slaves = 0
+        for _, x in pairs(cluster_nodes(h.port)) do
+          if x.flags:find("slave", 1, true) then slaves = slaves + 1 end
+        end
+        if slaves ~= n - masters then
+          return false, ("node %d sees %d replicas of %d"):format(h.port, slaves, n - masters)
         end
       end
       return true
