@@ -169,6 +169,22 @@ describe("topology.cluster(3)", function()
     end
   end)
 
+  it("keyslot computes the slot CLUSTER KEYSLOT gives, hash tags included", function()
+    local keys = { "", "a", "key:1", "123456789", "dlock:{x}", "{user1000}.following",
+      "foo{}{bar}", "foo{{bar}}zap", "foo{bar}{zap}", "{", "}{", "a{b", "\0\255\128{\1}",
+      ("x"):rep(300), "dlock:{odd name \226\130\172}:q" }
+    for i = 1, 50 do keys[#keys + 1] = helper.unique_name("slot" .. i) end
+    for _, k in ipairs(keys) do
+      local tmp = os.tmpname()
+      local w = assert(io.open(tmp, "wb")); w:write(k); w:close()
+      local p = assert(io.popen(("redis-cli -p %d -x cluster keyslot < %s"):format(c.nodes[1].port, tmp)))
+      local want = p:read("*a"):gsub("%s+$", "")
+      p:close()
+      os.remove(tmp)
+      assert.equals(want, tostring(topology.keyslot(c, k)), ("key %q"):format(k))
+    end
+  end)
+
   it("serves keys in different slots from different nodes", function()
     local keys = key_per_node()
     for i, k in ipairs(keys) do
