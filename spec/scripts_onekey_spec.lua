@@ -5,7 +5,7 @@
 -- the lock's key alone, passes nothing on (a grant needs the queue and
 -- the counter), and touches the queue, P{name}:q, only where it is
 -- (lib/here.lua: on one server, where it exists). A resend answers from
--- the lock's record whichever form runs it. (spec/cluster_spec.lua runs
+-- the lock's record whichever form runs it. (spec/cluster_migrating_releases_spec.lua runs
 -- them on a migrating slot.)
 local helper = require "helper"
 local drive = require "scriptdrive"

@@ -101,7 +101,7 @@ fi
 
 # The files, the slowest first (as `make test` timed them) so that the
 # last to start are short ones.
-slow="cluster install hostile combined_faults watchdog ha docs failover resources soak
+slow="cluster_master_failover cluster_migration cluster_migrating_releases cluster_scheduler install hostile combined_faults watchdog ha docs failover resources soak
       rare_states names haproxy lighttpd luanti command fairlock lock faults tls
       scheduler scripts kinds_across_processes harness client sentinel package log rwlock inspect"
 all=
