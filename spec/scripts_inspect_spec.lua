@@ -22,10 +22,6 @@ local function inspect()
   return (drive.eval_json(srv, sha, "inspect", { lock = key, queue = q },
                           { chan = key .. ":ch", verb = "numsub" }))
 end
-local function rw(kind, owner, seq, lease_ms)
-  return d.call("rw_acquire", { owner = owner, req = owner, seq = seq, lease_ms = lease_ms,
-                                expect = 0, token = 1, kind = kind, writer = "" })
-end
 -- The owners list as owner -> count.
 local function owners(r)
   local o = {}
@@ -104,8 +100,8 @@ describe("inspect.lua", function()
   end)
 
   it("leaves out readers whose own lease ran out, and is {0} when none is left", function()
-    local t = rw("r", "r1", 1, 10000)[3]
-    rw("r", "r2", 1, 1500)
+    local t = d.rw_acquire("r", "r1", 1, 10000)[3]
+    d.rw_acquire("r", "r2", 1, 1500)
     assert.same({ r1 = 1, r2 = 1 }, owners(inspect()))
     assert.is_true(d.wait_until(tonumber(d.field("er2")) + 5))
     assert.same({ r1 = 1 }, owners(inspect()))
@@ -116,7 +112,7 @@ describe("inspect.lua", function()
   end)
 
   it("names the writer of a read-write lock", function()
-    local t = rw("w", "w1", 1, 10000)[3]
+    local t = d.rw_acquire("w", "w1", 1, 10000)[3]
     local r = inspect()
     assert.equals(tostring(t), r[2])
     assert.equals("w1", r[8])
@@ -124,22 +120,13 @@ describe("inspect.lua", function()
   end)
 
   it("counts a fair lock's queue and a semaphore's live waiters", function()
-    d.call("fair_acquire", { owner = "h", req = "h", seq = 1, lease_ms = 10000, expect = 0,
-                             token = 1, waits = "1", pub = "PUBLISH", secret = "" })
-    for i = 1, 2 do
-      d.call("fair_acquire", { owner = "w" .. i, req = "w" .. i, seq = 1, lease_ms = 10000,
-                               expect = 0, token = 1, waits = "1", pub = "PUBLISH",
-                               secret = "0123456789abcdef" })
-    end
+    d.fair_acquire("h", "h", 1)
+    for i = 1, 2 do d.fair_acquire("w" .. i, "w" .. i, 1, "0123456789abcdef") end
     assert.equals(2, inspect()[6])
     fresh_lock()
-    local function sem(owner)
-      return d.call("sem_acquire", { owner = owner, req = owner, seq = 1, lease_ms = 10000,
-                                     expect = 0, token = 0, permits = 1, waits = "1" })
-    end
-    sem("A:p1")
-    sem("B:p1")
-    sem("C:p1")
+    d.sem_acquire("A:p1", 1, 1)                         -- one permit
+    d.sem_acquire("B:p1", 1, 1)
+    d.sem_acquire("C:p1", 1, 1)
     local r = inspect()
     assert.equals(2, r[6])
     assert.equals("0", r[2])                            -- permits have no token

@@ -21,48 +21,15 @@ local function fresh(what)
   d = drive.new(srv, sha, key)
 end
 
-local function fair_acquire(owner, req, seq, secret, expect, token)
-  return d.call("fair_acquire", { owner = owner, req = req, seq = seq, lease_ms = 10000,
-                                  expect = expect or 0, token = token or 0, waits = "1",
-                                  pub = "PUBLISH", secret = secret or "" })
-end
-local function fair_acquire1(owner, req, seq, expect, token)
-  return d.call("fair_acquire1", { owner = owner, req = req, seq = seq, lease_ms = 10000,
-                                   expect = expect, token = token })
-end
-local function fair_release(owner, req, seq, token)
-  return d.call("fair_release", { owner = owner, req = req, seq = seq, token = token,
-                                  keep_ms = 10000, pub = "PUBLISH" })
-end
-local function fair_release1(owner, req, seq, token)
-  return d.call("fair_release1", { owner = owner, req = req, seq = seq, token = token,
-                                   keep_ms = 10000 })
-end
-local function fair_drop1(owner, count, token, req)
-  return d.call("fair_drop1", { owner = owner, count = count, token = token or "0",
-                                keep_ms = 10000, req = req or owner, after = "0" })[1]
-end
-local function fair_void1(owner, req, seq, fresh_)
-  return d.call("fair_void1", { owner = owner, req = req, seq = seq, keep_ms = 10000,
-                                fresh = fresh_ or "0" })[1]
-end
-local function sem_acquire(fn, owner, seq, waits)
-  return d.call(fn, { owner = owner, req = owner, seq = seq, lease_ms = 10000, expect = 0,
-                      token = 0, permits = 1, waits = waits or "1" })
-end
-local function sem_release(fn, owner, seq)
-  return d.call(fn, { owner = owner, req = owner, seq = seq, token = 0, keep_ms = 10000,
-                      chan = key .. ":ch", pub = "PUBLISH" })
-end
 
 describe("fair_release1.lua", function()
   setup(function() sha = helper.load_scripts(srv) end)
   before_each(function() fresh("f") end)
 
   it("frees the lock and passes nothing on; the first waiter takes it when it next looks", function()
-    local t = fair_acquire("A", "A", 1)[3]
-    assert.same({ 0, 1000 }, fair_acquire("W1:1", "W1:1", 1, S1))     -- queued
-    assert.same({ 1, 0 }, fair_release1("A", "A", 2, tostring(t)))
+    local t = d.fair_acquire("A", "A", 1, nil, nil, 0)[3]
+    assert.same({ 0, 1000 }, d.fair_acquire("W1:1", "W1:1", 1, S1, nil, 0))     -- queued
+    assert.same({ 1, 0 }, d.fair_release1("A", "A", 2, tostring(t)))
     local h = d.hash()
     assert.equals("0", h.n)
     assert.is_nil(h.g)                                   -- no grant
@@ -70,30 +37,30 @@ describe("fair_release1.lua", function()
     assert.is_true(d.pttl() > 9000 and d.pttl() <= 10000)
     assert.equals("1", d.field("c", q))                  -- W1 still queued
     -- a resend, by either form, answers from the record and grants nothing
-    assert.same({ 1, 0 }, fair_release1("A", "A", 2, tostring(t)))
-    assert.same({ 1, 0 }, fair_release("A", "A", 2, tostring(t)))
+    assert.same({ 1, 0 }, d.fair_release1("A", "A", 2, tostring(t)))
+    assert.same({ 1, 0 }, d.fair_release("A", "A", 2, tostring(t)))
     assert.equals("0", d.field("n"))
     assert.equals("1", d.field("c", q))
     -- a newcomer queues behind W1, whose next look (its attempt, resent) takes the lock
-    assert.same({ 0, 1000 }, fair_acquire("W2:1", "W2:1", 1, S2))
-    local got = fair_acquire("W1:1", "W1:1", 1, S1)
+    assert.same({ 0, 1000 }, d.fair_acquire("W2:1", "W2:1", 1, S2, nil, 0))
+    local got = d.fair_acquire("W1:1", "W1:1", 1, S1, nil, 0)
     assert.equals(1, got[1])
     assert.is_true(got[3] > t, "the token went back")
   end)
 
   it("takes one hold of several out, and clears the grant its client now knows of", function()
-    local t = fair_acquire("A", "A", 1)[3]
+    local t = d.fair_acquire("A", "A", 1, nil, nil, 0)[3]
     assert.equals("A", d.field("g"))
-    assert.same({ 1, 2, t }, fair_acquire("A", "A", 2, "", 1, t))
+    assert.same({ 1, 2, t }, d.fair_acquire("A", "A", 2, "", 1, t))
     srv.cli("hset", key, "g", "A")                       -- as a grant not seen yet
-    assert.same({ 1, 1 }, fair_release1("A", "A", 3, tostring(t)))
+    assert.same({ 1, 1 }, d.fair_release1("A", "A", 3, tostring(t)))
     assert.equals("1", d.field("n"))
     assert.equals("", d.field("g"))
   end)
 
   it("answers lost for another tenancy's token, and changes nothing", function()
-    local t = fair_acquire("A", "A", 1)[3]
-    assert.same({ -1 }, fair_release1("A", "A", 2, tostring(t + 1)))
+    local t = d.fair_acquire("A", "A", 1, nil, nil, 0)[3]
+    assert.same({ -1 }, d.fair_release1("A", "A", 2, tostring(t + 1)))
     assert.equals("1", d.field("n"))
   end)
 end)
@@ -103,19 +70,19 @@ describe("fair_drop1.lua", function()
   before_each(function() fresh("f") end)
 
   it("takes the holds out and keeps the freed record for the first waiter's next look", function()
-    local t = fair_acquire("A", "A", 1)[3]
-    assert.same({ 1, 2, t }, fair_acquire("A", "A", 2, "", 1, t))
-    assert.same({ 0, 1000 }, fair_acquire("W1:1", "W1:1", 1, S1))
-    assert.equals(1, fair_drop1("A", 1, tostring(t)))
+    local t = d.fair_acquire("A", "A", 1, nil, nil, 0)[3]
+    assert.same({ 1, 2, t }, d.fair_acquire("A", "A", 2, "", 1, t))
+    assert.same({ 0, 1000 }, d.fair_acquire("W1:1", "W1:1", 1, S1, nil, 0))
+    assert.equals(1, d.fair_drop1("A", 1, tostring(t)))
     assert.equals("1", d.field("n"))                     -- one hold left
-    assert.equals(1, fair_drop1("A", 1, tostring(t)))
+    assert.equals(1, d.fair_drop1("A", 1, tostring(t)))
     local h = d.hash()
     assert.equals("0", h.n)
     assert.is_nil(h.g)
     assert.is_true(d.pttl() > 9000 and d.pttl() <= 10000)
-    assert.equals(0, fair_drop1("A", 1, tostring(t)))    -- nothing left to drop
+    assert.equals(0, d.fair_drop1("A", 1, tostring(t)))    -- nothing left to drop
     assert.equals("1", d.field("c", q))
-    assert.equals(1, fair_acquire("W1:1", "W1:1", 1, S1)[1])
+    assert.equals(1, d.fair_acquire("W1:1", "W1:1", 1, S1, nil, 0)[1])
   end)
 end)
 
@@ -124,45 +91,45 @@ describe("fair_void1.lua", function()
   before_each(function() fresh("f") end)
 
   it("records the cancel and leaves the queue where the queue is", function()
-    fair_acquire("A", "A", 1)
-    assert.same({ 0, 1000 }, fair_acquire("W1:1", "W1:1", 1, S1))
-    assert.same({ 0, 1000 }, fair_acquire("W2:1", "W2:1", 1, S2))
-    assert.equals(1, fair_void1("W1:1", "W1:1", 1))
+    d.fair_acquire("A", "A", 1, nil, nil, 0)
+    assert.same({ 0, 1000 }, d.fair_acquire("W1:1", "W1:1", 1, S1, nil, 0))
+    assert.same({ 0, 1000 }, d.fair_acquire("W2:1", "W2:1", 1, S2, nil, 0))
+    assert.equals(1, d.fair_void1("W1:1", "W1:1", 1))
     assert.equals("1!", d.field("qW1:1"))
     assert.equals("1", d.field("c", q))
     assert.equals("W2:1", d.field("H", q))
-    assert.equals(1, fair_void1("W1:1", "W1:1", 1))      -- a resend: nothing more
+    assert.equals(1, d.fair_void1("W1:1", "W1:1", 1))      -- a resend: nothing more
     assert.equals("1", d.field("c", q))
-    assert.same({ -2 }, fair_acquire("W1:1", "W1:1", 1, S1))   -- a late copy: refused
+    assert.same({ -2 }, d.fair_acquire("W1:1", "W1:1", 1, S1, nil, 0))   -- a late copy: refused
   end)
 
   it("leaves a stale registration where the queue is not, never granted", function()
-    fair_acquire("A", "A", 1)
-    assert.same({ 0, 1000 }, fair_acquire("W1:1", "W1:1", 1, S1))
+    d.fair_acquire("A", "A", 1, nil, nil, 0)
+    assert.same({ 0, 1000 }, d.fair_acquire("W1:1", "W1:1", 1, S1, nil, 0))
     assert.equals("OK", srv.cli("rename", q, q .. "x"))  -- the queue away (on the other node)
-    assert.equals(1, fair_void1("W1:1", "W1:1", 1))
+    assert.equals(1, d.fair_void1("W1:1", "W1:1", 1))
     assert.is_false(d.exists(q))                         -- not made here
     assert.equals("1!", d.field("qW1:1"))
     -- the queue back with W1 in it: its registration is stale, passed over
     assert.equals("OK", srv.cli("rename", q .. "x", q))
-    assert.same({ 0, 1000 }, fair_acquire("W2:1", "W2:1", 1, S2))
+    assert.same({ 0, 1000 }, d.fair_acquire("W2:1", "W2:1", 1, S2, nil, 0))
     local t = tonumber(d.field("t"))
-    assert.same({ 1, 0 }, fair_release("A", "A", 2, tostring(t)))
+    assert.same({ 1, 0 }, d.fair_release("A", "A", 2, tostring(t)))
     assert.equals("W2:1", d.field("g"))
   end)
 
   it("takes back a grant its client never saw, and keeps the lock free for the next look", function()
-    local t = fair_acquire("A", "A", 1)[3]
-    assert.same({ 0, 1000 }, fair_acquire("W1:1", "W1:1", 1, S1))
-    assert.same({ 0, 1000 }, fair_acquire("W2:1", "W2:1", 1, S2))
-    assert.same({ 1, 0 }, fair_release("A", "A", 2, tostring(t)))   -- granted to W1
+    local t = d.fair_acquire("A", "A", 1, nil, nil, 0)[3]
+    assert.same({ 0, 1000 }, d.fair_acquire("W1:1", "W1:1", 1, S1, nil, 0))
+    assert.same({ 0, 1000 }, d.fair_acquire("W2:1", "W2:1", 1, S2, nil, 0))
+    assert.same({ 1, 0 }, d.fair_release("A", "A", 2, tostring(t)))   -- granted to W1
     assert.equals("W1:1", d.field("g"))
-    assert.equals(1, fair_void1("W1:1", "W1:1", 1, "1"))
+    assert.equals(1, d.fair_void1("W1:1", "W1:1", 1, "1"))
     local h = d.hash()
     assert.equals("0", h.n)
     assert.is_nil(h.g)
     assert.equals("1", d.field("c", q))                  -- W2 waits on
-    assert.equals(1, fair_acquire("W2:1", "W2:1", 1, S2)[1])
+    assert.equals(1, d.fair_acquire("W2:1", "W2:1", 1, S2, nil, 0)[1])
   end)
 end)
 
@@ -171,21 +138,21 @@ describe("fair_acquire1.lua", function()
   before_each(function() fresh("f") end)
 
   it("adds a reentry's hold in its tenancy, and answers a resend as the first run", function()
-    local t = fair_acquire("A", "A", 1)[3]
-    assert.same({ 1, 2, t }, fair_acquire1("A", "A", 2, 1, t))
-    assert.same({ 1, 2, t }, fair_acquire1("A", "A", 2, 1, t))  -- resend
-    assert.same({ 1, 2, t }, fair_acquire("A", "A", 2, "", 1, t))
+    local t = d.fair_acquire("A", "A", 1, nil, nil, 0)[3]
+    assert.same({ 1, 2, t }, d.fair_acquire1("A", "A", 2, 1, t))
+    assert.same({ 1, 2, t }, d.fair_acquire1("A", "A", 2, 1, t))  -- resend
+    assert.same({ 1, 2, t }, d.fair_acquire("A", "A", 2, "", 1, t))
     assert.equals("2", d.field("n"))
     assert.equals("", d.field("g"))                      -- its client knows its hold
-    assert.same({ -2 }, fair_acquire1("A", "A", 1, 1, t))      -- a stale copy
+    assert.same({ -2 }, d.fair_acquire1("A", "A", 1, 1, t))      -- a stale copy
   end)
 
   it("answers lost for a hold that went, and busy for a fresh acquire", function()
-    local t = fair_acquire("A", "A", 1)[3]
-    assert.same({ -1 }, fair_acquire1("A", "A", 2, 1, t + 1))
-    assert.same({ 0, 10 }, fair_acquire1("B", "B", 1, 0, 0))
-    assert.same({ 1, 0 }, fair_release1("A", "A", 3, tostring(t)))
-    assert.same({ -1 }, fair_acquire1("A", "A", 4, 1, t))
+    local t = d.fair_acquire("A", "A", 1, nil, nil, 0)[3]
+    assert.same({ -1 }, d.fair_acquire1("A", "A", 2, 1, t + 1))
+    assert.same({ 0, 10 }, d.fair_acquire1("B", "B", 1, 0, 0))
+    assert.same({ 1, 0 }, d.fair_release1("A", "A", 3, tostring(t)))
+    assert.same({ -1 }, d.fair_acquire1("A", "A", 4, 1, t))
     assert.equals("0", d.field("n"))
   end)
 end)
@@ -197,17 +164,17 @@ describe("sem_release1.lua", function()
   it("acts as sem_release where the queue is, with sem_acquire1", function()
     local msgs, stop = d.listen(key .. ":ch:W")
     finally(stop)
-    assert.same({ 1, 1, 0 }, sem_acquire("sem_acquire1", "A:p1", 1))
-    assert.same({ 0, 1000 }, sem_acquire("sem_acquire", "W:p1", 1))  -- queued
+    assert.same({ 1, 1, 0 }, d.sem_acquire1("A:p1", 1, 1))
+    assert.same({ 0, 1000 }, d.sem_acquire("W:p1", 1, 1))  -- queued
     assert.same({ "W:p1" }, d.zrange())
-    assert.same({ 0, 1000 }, sem_acquire("sem_acquire1", "W:p1", 2))
+    assert.same({ 0, 1000 }, d.sem_acquire1("W:p1", 2, 1))
     assert.same({ "W:p1" }, d.zrange())
-    assert.same({ 1, 0 }, sem_release("sem_release1", "A:p1", 2))
+    assert.same({ 1, 0 }, d.sem_release1("A:p1", 2))
     assert.same({}, d.zrange())                          -- woken
     assert(helper.wait_for(function() return msgs()[1] == "permit" end, 2))
-    assert.same({ 1, 0 }, sem_release("sem_release1", "A:p1", 2))   -- a resend
-    assert.same({ 1, 0 }, sem_release("sem_release", "A:p1", 2))
-    assert.same({ 1, 1, 0 }, sem_acquire("sem_acquire1", "W:p1", 3))
+    assert.same({ 1, 0 }, d.sem_release1("A:p1", 2))   -- a resend
+    assert.same({ 1, 0 }, d.sem_release("A:p1", 2))
+    assert.same({ 1, 1, 0 }, d.sem_acquire1("W:p1", 3, 1))
   end)
 end)
 
@@ -216,16 +183,16 @@ describe("sem_acquire1.lua", function()
   before_each(function() fresh("sem") end)
 
   it("takes a permit where the queue is not, never makes one, and frees it with sem_release1", function()
-    assert.same({ 1, 1, 0 }, sem_acquire("sem_acquire1", "A:p1", 1))
-    assert.same({ 0, 1000 }, sem_acquire("sem_acquire1", "W:p1", 1))  -- busy, not queued
-    assert.same({ 0, 1000 }, sem_acquire("sem_acquire1", "V:p1", 1, "0"))
+    assert.same({ 1, 1, 0 }, d.sem_acquire1("A:p1", 1, 1))
+    assert.same({ 0, 1000 }, d.sem_acquire1("W:p1", 1, 1))  -- busy, not queued
+    assert.same({ 0, 1000 }, d.sem_acquire1("V:p1", 1, 1, nil, nil, "0"))
     assert.is_false(d.exists(q))
-    assert.same({ 1, 0 }, sem_release("sem_release1", "A:p1", 2))
+    assert.same({ 1, 0 }, d.sem_release1("A:p1", 2))
     assert.is_false(d.exists(q))
     assert.equals("0", d.field("n"))
-    assert.same({ 1, 1, 0 }, sem_acquire("sem_acquire1", "W:p1", 2))
-    assert.same({ 1, 1, 0 }, sem_acquire("sem_acquire1", "W:p1", 2))  -- a resend
-    assert.same({ 0, 1000 }, sem_acquire("sem_acquire1", "V:p1", 2, "0"))
+    assert.same({ 1, 1, 0 }, d.sem_acquire1("W:p1", 2, 1))
+    assert.same({ 1, 1, 0 }, d.sem_acquire1("W:p1", 2, 1))  -- a resend
+    assert.same({ 0, 1000 }, d.sem_acquire1("V:p1", 2, 1, nil, nil, "0"))
     assert.is_false(d.exists(q))
   end)
 end)

@@ -9,51 +9,6 @@ local drive = require "scriptdrive"
 local srv, sha = helper.redis(), {}
 local d, key
 
-local function freeing(t)                   -- keep_ms chan pub
-  t.keep_ms, t.chan, t.pub = t.keep_ms or 10000, key .. ":ch", "PUBLISH"
-  return t
-end
-local function acquire(owner, req, seq, lease_ms, expect, token)
-  return d.call("acquire", { owner = owner, req = req, seq = seq, lease_ms = lease_ms or 10000,
-                             expect = expect or 0, token = token or 1, waited = 0 })
-end
-local function release(owner, req, seq, token)
-  return d.call("release", freeing({ owner = owner, req = req, seq = seq, token = token }))
-end
-local function renew(req, lease_ms, token)
-  return d.call("renew", { req = req, lease_ms = lease_ms, token = token })
-end
-local function extend(req, lease_ms, token)
-  return d.call("extend", { req = req, lease_ms = lease_ms, token = token })[1]
-end
-local function drop(owner, req, token)
-  return d.call("drop", freeing({ owner = owner, count = 1, token = token, req = req,
-                                  after = 0 }))[1]
-end
-local function fair_acquire(owner, req, seq, lease_ms)
-  return d.call("fair_acquire", { owner = owner, req = req, seq = seq,
-                                  lease_ms = lease_ms or 10000, expect = 0, token = 0,
-                                  waits = "1", pub = "PUBLISH", secret = "0123456789abcdef" })
-end
-local function fair_release(owner, req, seq, token)
-  return d.call("fair_release", { owner = owner, req = req, seq = seq, token = token,
-                                  keep_ms = 10000, pub = "PUBLISH" })
-end
-local function rw_acquire(owner, req, seq, kind, lease_ms)
-  return d.call("rw_acquire", { owner = owner, req = req, seq = seq, lease_ms = lease_ms or 10000,
-                                expect = 0, token = 0, kind = kind, writer = "" })
-end
-local function rw_renew(req, lease_ms, token)
-  return d.call("rw_renew", { req = req, lease_ms = lease_ms, token = token,
-                              chan = key .. ":ch", pub = "PUBLISH" })
-end
-local function sem_acquire(owner, req, seq)
-  return d.call("sem_acquire", { owner = owner, req = req, seq = seq, lease_ms = 10000,
-                                 expect = 0, token = 0, permits = 2, waits = "1" })
-end
-local function sem_release(owner, req, seq)
-  return d.call("sem_release", freeing({ owner = owner, req = req, seq = seq, token = 0 }))
-end
 -- End requester req's share now (as if its client died a lease ago).
 local function over(req)
   srv.cli("hset", key, "d" .. req, "1", "D", "1")
@@ -70,52 +25,52 @@ describe("a shared owner's shares", function()
   -- it on a loaded machine (300 ms did not always), and no more.
   it("end each with its client's own lease: a co-owner's joins and renewals never extend it #timing", function()
     local before = d.now_ms()
-    local t = acquire("job", "A|job", 1, 2000)[3]
-    assert.same({ 1, 2, t }, acquire("job", "B|job", 1, 60000))
+    local t = d.acquire("job", "A|job", 1, 2000, nil, nil, 0)[3]
+    assert.same({ 1, 2, t }, d.acquire("job", "B|job", 1, 60000, nil, nil, 0))
     local h = d.hash()
     local da, db = tonumber(h["dA|job"]), tonumber(h["dB|job"])
     assert.is_true(da >= before + 2000 and da < db, h["dA|job"] .. " " .. h["dB|job"])
     assert.equals(da, tonumber(h.D))                 -- the first to end
-    assert.same({ 1 }, renew("B|job", 60000, t))
+    assert.same({ 1 }, d.renew("B|job", 60000, t))
     assert.equals(h["dA|job"], d.field("dA|job"))    -- B's renewal is B's alone
     assert.is_true(d.pttl() > 30000)                 -- the key lives on for B
     -- another owner is told to come back when A's share ends, not at the TTL
-    local busy = acquire("x", "x", 1)
+    local busy = d.acquire("x", "x", 1, nil, nil, nil, 0)
     assert.equals(0, busy[1])
     assert.is_true(busy[2] <= 2000, busy[2])
     assert(d.wait_until(da))                         -- A's lease is over
-    assert.equals(0, acquire("x", "x", 2)[1])        -- B still holds...
+    assert.equals(0, d.acquire("x", "x", 2, nil, nil, nil, 0)[1])        -- B still holds...
     h = d.hash()
     assert.equals("1", h.n)                          -- ...alone: A's share ended
     assert.equals("1", h["ojob"])
     assert.is_nil(h["hA|job"])
     assert.is_nil(h["dA|job"])
     assert.equals(h["dB|job"], h.D)
-    assert.same({ 1, 0 }, release("job", "B|job", 2, t))
+    assert.same({ 1, 0 }, d.release("job", "B|job", 2, t))
     assert.is_true(helper.is_free(srv, key))
     assert.is_nil(d.hash().D)                        -- no share left
-    assert.same({ 1, 1, t + 1 }, acquire("x", "x", 3))
+    assert.same({ 1, 1, t + 1 }, d.acquire("x", "x", 3, nil, nil, nil, 0))
   end)
 
   it("frees the lock at a co-owner's release once a dead client's share is over", function()
-    local t = acquire("job", "A|job", 1)[3]
-    assert.same({ 1, 2, t }, acquire("job", "B|job", 1))
+    local t = d.acquire("job", "A|job", 1, nil, nil, nil, 0)[3]
+    assert.same({ 1, 2, t }, d.acquire("job", "B|job", 1, nil, nil, nil, 0))
     over("A|job")
     local msgs, stop = d.listen(key .. ":ch")
-    assert.equals(0, acquire("x", "x", 1)[1])        -- x waits (b is set)
-    assert.same({ 1, 0 }, release("job", "B|job", 2, t))
+    assert.equals(0, d.acquire("x", "x", 1, nil, nil, nil, 0)[1])        -- x waits (b is set)
+    assert.same({ 1, 0 }, d.release("job", "B|job", 2, t))
     assert.is_true(helper.is_free(srv, key))
     assert(helper.wait_for(function() return #msgs() > 0 end, 2), "no wake-up published")
     stop()
-    assert.same({ 1, 1, t + 1 }, acquire("x", "x", 2))
+    assert.same({ 1, 1, t + 1 }, d.acquire("x", "x", 2, nil, nil, nil, 0))
   end)
 
   it("frees the lock when the last share ends, for the next acquire", function()
-    local t = acquire("job", "A|job", 1)[3]
-    assert.same({ 1, 2, t }, acquire("job", "B|job", 1))
+    local t = d.acquire("job", "A|job", 1, nil, nil, nil, 0)[3]
+    assert.same({ 1, 2, t }, d.acquire("job", "B|job", 1, nil, nil, nil, 0))
     over("A|job")
     srv.cli("hset", key, "dB|job", "2")
-    assert.same({ 1, 1, t + 1 }, acquire("x", "x", 1))  -- both over: free
+    assert.same({ 1, 1, t + 1 }, d.acquire("x", "x", 1, nil, nil, nil, 0))  -- both over: free
     local h = d.hash()
     assert.is_nil(h["hA|job"])
     assert.is_nil(h["hB|job"])
@@ -124,42 +79,42 @@ describe("a shared owner's shares", function()
   end)
 
   it("answers lost to the client whose share is over: renew, extend, reentry, release, drop", function()
-    local t = acquire("job", "A|job", 1)[3]
-    assert.same({ 1, 2, t }, acquire("job", "B|job", 1))
+    local t = d.acquire("job", "A|job", 1, nil, nil, nil, 0)[3]
+    assert.same({ 1, 2, t }, d.acquire("job", "B|job", 1, nil, nil, nil, 0))
     over("A|job")
-    assert.same({ 0 }, renew("A|job", 10000, t))
+    assert.same({ 0 }, d.renew("A|job", 10000, t))
     assert.equals("1", d.field("ojob"))              -- the renewal ended it, no more
     assert.equals("", d.field("hA|job"))
-    assert.equals(0, extend("A|job", 10000, t))
-    assert.same({ -1 }, acquire("job", "A|job", 2, nil, 1, t))
-    assert.same({ -1 }, release("job", "A|job", 3, t))
-    assert.equals(0, drop("job", "A|job", t))
-    assert.same({ 1 }, renew("B|job", 10000, t))     -- B's hold is untouched
+    assert.equals(0, d.extend("A|job", 10000, t))
+    assert.same({ -1 }, d.acquire("job", "A|job", 2, nil, 1, t, 0))
+    assert.same({ -1 }, d.release("job", "A|job", 3, t))
+    assert.equals(0, d.drop("job", 1, t, "A|job"))
+    assert.same({ 1 }, d.renew("B|job", 10000, t))     -- B's hold is untouched
     assert.equals("1", d.field("n"))
     -- and A may join again, with a share of its own
-    assert.same({ 1, 2, t }, acquire("job", "A|job", 4))
+    assert.same({ 1, 2, t }, d.acquire("job", "A|job", 4, nil, nil, nil, 0))
     assert.is_true(tonumber(d.field("dA|job")) > d.now_ms())
   end)
 
   it("lengthens only the extending client's share, never shortens it", function()
-    local t = acquire("job", "A|job", 1, 10000)[3]
-    assert.same({ 1, 2, t }, acquire("job", "B|job", 1, 10000))
+    local t = d.acquire("job", "A|job", 1, 10000, nil, nil, 0)[3]
+    assert.same({ 1, 2, t }, d.acquire("job", "B|job", 1, 10000, nil, nil, 0))
     local da = tonumber(d.field("dA|job"))
-    assert.equals(1, extend("B|job", 60000, t))
+    assert.equals(1, d.extend("B|job", 60000, t))
     assert.equals(da, tonumber(d.field("dA|job")))
     assert.is_true(tonumber(d.field("dB|job")) >= da + 40000)
-    assert.equals(1, extend("A|job", 10, t))         -- shorter: kept as it was
+    assert.equals(1, d.extend("A|job", 10, t))         -- shorter: kept as it was
     assert.equals(da, tonumber(d.field("dA|job")))
   end)
 
   it("takes a client's share out with its last hold", function()
-    local t = acquire("job", "A|job", 1)[3]
-    assert.same({ 1, 2, t }, acquire("job", "B|job", 1))
-    assert.same({ 1, 1 }, release("job", "A|job", 2, t))
+    local t = d.acquire("job", "A|job", 1, nil, nil, nil, 0)[3]
+    assert.same({ 1, 2, t }, d.acquire("job", "B|job", 1, nil, nil, nil, 0))
+    assert.same({ 1, 1 }, d.release("job", "A|job", 2, t))
     local h = d.hash()
     assert.is_nil(h["dA|job"])
     assert.is_not_nil(h["dB|job"])
-    assert.equals(1, drop("job", "B|job", t))
+    assert.equals(1, d.drop("job", 1, t, "B|job"))
     h = d.hash()
     assert.is_nil(h["dB|job"])
     assert.is_nil(h.D)
@@ -167,51 +122,51 @@ describe("a shared owner's shares", function()
   end)
 
   it("ends a fair lock's dead share and passes the lock on to the first waiter", function()
-    local t = fair_acquire("job", "A|job", 1)[3]
-    assert.same({ 1, 2, t }, fair_acquire("job", "B|job", 1))
-    local busy = fair_acquire("x", "x", 1)           -- x queues
+    local t = d.fair_acquire("job", "A|job", 1, "0123456789abcdef", 0, 0)[3]
+    assert.same({ 1, 2, t }, d.fair_acquire("job", "B|job", 1, "0123456789abcdef", 0, 0))
+    local busy = d.fair_acquire("x", "x", 1, "0123456789abcdef", 0, 0)           -- x queues
     assert.equals(0, busy[1])
     over("A|job")
-    assert.same({ 1, 0 }, fair_release("job", "B|job", 2, t))
+    assert.same({ 1, 0 }, d.fair_release("job", "B|job", 2, t))
     assert.equals("x", d.field("g"))                 -- granted to x
     assert.equals("1", d.field("ox"))
     assert.equals("", d.field("ojob"))
   end)
 
   it("bounds a fair waiter's wait by the first share's end, and gives a shared grant a share #timing", function()
-    local t = fair_acquire("job", "A|job", 1, 2000)[3]       -- outlasts the calls up to its release
-    assert.same({ 1, 2, t }, fair_acquire("job", "B|job", 1, 60000))
-    local busy = fair_acquire("x", "x", 1)
+    local t = d.fair_acquire("job", "A|job", 1, "0123456789abcdef", 0, 0, 2000)[3]       -- outlasts the calls up to its release
+    assert.same({ 1, 2, t }, d.fair_acquire("job", "B|job", 1, "0123456789abcdef", 0, 0, 60000))
+    local busy = d.fair_acquire("x", "x", 1, "0123456789abcdef", 0, 0)
     assert.is_true(busy[2] <= 2000, busy[2])
-    assert.same({ 1, 1 }, fair_release("job", "A|job", 2, t))
-    assert.equals(0, fair_acquire("job2", "C|job2", 1)[1])   -- C (shared) queues
+    assert.same({ 1, 1 }, d.fair_release("job", "A|job", 2, t))
+    assert.equals(0, d.fair_acquire("job2", "C|job2", 1, "0123456789abcdef", 0, 0)[1])   -- C (shared) queues
     srv.cli("hdel", key .. ":q", "H")                        -- (x: gone from the queue)
     srv.cli("hset", key .. ":q", "H", "C|job2")
-    assert.same({ 1, 0 }, fair_release("job", "B|job", 2, t))
+    assert.same({ 1, 0 }, d.fair_release("job", "B|job", 2, t))
     assert.equals("C|job2", d.field("g"))
     local dc = tonumber(d.field("dC|job2"))
     assert.is_true(dc and dc <= d.now_ms() + 3000, tostring(dc))  -- the grant's lease
   end)
 
   it("end a shared reader's share with its own lease, whatever its co-owner renews #timing", function()
-    local t = rw_acquire("job", "A|job", 1, "r", 2000)[3]   -- outlasts the calls up to over()
-    assert.same({ 1, 2, t }, rw_acquire("job", "B|job", 1, "r", 60000))
-    assert.same({ 1 }, rw_renew("B|job", 60000, t))
-    local busy = rw_acquire("w", "w", 1, "W")           -- a writer waits...
+    local t = d.rw_acquire("r", "job", 1, 2000, 0, 0, nil, "A|job")[3]   -- outlasts the calls up to over()
+    assert.same({ 1, 2, t }, d.rw_acquire("r", "job", 1, 60000, 0, 0, nil, "B|job"))
+    assert.same({ 1 }, d.rw_renew("B|job", 60000, t))
+    local busy = d.rw_acquire("W", "w", 1, nil, 0, 0, nil, "w")           -- a writer waits...
     assert.equals(0, busy[1])
     assert.is_true(busy[2] <= 2000, busy[2])            -- ...until A's share ends
     over("A|job")
-    assert.same({ 1, 0 }, release("job", "B|job", 2, t))
-    assert.equals(1, rw_acquire("w", "w", 2, "W")[1])   -- the writer gets it
+    assert.same({ 1, 0 }, d.release("job", "B|job", 2, t))
+    assert.equals(1, d.rw_acquire("W", "w", 2, nil, 0, 0, nil, "w")[1])   -- the writer gets it
   end)
 
   it("end a shared permit's share with its own lease", function()
-    assert.same({ 1, 1, 0 }, sem_acquire("job", "A|job", 1))
-    assert.same({ 1, 2, 0 }, sem_acquire("job", "B|job", 1))
-    assert.equals(0, sem_acquire("x", "x", 1)[1])       -- two permits, both taken
-    assert.same({ 1 }, rw_renew("B|job", 60000, 0))
+    assert.same({ 1, 1, 0 }, d.sem_acquire("job", 1, nil, nil, nil, nil, "A|job"))
+    assert.same({ 1, 2, 0 }, d.sem_acquire("job", 1, nil, nil, nil, nil, "B|job"))
+    assert.equals(0, d.sem_acquire("x", 1, nil, nil, nil, nil, "x")[1])       -- two permits, both taken
+    assert.same({ 1 }, d.rw_renew("B|job", 60000, 0))
     over("A|job")
-    assert.same({ 1, 1, 0 }, sem_acquire("x", "x", 2))  -- A's permit is free
-    assert.same({ 1, 0 }, sem_release("job", "B|job", 2))
+    assert.same({ 1, 1, 0 }, d.sem_acquire("x", 2, nil, nil, nil, nil, "x"))  -- A's permit is free
+    assert.same({ 1, 0 }, d.sem_release("job", 2, nil, "B|job"))
   end)
 end)

@@ -128,10 +128,11 @@ function drive.new(srv, sha, key)
   function d.ttl() return d.call("ttl", {})[1] end
   --- The fair lock's: a grant is published on the waiter's own channel,
   --- with its registration's secret.
-  function d.fair_acquire(owner, req, seq, secret, expect, token)
-    return d.call("fair_acquire", { owner = owner, req = req, seq = seq, lease_ms = 10000,
-                                    expect = expect or 0, token = token or 1, waits = "1",
-                                    pub = "PUBLISH", secret = secret or "" })
+  function d.fair_acquire(owner, req, seq, secret, expect, token, lease_ms)
+    return d.call("fair_acquire", { owner = owner, req = req, seq = seq,
+                                    lease_ms = lease_ms or 10000, expect = expect or 0,
+                                    token = token or 1, waits = "1", pub = "PUBLISH",
+                                    secret = secret or "" })
   end
   function d.fair_release(owner, req, seq, token)
     return d.call("fair_release", { owner = owner, req = req, seq = seq, token = token,
@@ -148,6 +149,65 @@ function drive.new(srv, sha, key)
                                  keep_ms = keep_ms or 10000, pub = "PUBLISH",
                                  req = req or owner, after = "0" })[1]
   end
+  --- The one-key forms a slot mid-migration falls back to: the lock's
+  --- key alone (no queue, no counter), nothing published.
+  function d.fair_acquire1(owner, req, seq, expect, token)
+    return d.call("fair_acquire1", { owner = owner, req = req, seq = seq, lease_ms = 10000,
+                                     expect = expect or 0, token = token or 1 })
+  end
+  function d.fair_release1(owner, req, seq, token)
+    return d.call("fair_release1", { owner = owner, req = req, seq = seq, token = token,
+                                     keep_ms = 10000 })
+  end
+  --- fair_drop1(owner, count [, token [, req]]): token "0": any
+  function d.fair_drop1(owner, count, token, req)
+    return d.call("fair_drop1", { owner = owner, count = count, token = token or "0",
+                                  keep_ms = 10000, req = req or owner, after = "0" })[1]
+  end
+  function d.fair_void1(owner, req, seq, fresh)
+    return d.call("fair_void1", { owner = owner, req = req, seq = seq, keep_ms = 10000,
+                                  fresh = fresh or "0" })[1]
+  end
+
+  --- The read-write lock's: rw_acquire(kind, owner, seq [, lease_ms [,
+  --- expect, token [, writer [, req]]]]): kind 'r' a reader, 'w' a
+  --- writer, 'W' a writer that waits; the requester req (default: the
+  --- owner, a coroutine owner). Its holds end by release and void.
+  function d.rw_acquire(kind, owner, seq, lease_ms, expect, token, writer, req)
+    return d.call("rw_acquire", { owner = owner, req = req or owner, seq = seq,
+                                  lease_ms = lease_ms or 10000, expect = expect or 0,
+                                  token = token or 1, kind = kind, writer = writer or "" })
+  end
+  function d.rw_renew(req, lease_ms, token)
+    return d.call("rw_renew", { req = req, lease_ms = lease_ms, token = token,
+                                chan = d.key .. ":ch", pub = "PUBLISH" })
+  end
+
+  --- The semaphore's: a permit is one owner ("<client id>:p<n>"), its
+  --- requester the owner unless req says. sem_acquire(owner, seq [,
+  --- permits (2) [, lease_ms [, expect [, waits ("1") [, req]]]]]), and
+  --- sem_acquire1 the same in the one-key form; sem_release(owner, seq [,
+  --- keep_ms [, req]]) and sem_release1.
+  local function sem_acquire(name)
+    return function(owner, seq, permits, lease_ms, expect, waits, req)
+      return d.call(name, { owner = owner, req = req or owner, seq = seq,
+                            lease_ms = lease_ms or 10000, expect = expect or 0, token = 0,
+                            permits = permits or 2, waits = waits or "1" })
+    end
+  end
+  local function sem_release(name)
+    return function(owner, seq, keep_ms, req)
+      return d.call(name, freeing({ owner = owner, req = req or owner, seq = seq, token = 0,
+                                    keep_ms = keep_ms }))
+    end
+  end
+  d.sem_acquire, d.sem_acquire1 = sem_acquire("sem_acquire"), sem_acquire("sem_acquire1")
+  d.sem_release, d.sem_release1 = sem_release("sem_release"), sem_release("sem_release1")
+  function d.sem_void(owner, seq)
+    return d.call("sem_void", freeing({ owner = owner, req = owner, seq = seq }))
+  end
+  function d.sem_free(permits) return d.call("sem_free", { permits = permits })[1] end
+
   --- The holds of owner (field o<owner>), 0 if none.
   function d.count(owner) return tonumber(d.field("o" .. owner)) or 0 end
 
