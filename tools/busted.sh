@@ -101,9 +101,11 @@ fi
 
 # The files, the slowest first (as `make test` timed them) so that the
 # last to start are short ones.
-slow="cluster_master_failover cluster_migration cluster_migrating_releases cluster_scheduler install hostile combined_faults watchdog ha docs failover resources soak
-      rare_states names haproxy lighttpd luanti command fairlock lock faults tls
-      scheduler scripts kinds_across_processes harness client sentinel package log rwlock inspect"
+slow="hostile combined_faults failover watchdog ha install rare_states command names
+      luanti faults docs tls fairlock log harness scripts scripts_lease
+      cluster_master_failover scheduler haproxy soak sentinel semaphore notices lock
+      lighttpd cluster_migration layout cluster_migrating_releases rwlock resources
+      release redirect cluster_scheduler call"
 all=
 for p in $paths; do
     if [ -d "$p" ]; then all="$all $(echo "$p"/*_spec.lua)"; else all="$all $p"; fi
