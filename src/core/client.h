@@ -28,8 +28,8 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
  * connections, free. In a forked child: free only, no I/O. */
 void dl_client_close(dl_client *c);
 
-/* Lua thread, first thing in each operation below that may talk to Redis
- * (not close): hear of a Sentinel failover before sending anything
+/* Lua thread, in each operation below that may talk to Redis (not
+ * close), before it sends anything: hear of a Sentinel failover
  * (sentinel.h: dl_sentinel_news). Inline: it is on every lock path. */
 static inline void dl_client_enter(dl_client *c)
 {

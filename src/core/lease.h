@@ -3,7 +3,9 @@
  * lease (lease_ms), until when it is believed held (deadline_us), when
  * the watchdog renews it (renew_at_us) or may retry a failed renewal
  * (retry_at_us), and whether its lease is the last before max_hold
- * (final). Every function here expects c->mu held.
+ * (final). Every function here but dl_lease_retry_gap_us and
+ * dl_lease_left_ms (which read only options and the clock) expects c->mu
+ * held.
  */
 #ifndef DLOCK_LEASE_H
 #define DLOCK_LEASE_H

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT
- * state.c: the few operations on a client's shared state that both
- * threads use: which process owns it, finding, counting out, dropping
- * and freeing holds, and who else of this client holds a lock.
+ * state.c: the operations on a client's holds that more than one file
+ * uses: which process owns the client, finding, counting out, dropping
+ * and freeing holds, and who else of this client holds a lock (the
+ * watchdog uses dl_state_drop_op and dl_state_lockref).
  */
 #define _GNU_SOURCE
 #include "core/state.h"

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT
  * state.h: what one client is, as the files below the public API share
- * it, and the few operations on it that both threads use (state.c). It
+ * it, and the operations on its holds that more than one file uses
+ * (state.c; the watchdog uses dl_state_drop_op and dl_state_lockref). It
  * names the watchdog only by pointer, so that none of them needs the
  * others' headers: client.h sits on top of all of them.
  *
@@ -10,7 +11,8 @@
  *   c->mu (the client's mutex):
  *     c->reg: every hold and every field of one (registry.h), the
  *       notices, the orphans; a hold the watchdog has in flight
- *       (h->inflight) is freed by it, not unlinked (h->dead);
+ *       (h->inflight) is unlinked by the Lua thread but not freed:
+ *       marked h->dead, the watchdog frees it once it has the reply;
  *     c->stats;
  *     c->sweep (the watchdog sets it, the Lua thread sweeps);
  *     c->wd->next_wake_us, c->wd->sleeping, c->wd->stopping;
@@ -29,11 +31,13 @@
  * Each connection is one thread's (conn.h): a node's cmd and sub and the
  * Sentinel news are the Lua thread's; a node's wd, the Sentinel probe,
  * the notice subscriptions (c->wd->ear) and the rest of *c->wd are the
- * watchdog's. c->opts, c->scripts, c->id, c->notice, c->pubverb,
+ * watchdog's, but c->wd->running and c->wd->thread (the Lua thread's)
+ * and c->wd->wake[] (read-only once the thread starts). c->opts, c->scripts, c->id, c->notice, c->pubverb,
  * c->evictable and the topology's timeouts are read-only once the
  * watchdog starts; the rest of c is the Lua thread's. Mutexes nest
  * live_mu (client.c), then c->mu, then the log's; c->mu is never held
- * across I/O. Holds are unlinked only on the Lua thread, so a hold it
+ * across blocking I/O (under it the watchdog only reads notice sockets
+ * without blocking, dl_notice_heard_forced, and writes its wake pipe). Holds are unlinked only on the Lua thread, so a hold it
  * found before its I/O is still valid after it (the watchdog may have
  * marked it lost meanwhile).
  */

@@ -40,7 +40,9 @@ typedef struct dl_sentinel {
     uint64_t news_seen;         /* +switch-master messages handled */
     int wd_retarget;            /* the watchdog must re-resolve */
     int lua_retarget;           /* the Lua thread must re-resolve (the
-                                   watchdog found a new master) */
+                                   watchdog found a new master); both
+                                   atomic (core/state.h, THE THREAD
+                                   RULE) */
     dl_conn probe;              /* the watchdog's own link to a sentinel
                                    (watchdog thread only) */
     int probe_init;

@@ -33,9 +33,10 @@ typedef struct dl_node {
                                    Cluster node's may change) */
     struct dl_topology *topo;   /* Cluster: its resolver's */
     dl_resolver resolver;       /* Cluster: ep */
-    uint64_t moved;             /* ep changed this many times */
+    uint64_t moved;             /* ep changed this many times (atomic) */
     int named, was_named;       /* Cluster: in the last map learnt (or
-                                   a seed) */
+                                   a seed); under mu (core/state.h, THE
+                                   THREAD RULE) */
     dl_conn cmd;                /* the Lua thread's */
     dl_waiter sub;              /* the Lua thread's */
     dl_conn wd;                 /* the watchdog thread's */
@@ -58,7 +59,8 @@ typedef struct dl_topology {
     size_t nseeds;              /* nodes[0..nseeds) were given */
     uint16_t *slots;            /* slot -> node index */
     struct {                    /* slots an ASK was followed for lately:
-                                   mid-migration */
+                                   mid-migration; under mu (core/state.h,
+                                   THE THREAD RULE) */
         unsigned slot;
         int64_t at_us;
     } asked[4];
