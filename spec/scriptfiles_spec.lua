@@ -96,11 +96,31 @@ describe("the scripts' files", function()
       assert.truthy(h:find("[DL_S_B] =\n        DL_LIB_TWICE\n", 1, true))
     end)
 
-    it("refusing an include after the file's code", function()
-      local ok, err = try(HEAD .. "local n = tonumber(ARGV[1])\n--#include lib/twice.lua\n" ..
-                          "return twice(n) + #KEYS[1]\n")
+    it("putting a script's fast path, its code before its includes, before every helper", function()
+      local ok, h = try(HEAD .. "if ARGV[1] == '0' then return #KEYS[1] end\n" ..
+                        "--#include lib/twice.lua\nreturn twice(ARGV[1]) + #KEYS[1]\n")
+      assert.is_true(ok, h)
+      assert.truthy(h:find("[DL_S_A] =\n        \"if ARGV[1] == '0' then return #KEYS[1] end\\n\"\n" ..
+                           "        DL_LIB_TWICE\n", 1, true), h)
+    end)
+
+    it("refusing a call of a helper in the fast path, where none is made yet", function()
+      local ok, err = try(HEAD .. "if ARGV[1] == '0' then return twice(1) end\n" ..
+                          "--#include lib/twice.lua\nreturn twice(ARGV[1]) + #KEYS[1]\n")
+      assert.is_false(ok)
+      assert.matches("twice%(%) is called before the includes", err)
+    end)
+
+    it("refusing an include after the code that follows the includes, and any in a helper after its code", function()
+      write(dir .. "/lib/other.lua", "local function other(x) return x end\n")
+      local ok, err = try(HEAD .. "--#include lib/twice.lua\nlocal n = tonumber(ARGV[1])\n" ..
+                          "--#include lib/other.lua\nreturn other(twice(n)) + #KEYS[1]\n")
       assert.is_false(ok)
       assert.matches("an include comes before the file's code", err)
+      write(dir .. "/lib/twice.lua", "local function twice(x) return 2 * x end\n--#include lib/other.lua\n")
+      ok, err = try(HEAD .. "--#include lib/twice.lua\nreturn twice(ARGV[1]) + #KEYS[1]\n")
+      assert.is_false(ok)
+      assert.matches("lib/twice.lua:2: an include comes before the file's code", err)
     end)
 
     it("refusing an argument it does not name", function()

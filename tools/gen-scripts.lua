@@ -165,7 +165,8 @@ local function helpers(dir)
 end
 
 -- File path (text: its lines) calls only the helper functions that it
--- defines or that a lib/ file it includes itself defines.
+-- defines or that a lib/ file it includes itself defines, and none before
+-- its first include (a script's fast path: no helper is made yet).
 local function check_calls(dir, path, text)
   local defs, own, incs = helpers(dir), {}, {}
   for _, l in ipairs(text) do
@@ -174,13 +175,19 @@ local function check_calls(dir, path, text)
     local name = l:match("^%s*local%s+function%s+([%a_][%w_]*)")
     if name then own[name] = true end
   end
+  local before = next(incs) ~= nil       -- before the first include
   for i, l in ipairs(text) do
+    if l:match("^%-%-#include%s") then before = false end
     local code = bare(l)
     for at, name in code:gmatch("()([%a_][%w_]*)%s*%(") do
       local lib = defs[name]
-      if lib and lib ~= path and not own[name] and not incs[lib] and
-         not code:sub(at - 1, at - 1):match("[%.:]") then
-        fail(dir .. "/" .. path .. ":" .. i, name .. "() is " .. lib .. "'s: include it here")
+      if lib and lib ~= path and not code:sub(at - 1, at - 1):match("[%.:]") then
+        if before then
+          fail(dir .. "/" .. path .. ":" .. i, name .. "() is called before the includes, " ..
+               "where no helper is made yet")
+        elseif not own[name] and not incs[lib] then
+          fail(dir .. "/" .. path .. ":" .. i, name .. "() is " .. lib .. "'s: include it here")
+        end
       end
     end
   end
@@ -245,19 +252,23 @@ end
 -- holds the files already in), without comment lines and blank lines.
 -- exports collects the --#export numbers; own, if given, the file's own
 -- code lines (not its includes'). pieces gets the code in order as
--- { lib = "lib/x.lua" or nil, lines }, one piece per file: a file's
--- includes come before its code, so each lib's code is one run of lines.
+-- { lib = "lib/x.lua" or nil, lines }: a file's includes come before its
+-- code, so each lib's code is one run of lines. A script may open with a
+-- fast path, code before its includes that runs before any helper is
+-- made (and so calls none): a piece of its own.
 local function expand(dir, path, done, exports, out, lib, own, pieces)
   done[path] = true
   local text = lines(read(dir .. "/" .. path))
   check_calls(dir, path, text)
-  local mine = { lib = lib and path or nil }
+  local mine, included = { lib = lib and path or nil }, false
   for i, l in ipairs(text) do
     local where = dir .. "/" .. path .. ":" .. i
     local inc = l:match("^%-%-#include%s+(%S+)%s*$")
     if inc then
       if not inc:match("^lib/[%w_]+%.lua$") then fail(where, "includes only lib/<name>.lua") end
-      if #mine > 0 then fail(where, "an include comes before the file's code") end
+      if #mine > 0 and (lib or included) then fail(where, "an include comes before the file's code") end
+      if #mine > 0 then pieces[#pieces + 1], mine = mine, {} end   -- the fast path
+      included = true
       if not done[inc] then expand(dir, inc, done, exports, out, true, nil, pieces) end
     elseif l:match("^%s*%-%-") then
       if l:match("^%s*%-%-#") then fail(where, "unknown directive: " .. l) end
