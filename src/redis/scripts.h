@@ -746,6 +746,29 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
 static const char *const dl_script_texts[DL_S_COUNT] = {
     /* src/redis/scripts/acquire.lua */
     [DL_S_ACQUIRE] =
+        "do\n"
+        "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
+        "  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
+        "    local qf = 'q' .. owner\n"
+        "    local f = redis.call('hmget', k, 'n', 'o' .. owner, qf, 't', 'v', 'r', 'D')\n"
+        "    local n, record, t = f[1], f[3], f[4]\n"
+        "    local last = record and record:byte(-1)\n"
+        "    if (not n or n == '0') and not f[2] and not f[5] and not f[6] and not f[7] and\n"
+        "       (record and last >= 48 and last <= 57 and\n"
+        "        (#record < #seq or (#record == #seq and record < seq)) or (not record and not t)) then\n"
+        "      local c = redis.call('incr', KEYS[2])\n"
+        "      local ct = string.format('%d', c)\n"
+        "      if c <= 0 or (t and (#ct < #t or (#ct == #t and ct <= t))) then\n"
+        "        c = (t and tonumber(t) or 0) + 1      -- the counter was behind (lib/mint.lua)\n"
+        "        ct = string.format('%d', c)\n"
+        "        redis.call('set', KEYS[2], ct)\n"
+        "      end\n"
+        "      redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct)\n"
+        "      redis.call('pexpire', k, ARGV[4])\n"
+        "      return {1, 1, c}\n"
+        "    end\n"
+        "  end\n"
+        "end\n"
         DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_MINT
         DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
         DL_LIB_RAISE_TTL DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
@@ -1076,6 +1099,22 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "        subs, h.w or ''}\n",
     /* src/redis/scripts/release.lua */
     [DL_S_RELEASE] =
+        "do\n"
+        "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
+        "  if ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
+        "    local of, qf = 'o' .. owner, 'q' .. owner\n"
+        "    local f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v')\n"
+        "    local record = f[2]\n"
+        "    local last = record and record:byte(-1)\n"
+        "    if f[1] == '1' and f[3] == '1' and f[4] == ARGV[4] and not f[5] and not f[6] and\n"
+        "       (not record or (last >= 48 and last <= 57 and\n"
+        "                       (#record < #seq or (#record == #seq and record < seq)))) then\n"
+        "      redis.call('hdel', k, of)\n"
+        "      redis.call('hset', k, 'n', '0', qf, seq, 'k' .. owner, ARGV[5] .. 'e99')\n"
+        "      return {1, 0}\n"
+        "    end\n"
+        "  end\n"
+        "end\n"
         DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_RESERVE DL_LIB_HASH
         DL_LIB_REQUESTER DL_LIB_SHARES_DUE DL_LIB_RELEASE
         "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
