@@ -141,12 +141,21 @@ describe("the fast paths of acquire.lua and release.lua", function()
     return out
   end
 
+  -- 600 cases, each case(r, T, seq, s): the draws r, the server's clock T,
+  -- a request id seq drawn from seqs (s: as a number).
+  local OWNER, OTHER = "w", "c1|w"
+  local function draw(seed, seqs, case)
+    local T, r, cases = now_ms(), rng(seed), {}
+    for i = 1, 600 do
+      local seq = pick(r, seqs)
+      cases[i] = case(r, T, seq, tonumber(seq))
+    end
+    return cases
+  end
+
   it("acquire: the same as without it, near a free lock and a fresh hold", function()
-    local T, r, cases = now_ms(), rng(20261202), {}
-    local owner, other = "w", "c1|w"
-    for _ = 1, 600 do
-      local seq = pick(r, { "7", "10", "100" })
-      local s = tonumber(seq)
+    local owner, other = OWNER, OTHER
+    compare("acquire", draw(20261202, { "7", "10", "100" }, function(r, T, seq, s)
       local st = { n = pick(r, { false, "0" }), t = pick(r, { false, "5", "100" }),
                    ["q" .. owner] = pick(r, { false, tostring(s - 1), "3" }),
                    ["k" .. owner] = pick(r, { false, "3000e99" }) }
@@ -172,17 +181,13 @@ describe("the fast paths of acquire.lua and release.lua", function()
         elseif which == 10 then st.ox = "1"; st.n = "1"; st.t = st.t or "5"
         else counter = pick(r, { "-2", "0", "100", "101" }) end
       end
-      cases[#cases + 1] = { fields = fields(st), counter = counter, argv = argv, records = records }
-    end
-    compare("acquire", cases)
+      return { fields = fields(st), counter = counter, argv = argv, records = records }
+    end))
   end)
 
   it("release: the same as without it, near a last hold nobody waits for", function()
-    local T, r, cases = now_ms(), rng(20261203), {}
-    local owner, other = "w", "c1|w"
-    for _ = 1, 600 do
-      local seq = pick(r, { "8", "10", "101" })
-      local s = tonumber(seq)
+    local owner, other = OWNER, OTHER
+    compare("release", draw(20261203, { "8", "10", "101" }, function(r, T, seq, s)
       local tok = pick(r, { "5", "100" })
       local st = { n = "1", t = tok, ["o" .. owner] = "1",
                    ["q" .. owner] = pick(r, { false, tostring(s - 1), "3" }) }
@@ -203,8 +208,7 @@ describe("the fast paths of acquire.lua and release.lua", function()
           if st.D then st["d" .. other] = st.D end
         else st.t = false end
       end
-      cases[#cases + 1] = { fields = fields(st), counter = false, argv = argv }
-    end
-    compare("release", cases)
+      return { fields = fields(st), counter = false, argv = argv }
+    end))
   end)
 end)
