@@ -191,6 +191,11 @@ function faults.failover(env)
   return { from = old, to = h.master.port }
 end
 
+-- Whether the node on port says the cluster is ok.
+local function cluster_ok(port)
+  return rcli(port, "cluster", "info"):find("cluster_state:ok", 1, true) ~= nil
+end
+
 --- A live slot migration of the slot of lock `name`: IMPORTING and
 --- MIGRATING are set, the keys move over a second or two (clients meet
 --- ASK and TRYAGAIN meanwhile), then the slot is given to the target.
@@ -203,15 +208,18 @@ end
 --- are sent there only for keys the source lacks), so a copy there is a
 --- stale one, left by a MIGRATE whose reply timed out (a target asleep)
 --- after the target had stored it, which would refuse every later move
---- with BUSYKEY. Keys that will not move within the deadline fail the
---- fault, with the last replies, and leave the slot migrating (every key
---- stays reachable, by ASK).
+--- with BUSYKEY. Keys that will not move within the deadline (a target
+--- that answers CLUSTERDOWN) fail the fault, with the last replies: the
+--- migration is undone if none had moved yet, else left open (every key
+--- stays reachable, by ASK). A migration starts only between two live
+--- masters that say the cluster is ok (a node's map may still name a
+--- master just killed).
 function faults.migrate(env, a)
   local c = env.topo.h
   local key = helper.lock_key(a.name)
   local slot = c.keyslot(key)
   local from = c.owner(slot)
-  if not from then return { skipped = true } end
+  if not from or not c.is_master(from) then return { skipped = true } end
   local to                              -- another master (not a replica)
   for k = 1, #c.nodes do
     local i = (from + (a.step or 0) + k - 1) % #c.nodes + 1
@@ -219,12 +227,18 @@ function faults.migrate(env, a)
   end
   if not to then return { skipped = true } end
   local src, dst = c.nodes[from], c.nodes[to]
+  if not cluster_ok(src.port) or not cluster_ok(dst.port) then return { skipped = true } end
   local function must(port, ...)
     local r = rcli(port, ...)
     if r ~= "OK" then error(("migrate: %s on %d: %s"):format(table.concat({ ... }, " "), port, r), 0) end
   end
+  local function undo()
+    rcli(src.port, "cluster", "setslot", slot, "stable")
+    rcli(dst.port, "cluster", "setslot", slot, "stable")
+  end
   must(dst.port, "cluster", "setslot", slot, "importing", c.ids[from])
-  must(src.port, "cluster", "setslot", slot, "migrating", c.ids[to])
+  local ok, err = pcall(must, src.port, "cluster", "setslot", slot, "migrating", c.ids[to])
+  if not ok then undo(); error(err, 0) end
   dlock.sleep(a.before or 0.5)
   local deadline, replies = dlock.now() + 30, {}
   while rcli(src.port, "cluster", "countkeysinslot", slot) ~= "0" do
@@ -233,8 +247,11 @@ function faults.migrate(env, a)
       keys[#keys + 1] = k
     end
     if dlock.now() > deadline then
-      error(("migrate: slot %d kept %s on %d; replies: %s"):format(slot,
-        table.concat(keys, " "), src.port, table.concat(replies, " | ")), 0)
+      local moved = rcli(dst.port, "cluster", "countkeysinslot", slot)
+      if moved == "0" then undo() end
+      error(("migrate: slot %d kept %s on %d (%s); replies: %s"):format(slot,
+        table.concat(keys, " "), src.port, moved == "0" and "undone: none had moved" or
+        "left open: " .. moved .. " moved", table.concat(replies, " | ", 1, math.min(#replies, 3))), 0)
     end
     if #keys > 0 then
       local r = rcli(src.port, "migrate", "127.0.0.1", dst.port, "", 0, 5000, "replace",
