@@ -7,8 +7,9 @@
 --       exactly N uncontended cycles, no warm-up, nothing printed
 --       (bench/instr.lua). IMPL may also be "floor" (bench/floor.c's SET NX
 --       PX and compare-and-delete script, sent through a dlock client),
---       "read" or "write" (a half of client:rwlock) or "sem" (a semaphore
---       of 1 permit: acquire, release).
+--       "read" or "write" (a half of client:rwlock), "sem" (a semaphore
+--       of 1 permit: acquire, release), or "redispy" or "redisson" (those
+--       libraries' commands for a cycle, bench/anchors.lua).
 --   m2 IMPL URL NAME COUNTER LOG READY GO STEPBACK
 --       M2 contended: creates READY, waits for the GO file ("start stop" on
 --       dlock.now()), then until stop: acquire NAME, read-modify-write the
@@ -107,7 +108,10 @@ if mode == "m1" then
 elseif mode == "count" then                     -- bench/instr.lua: exactly N cycles
   local url, n = arg[3], tonumber(arg[4])
   local client = assert((arg[2] == "plain" and impl("plain") or dlock).connect(url))
-  if arg[2] == "floor" then                      -- the floor's two commands
+  if arg[2] == "redispy" or arg[2] == "redisson" then   -- another library's commands
+    local cycle = require("anchors").new(arg[2], function(...) return client:call(...) end)
+    for i = 1, n do cycle(i) end
+  elseif arg[2] == "floor" then                  -- the floor's two commands
     local sha = assert(client:call("SCRIPT", "LOAD", FLOOR_CAD))
     for i = 1, n do
       assert(client:call("SET", "floor", i, "NX", "PX", 30000) == "OK")
