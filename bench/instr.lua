@@ -15,6 +15,9 @@
 --   redispy    redis-py's Lock: SET NX PX + its release script (bench/anchors.lua)
 --   redisson   Redisson's RLock: its lock and unlock scripts, the unlock
 --              latch deleted after (bench/anchors.lua)
+--   redisson-fair  Redisson's RFairLock: its fair lock and unlock scripts
+--              (queue list, deadline zset, client time), the unlock latch
+--              deleted after (bench/anchors.lua)
 --   dlock      client:lock
 --   reentrant  client:lock: acquire, 3 reentries, 4 releases
 --   fair       client:fair_lock
@@ -106,8 +109,8 @@ end
 local have_plain = pcall(require, "plainlock")
 local rows = {}
 
-for _, impl in ipairs({ "floor", "plain", "redispy", "redisson", "dlock", "reentrant", "fair", "write",
-                         "read", "sem" }) do
+for _, impl in ipairs({ "floor", "plain", "redispy", "redisson", "redisson-fair", "dlock", "reentrant",
+                         "fair", "write", "read", "sem" }) do
   if impl ~= "plain" or have_plain then
     local port, pid, out = start()
     local url = ("redis://127.0.0.1:%d/0"):format(port)

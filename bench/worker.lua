@@ -8,8 +8,9 @@
 --       (bench/instr.lua). IMPL may also be "floor" (bench/floor.c's SET NX
 --       PX and compare-and-delete script, sent through a dlock client),
 --       "read" or "write" (a half of client:rwlock), "sem" (a semaphore
---       of 1 permit: acquire, release), or "redispy" or "redisson" (those
---       libraries' commands for a cycle, bench/anchors.lua).
+--       of 1 permit: acquire, release), or "redispy", "redisson" or
+--       "redisson-fair" (those libraries' commands for a cycle,
+--       bench/anchors.lua).
 --   m2 IMPL URL NAME COUNTER LOG READY GO STEPBACK
 --       M2 contended: creates READY, waits for the GO file ("start stop" on
 --       dlock.now()), then until stop: acquire NAME, read-modify-write the
@@ -108,7 +109,8 @@ if mode == "m1" then
 elseif mode == "count" then                     -- bench/instr.lua: exactly N cycles
   local url, n = arg[3], tonumber(arg[4])
   local client = assert((arg[2] == "plain" and impl("plain") or dlock).connect(url))
-  if arg[2] == "redispy" or arg[2] == "redisson" then   -- another library's commands
+  if arg[2] == "redispy" or arg[2] == "redisson" or arg[2] == "redisson-fair" then
+    -- another library's commands
     local cycle = require("anchors").new(arg[2], function(...) return client:call(...) end)
     for i = 1, n do cycle(i) end
   elseif arg[2] == "floor" then                  -- the floor's two commands
