@@ -26,8 +26,9 @@
 --   sem        client:semaphore(name, 1): acquire, release
 -- and per renewed hold: one client holding 1,000 locks (lease 3 s) while
 -- its watchdog renews them (bench/worker.lua m3).
--- Each row gets a server of its own; the first cycles (loading scripts,
--- and the first run of each) are not counted.
+-- Each row gets a server of its own; the worker's connect and its first
+-- 20 cycles (loading scripts, and the first run of each) are not counted:
+-- only the N cycles after them, on the same connection.
 local dlock = require "dlock"
 local now, sleep = dlock.now, dlock.sleep
 
@@ -99,13 +100,6 @@ local function calls_to(path, fn)
   return n
 end
 
-local function worker(...)
-  local args = { ... }
-  for i, a in ipairs(args) do args[i] = q(a) end
-  local cmd = ("%s %s/worker.lua %s"):format(q(LUA), q(DIR), table.concat(args, " "))
-  assert(os.execute(cmd), "worker failed: " .. cmd)
-end
-
 local have_plain = pcall(require, "plainlock")
 local rows = {}
 
@@ -114,9 +108,20 @@ for _, impl in ipairs({ "floor", "plain", "redispy", "redisson", "redisson-fair"
   if impl ~= "plain" or have_plain then
     local port, pid, out = start()
     local url = ("redis://127.0.0.1:%d/0"):format(port)
-    worker("count", impl, url, 20)               -- warm: scripts loaded, run once
+    -- the worker connects and warms up (scripts loaded, each run once),
+    -- then runs the N counted cycles on the same connection
+    local ready, go = ("%s/count-%d.ready"):format(TMP, pid), ("%s/count-%d.go"):format(TMP, pid)
+    local w = io.popen(("%s %s/worker.lua count %s %s %d %s %s 2>&1"):format(
+      q(LUA), q(DIR), q(impl), q(url), N, q(ready), q(go)))
+    local deadline = now() + 120
+    while not readf(ready) and now() < deadline do sleep(0.05) end
+    assert(readf(ready), impl .. ": the count worker did not warm up")
     sh(("callgrind_control -z %d >/dev/null 2>&1"):format(pid))
-    worker("count", impl, url, N)
+    local f = assert(io.open(go, "w"))
+    f:write("1")
+    f:close()
+    local wout = w:read("a")
+    assert(w:close(), impl .. ": the count worker failed: " .. wout)
     local total = stop(port, pid, out)
     rows[#rows + 1] = { impl, total / N }
     io.stderr:write(("%s: %d cycles, %d instructions\n"):format(impl, N, total))

@@ -3,8 +3,10 @@
 --   m1 IMPL URL SECONDS
 --       M1 uncontended: acquire+release cycles on one lock for SECONDS (after
 --       0.1 s of warm-up). Prints "cycles elapsed_s p50_us p99_us".
---   count IMPL URL N
---       exactly N uncontended cycles, no warm-up, nothing printed
+--   count IMPL URL N [READY GO]
+--       exactly N uncontended cycles, nothing printed; with READY and GO,
+--       20 cycles first (connected, scripts loaded, each run once), then
+--       READY is created and the N wait for the GO file
 --       (bench/instr.lua). IMPL may also be "floor" (bench/floor.c's SET NX
 --       PX and compare-and-delete script, sent through a dlock client),
 --       "read" or "write" (a half of client:rwlock), "sem" (a semaphore
@@ -107,34 +109,42 @@ if mode == "m1" then
   client:close()
 
 elseif mode == "count" then                     -- bench/instr.lua: exactly N cycles
-  local url, n = arg[3], tonumber(arg[4])
+  local url, n, ready, go = arg[3], tonumber(arg[4]), arg[5], arg[6]
   local client = assert((arg[2] == "plain" and impl("plain") or dlock).connect(url))
+  local cycle
   if arg[2] == "redispy" or arg[2] == "redisson" or arg[2] == "redisson-fair" then
     -- another library's commands
-    local cycle = require("anchors").new(arg[2], function(...) return client:call(...) end)
-    for i = 1, n do cycle(i) end
+    cycle = require("anchors").new(arg[2], function(...) return client:call(...) end)
   elseif arg[2] == "floor" then                  -- the floor's two commands
     local sha = assert(client:call("SCRIPT", "LOAD", FLOOR_CAD))
-    for i = 1, n do
+    cycle = function(i)
       assert(client:call("SET", "floor", i, "NX", "PX", 30000) == "OK")
       assert(client:call("EVALSHA", sha, 1, "floor", i) == 1)
     end
+  elseif arg[2] == "sem" then
+    local sem = client:semaphore("m1", 1)
+    cycle = function() assert(sem:release(assert(sem:acquire()))) end
   else
     local kind = arg[2]
-    if kind == "sem" then
-      local sem = client:semaphore("m1", 1)
-      for _ = 1, n do assert(sem:release(assert(sem:acquire()))) end
-    else
-      local lock = kind == "fair" and client:fair_lock("m1")
-        or (kind == "read" or kind == "write") and client:rwlock("m1")[kind]
-        or client:lock("m1")
-      local depth = kind == "reentrant" and 4 or 1
-      for _ = 1, n do
-        for _ = 1, depth do assert(lock:acquire()) end
-        for _ = 1, depth do assert(lock:release()) end
-      end
+    local lock = kind == "fair" and client:fair_lock("m1")
+      or (kind == "read" or kind == "write") and client:rwlock("m1")[kind]
+      or client:lock("m1")
+    local depth = kind == "reentrant" and 4 or 1
+    cycle = function()
+      for _ = 1, depth do assert(lock:acquire()) end
+      for _ = 1, depth do assert(lock:release()) end
     end
   end
+  local first = 1
+  if ready then                                 -- warm, then N once told to go
+    for i = 1, 20 do cycle(i) end
+    first = 21
+    local f = assert(io.open(ready, "w"))
+    f:write("1")
+    f:close()
+    while not io.open(go) do dlock.sleep(0.01) end
+  end
+  for i = first, first + n - 1 do cycle(i) end
   client:close()
 
 elseif mode == "m2" then
