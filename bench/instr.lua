@@ -39,7 +39,7 @@ local DIR = arg[0]:match("^(.*)/[^/]*$") or "."
 package.path = DIR .. "/?.lua;" .. package.path
 
 local util = require "util"
-local q, sh, readf = util.q, util.sh, util.readf
+local q, sh, readf, writef = util.q, util.sh, util.readf, util.writef
 
 if not sh("command -v callgrind_control"):match("callgrind_control") then
   io.stderr:write("bench-instr: needs valgrind (sudo apt-get install -y valgrind)\n")
@@ -117,9 +117,7 @@ for _, impl in ipairs({ "floor", "plain", "redispy", "redisson", "redisson-fair"
     while not readf(ready) and now() < deadline do sleep(0.05) end
     assert(readf(ready), impl .. ": the count worker did not warm up")
     sh(("callgrind_control -z %d >/dev/null 2>&1"):format(pid))
-    local f = assert(io.open(go, "w"))
-    f:write("1")
-    f:close()
+    writef(go, "1")
     local wout = w:read("a")
     assert(w:close(), impl .. ": the count worker failed: " .. wout)
     local total = stop(port, pid, out)
@@ -143,9 +141,7 @@ do
   sh(("callgrind_control -z %d >/dev/null 2>&1"):format(pid))
   sleep(6)
   sh(("callgrind_control -d %d >/dev/null 2>&1"):format(pid))  -- dumps to out.1
-  local f = assert(io.open(stopf, "w"))
-  f:write("1")
-  f:close()
+  writef(stopf, "1")
   w:read("*a")
   w:close()
   stop(port, pid, out)

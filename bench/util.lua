@@ -21,4 +21,10 @@ function M.readf(path)
   return s
 end
 
+function M.writef(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
 return M

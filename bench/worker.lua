@@ -139,10 +139,8 @@ elseif mode == "count" then                     -- bench/instr.lua: exactly N cy
   if ready then                                 -- warm, then N once told to go
     for i = 1, 20 do cycle(i) end
     first = 21
-    local f = assert(io.open(ready, "w"))
-    f:write("1")
-    f:close()
-    while not io.open(go) do dlock.sleep(0.01) end
+    write(ready, "1")
+    assert(wait_file(go, 120, 0.01), "no go file")
   end
   for i = first, first + n - 1 do cycle(i) end
   client:close()
