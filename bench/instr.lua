@@ -126,7 +126,7 @@ for _, impl in ipairs({ "floor", "plain", "redispy", "redisson", "redisson-fair"
   end
 end
 
--- Renewals: holds renewed = EVALSHA calls in the window x 100 (the
+-- Renewals: holds renewed = FCALL and EVALSHA calls in the window x 100 (the
 -- watchdog renews up to 100 holds per call; 1,000 locks on one server).
 do
   local port, pid, out = start()
@@ -148,7 +148,7 @@ do
   local dump = readf(out .. ".1") or ""
   local total = assert(tonumber(dump:match("\ntotals: (%d+)") or dump:match("\nsummary: (%d+)")),
                        "no callgrind dump")
-  local holds = calls_to(out .. ".1", "evalShaCommand") * 100
+  local holds = (calls_to(out .. ".1", "fcallCommand") + calls_to(out .. ".1", "evalShaCommand")) * 100
   rows[#rows + 1] = { "renewal", total / holds }
   io.stderr:write(("renewal: %d holds renewed, %d instructions; held/lost: %s\n"):format(
     holds, total, readf(result) or "?"))

@@ -174,9 +174,10 @@ describe("lock:acquire() #binding", function()
     helper.redis().cli("del", "dlock:{" .. name .. "}")
   end)
 
-  it("recovers when the server lost its scripts (NOSCRIPT)", function()
+  it("recovers when the server lost its scripts (NOSCRIPT) and functions", function()
     local l = client:lock(helper.unique_name())
     helper.redis().cli("script", "flush")
+    helper.redis().cli("function", "flush")
     assert(l:acquire())
     assert(l:release())
   end)
@@ -192,9 +193,7 @@ describe("a reentry #binding", function()
     c = assert(dlock.connect{ url = srv.url, lease = 5 })
   end)
   lazy_teardown(function() c:close(); srv.stop() end)
-  local function scripts_run()
-    return tonumber(srv.cli("info", "commandstats"):match("cmdstat_evalsha:calls=(%d+)") or 0)
-  end
+  local function scripts_run() return helper.script_calls(srv) end
   local function counted(name)
     local lines = {}
     for x in srv.cli("hgetall", "dlock:{" .. name .. "}"):gmatch("[^\n]+") do

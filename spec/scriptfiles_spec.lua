@@ -25,7 +25,7 @@ describe("the scripts' files", function()
                    "src/redis/scripts.h is stale: run make and commit it")
   end)
 
-  it("are the scripts the built core runs", function()
+  it("are the scripts the built core runs, and its function library", function()
     local core = require("dlock.core").scripts()
     local names = gen.names(ROOT .. "/src/redis/scripts")
     assert.is_true(#names >= 20)
@@ -35,6 +35,10 @@ describe("the scripts' files", function()
     local n = 0
     for _ in pairs(core) do n = n + 1 end
     assert.equals(#names, n)
+    local text, functions = require("dlock.core").library()
+    local made, lib = gen.library_text(ROOT .. "/src/redis/scripts")
+    assert.is_true(text == made, "the core's function library is not the generator's")
+    for _, name in ipairs(names) do assert.equals(lib .. "_" .. name, functions[name]) end
   end)
 
   it("each have a step-by-step spec of their own (a describe named for the file)", function()
@@ -176,6 +180,55 @@ describe("the scripts' files", function()
       assert.is_true(ok, err)
       ok, err = try(HEAD .. "return redis.call('hget', KEYS[1], ARGV[1])\n")   -- reads only
       assert.is_true(ok, err)
+    end)
+
+    it("writing them as one function library too: each helper once, then a function per script", function()
+      write(dir .. "/lib/quad.lua", "--#include lib/twice.lua\nlocal function quad(x) return twice(twice(x)) end\n")
+      write(dir .. "/b.lua", HEAD .. "--#include lib/quad.lua\nreturn quad(ARGV[1]) + #KEYS[1]\n")
+      local ok, h = try(HEAD .. "if ARGV[1] == '0' then return 0 end\n" ..
+                        "--#include lib/twice.lua\nreturn twice(ARGV[1]) + #KEYS[1]\n")
+      assert.is_true(ok, h)
+      local text, lib = gen.library_text(dir)
+      assert.matches("^dlock_%x+$", lib)
+      assert.equals("#!lua name=" .. lib .. "\n" ..
+        "local function twice(x) return 2 * x end\n" ..
+        "local function quad(x) return twice(twice(x)) end\n" ..
+        "redis.register_function{function_name = '" .. lib .. "_a',\n" ..
+        "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n" ..
+        "if ARGV[1] == '0' then return 0 end\nreturn twice(ARGV[1]) + #KEYS[1]\nend}\n" ..
+        "redis.register_function{function_name = '" .. lib .. "_b',\n" ..
+        "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n" ..
+        "return quad(ARGV[1]) + #KEYS[1]\nend}\n", text)
+      assert.truthy(h:find('[DL_S_B] = "' .. lib .. '_b",', 1, true), h)
+      -- another text, another name
+      write(dir .. "/b.lua", HEAD .. "--#include lib/quad.lua\nreturn quad(ARGV[1]) - #KEYS[1]\n")
+      local _, lib2 = gen.library_text(dir)
+      assert.are_not.equal(lib, lib2)
+    end)
+
+    it("refusing two lib files that define one name: the library holds them in one scope", function()
+      write(dir .. "/lib/thrice.lua", "local function twice(x) return 3 * x end\n")
+      local ok, err = try(HEAD .. "--#include lib/twice.lua\n--#include lib/thrice.lua\n" ..
+                          "return twice(ARGV[1]) + #KEYS[1]\n")
+      assert.is_false(ok)
+      assert.matches("twice is lib/twice.lua's too", err)
+    end)
+
+    it("taking flags: allow-oom on a script that writes, no other flag, none on a reader", function()
+      local RS = "-- resend: sets n again: nothing more changes\n"
+      local body = "redis.call('hset', KEYS[1], 'n', ARGV[1])\nreturn 1\n"
+      local ok, h = try(HEAD .. RS .. "--#flags allow-oom\n" .. body)
+      assert.is_true(ok, h)
+      assert.truthy(gen.library_text(dir):find("flags = {'allow-oom'}", 1, true))
+      ok, h = try(HEAD .. RS .. body)
+      assert.is_true(ok, h)
+      assert.truthy(gen.library_text(dir):find("flags = {}", 1, true))
+      ok, h = try(HEAD .. RS .. "--#flags no-cluster\n" .. body)
+      assert.is_false(ok)
+      assert.matches("unknown flag no%-cluster", h)
+      ok, h = try(HEAD .. "--#flags allow-oom\nreturn redis.call('hget', KEYS[1], ARGV[1])\n")
+      assert.is_false(ok)
+      assert.matches("a script that only reads has no flags", h)
     end)
 
     it("refusing an argument read into a local that is never used", function()

@@ -1,8 +1,9 @@
 -- The fast paths of acquire.lua and release.lua (their code before their
 -- includes, which runs before any helper is made) answer and write
 -- exactly what the rest of the script does. Each state below is set up
--- twice, on two keys: one gets the whole script, the other the script
--- without its fast path; their replies, the hashes they leave, the
+-- twice, on two keys: one gets the whole script as dlock runs it (its
+-- function in the library, or the script: helper.scripts), the other
+-- the script without its fast path; their replies, the hashes they leave, the
 -- counters and the TTLs must be the same. The states are drawn near the
 -- ones the fast path takes: from a state it takes, one or two fields
 -- changed to a value that sends the script past it (or not).
@@ -105,7 +106,7 @@ describe("the fast paths of acquire.lua and release.lua", function()
         if c.counter then cmds[#cmds + 1] = { "SET", counter, c.counter } end
         local sha = way == "fast" and fast[name] or slow[name]
         local keys = name == "acquire" and { k, counter } or { k }
-        local ev = { "EVALSHA", sha, #keys }
+        local ev = helper.script_head({ [name] = sha }, name, #keys)
         for _, x in ipairs(keys) do ev[#ev + 1] = x end
         for _, a in ipairs(c.argv) do ev[#ev + 1] = a end
         cmds[#cmds + 1] = ev

@@ -8,10 +8,13 @@ local drive = require "scriptdrive"
 local srv, sha = helper.redis(), {}
 local d, key, data
 
+-- FCALL or EVALSHA, as sha.guard is called
+local function verb() return helper.script_head(sha, "guard", 2)[1] end
+
 -- guard(owner, token, cmd, args...): the raw reply (redis-cli's text)
 local function guard(owner, token, ...)
   local first = select(2, ...) or key          -- KEYS[2]: the command's key
-  return srv.cli("EVALSHA", sha.guard, 2, key, first, owner, token, ...)
+  return srv.cli(verb(), sha.guard, 2, key, first, owner, token, ...)
 end
 local LOST = "^DLOCKLOST the hold is no longer the lock's current tenancy"
 
@@ -55,10 +58,10 @@ describe("guard.lua", function()
 
   it("runs nothing when KEYS[2] is neither the lock's key nor the command's", function()
     local t = d.acquire("a", "a", 1)[3]
-    local r = srv.cli("EVALSHA", sha.guard, 2, key, key .. ":other", "a", t, "SET", data, "1")
+    local r = srv.cli(verb(), sha.guard, 2, key, key .. ":other", "a", t, "SET", data, "1")
     assert.matches("KEYS%[2%] is neither", r)
     assert.equals("0", srv.cli("exists", data))
-    assert.equals("OK", srv.cli("EVALSHA", sha.guard, 2, key, key, "a", t, "SET", data, "1"))
+    assert.equals("OK", srv.cli(verb(), sha.guard, 2, key, key, "a", t, "SET", data, "1"))
   end)
 
   it("gives the command's own error as an error, and leaves the lock as it was", function()

@@ -109,7 +109,7 @@ describe("the scripts, one by one", function()
       local function try(owner, lease_ms)
         local v = { lock = key, counter = fence, owner = owner, req = owner, seq = 1,
                     lease_ms = lease_ms, expect = 0, token = 1, waited = -1 }
-        local argv = { "EVALSHA", sha.acquire, #y.keys }
+        local argv = helper.script_head(sha, "acquire", #y.keys)
         for _, k in ipairs(y.keys) do argv[#argv + 1] = v[k] end
         for _, a in ipairs(y.args) do argv[#argv + 1] = v[a] end
         return argv

@@ -406,7 +406,7 @@ describe("renewals after the server lost the scripts #binding", function()
     return n
   end
 
-  it("renews every hold after SCRIPT FLUSH, and counts only what it renewed #timing", function()
+  it("renews every hold after SCRIPT and FUNCTION FLUSH, and counts only what it renewed #timing", function()
     local srv = helper.start_redis()
     local c = assert(dlock.connect{ url = srv.url, lease = 3 })
     local keys = {}
@@ -415,8 +415,8 @@ describe("renewals after the server lost the scripts #binding", function()
       assert(c:lock(name):acquire())
       keys[i] = "dlock:{" .. name .. "}"
     end
-    local cmds = { "script flush" }
-    for i, k in ipairs(keys) do cmds[i + 1] = ("pexpire %s %d"):format(k, LOW) end
+    local cmds = { "script flush", "function flush" }
+    for _, k in ipairs(keys) do cmds[#cmds + 1] = ("pexpire %s %d"):format(k, LOW) end
     local r0 = c:stats().renewed
     set_at = dlock.now()
     pipe(srv.port, cmds)

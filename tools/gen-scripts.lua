@@ -3,7 +3,9 @@
 --
 --   lua tools/gen-scripts.lua SCRIPTS-DIR OUT.h       write the header
 --   lua tools/gen-scripts.lua SCRIPTS-DIR --expand DIR write each script as
---                                                     Redis gets it (luacheck)
+--                                                     Redis gets it, and the
+--                                                     function library
+--                                                     (library.lua; luacheck)
 --   dofile("tools/gen-scripts.lua")                   the functions below
 --                                                     (the specs read the
 --                                                     layouts with them)
@@ -30,7 +32,11 @@
 -- named at run time: PUBLISH or SPUBLISH, a guarded command) whose header
 -- has no "-- resend: ..." line saying what a resent copy of the request
 -- finds and does. "local X = 3000 --#export DL_NAME" also gives C that
--- number as a #define. Redis gets each script without its comment lines.
+-- number as a #define. A line "--#flags allow-oom" in a script's header
+-- lets its function run while Redis is out of memory (one that frees or
+-- renews holds); a script that only reads is "no-writes". Redis gets each
+-- script without its comment lines, as a script (EVALSHA) or as one
+-- function of a library of them all (FCALL; M.library).
 --
 -- Runs on Lua 5.1 to 5.4 and LuaJIT; the output is the same on each.
 local M = {}
@@ -270,6 +276,13 @@ local function expand(dir, path, done, exports, out, lib, own, pieces)
       if #mine > 0 then pieces[#pieces + 1], mine = mine, {} end   -- the fast path
       included = true
       if not done[inc] then expand(dir, inc, done, exports, out, true, nil, pieces) end
+    elseif l:match("^%-%-#flags%s") then
+      if lib then fail(where, "only a script has flags") end
+      for flag in l:gsub("^%-%-#flags", ""):gmatch("[^%s,]+") do
+        if flag ~= "allow-oom" then fail(where, "unknown flag " .. flag) end
+        pieces.flags = pieces.flags or {}
+        pieces.flags[#pieces.flags + 1] = flag
+      end
     elseif l:match("^%s*%-%-") then
       if l:match("^%s*%-%-#") then fail(where, "unknown directive: " .. l) end
     elseif l:match("%S") then
@@ -311,7 +324,69 @@ function M.script(dir, name, exports)
     fail(where, "it writes (" .. w .. ") but its header says nothing of a resend " ..
          "(-- resend: what a resent copy of the request finds and does)")
   end
+  pieces.writes = writes(table.concat(out, "\n")) ~= nil
+  if pieces.flags and not pieces.writes then fail(where, "a script that only reads has no flags") end
   return table.concat(out, "\n") .. "\n", h, pieces
+end
+
+-- A hash of s, 14 hex digits, the same on every Lua: two sums mod 2^28.
+local function hash(s)
+  local a, b = 0, 0
+  for i = 1, #s do
+    local c = s:byte(i)
+    a = (a * 131 + c) % 268435399
+    b = (b * 257 + c) % 268435367
+  end
+  return ("%07x%07x"):format(a, b)
+end
+
+-- The scripts as one Redis function library (FUNCTION LOAD, Redis 7):
+-- every helper once, at load (each after the helpers it calls: a script's
+-- pieces put a lib's includes before it), then each script a function of
+-- KEYS and ARGV, its fast path first. Its name is "dlock_" and a hash of
+-- its text, so a library of other scripts never has this one's name; each
+-- function is that name, "_" and the script's. Returns the library's name
+-- and its pieces: { lib = "lib/x.lua" } or a string of code.
+function M.library(names, pieces)
+  local out, seen, defs = {}, {}, {}
+  for _, name in ipairs(names) do
+    for _, piece in ipairs(pieces[name]) do
+      if piece.lib and not seen[piece.lib] then
+        seen[piece.lib] = true
+        out[#out + 1] = piece
+        -- one scope for every helper here: no name defined twice
+        for _, l in ipairs(piece) do
+          local list = l:match("^local%s+function%s+([%w_]+)") or l:match("^local%s+([%w_%s,]-)%s*=")
+          for def in (list or ""):gmatch("[%w_]+") do
+            if defs[def] then fail(piece.lib, def .. " is " .. defs[def] .. "'s too") end
+            defs[def] = piece.lib
+          end
+        end
+      end
+    end
+  end
+  local text = {}
+  for _, name in ipairs(names) do
+    local own = {}
+    for _, piece in ipairs(pieces[name]) do
+      if not piece.lib then own[#own + 1] = table.concat(piece, "\n") end
+    end
+    local flags = pieces[name].flags or (not pieces[name].writes and { "no-writes" }) or {}
+    for i, f in ipairs(flags) do flags[i] = "'" .. f .. "'" end
+    local fn = "redis.register_function{function_name = '@_" .. name .. "',\n" ..
+      "  flags = {" .. table.concat(flags, ", ") .. "}, callback = function(KEYS, ARGV)\n" ..
+      table.concat(own, "\n") .. "\nend}\n"
+    out[#out + 1] = fn
+    text[#text + 1] = fn
+  end
+  for _, piece in ipairs(out) do
+    if piece.lib then text[#text + 1] = table.concat(piece, "\n") end
+  end
+  local lib = "dlock_" .. hash(table.concat(text, "\n"))
+  for i, piece in ipairs(out) do
+    if not piece.lib then out[i] = (piece:gsub("'@_", "'" .. lib .. "_", 1)) end
+  end
+  return lib, out
 end
 
 -- s as a C string literal, one per line of s.
@@ -451,6 +526,30 @@ function M.header_text(dir)
     o[#o] = o[#o] .. ","
   end
   w("};")
+  w("")
+  local lib, lpieces = M.library(names, pieces)
+  w("/* The same scripts as one function library: each helper made once, at")
+  w(" * FUNCTION LOAD; each script the function dl_script_functions[id]. */")
+  w("static const char dl_script_library[] =")
+  w(c_string("#!lua name=" .. lib .. "\n", "    "))
+  local line = ""
+  for _, piece in ipairs(lpieces) do
+    if piece.lib then
+      local m = " " .. macro(piece.lib)
+      if #line + #m > 71 then w("   " .. line); line = "" end
+      line = line .. m
+    else
+      if line ~= "" then w("   " .. line); line = "" end
+      w(c_string(piece, "    "))
+    end
+  end
+  if line ~= "" then w("   " .. line) end
+  o[#o] = o[#o] .. ";"
+  w("static const char *const dl_script_functions[DL_S_COUNT] = {")
+  for _, name in ipairs(names) do
+    w(("    [DL_S_%s] = \"%s_%s\","):format(upper(name), lib, name))
+  end
+  w("};")
   w("#endif /* DL_SCRIPT_DATA */")
   w("")
   w("#endif")
@@ -465,6 +564,21 @@ local function write(path, s)
   assert(os.rename(tmp, path))
 end
 
+-- The library as FUNCTION LOAD gets it.
+function M.library_text(dir)
+  local names, pieces, exports = M.names(dir), {}, {}
+  for _, name in ipairs(names) do
+    local _
+    _, _, pieces[name] = M.script(dir, name, exports)
+  end
+  local lib, lpieces = M.library(names, pieces)
+  local t = { "#!lua name=" .. lib }
+  for _, piece in ipairs(lpieces) do
+    t[#t + 1] = piece.lib and table.concat(piece, "\n") or piece:gsub("\n$", "")
+  end
+  return table.concat(t, "\n") .. "\n", lib
+end
+
 local function main(dir, out, expand_dir)
   local ok, err = pcall(function()
     if out == "--expand" then
@@ -472,6 +586,7 @@ local function main(dir, out, expand_dir)
       for _, name in ipairs(M.names(dir)) do
         write(expand_dir .. "/" .. name .. ".lua", (M.script(dir, name, exports)))
       end
+      write(expand_dir .. "/library.lua", (M.library_text(dir)))
     else
       write(out, M.header_text(dir))
     end

@@ -14,6 +14,28 @@ end
 helper.tmp = tmp
 helper.lua = os.getenv("DLOCK_LUA") or "lua5.4"
 
+--- How the specs run dlock's scripts: "fcall", as dlock does on Redis 7
+--- (its function library), or, with DLOCK_SPEC_SCRIPTS=evalsha, "evalsha",
+--- as on a server without functions: then every client a spec connects
+--- gets functions = false unless it says otherwise, and the scripts a
+--- spec drives by hand (helper.load_scripts) run with EVALSHA. CI runs
+--- the suite both ways.
+helper.scripts = os.getenv("DLOCK_SPEC_SCRIPTS") == "evalsha" and "evalsha" or "fcall"
+if helper.scripts == "evalsha" then
+  -- (misuse goes through as it came, to raise what it raises)
+  local connect, parse_url = dlock.connect, require("dlock.core").parse_url
+  dlock.connect = function(opts, ...)
+    local ok, url = pcall(parse_url, opts)
+    if opts == nil or (type(opts) == "string" and ok and url) then opts = { url = opts } end
+    if type(opts) == "table" and not getmetatable(opts) and opts.functions == nil then
+      local o = { functions = false }
+      for k, v in pairs(opts) do o[k] = v end
+      opts = o
+    end
+    return connect(opts, ...)
+  end
+end
+
 local function sh(cmd)
   local ok = os.execute(cmd)
   return ok == true or ok == 0
@@ -494,13 +516,23 @@ function helper.script_layouts()
   return layouts
 end
 
+--- How many scripts server srv has run so far: its FCALL and EVALSHA
+--- calls (INFO commandstats).
+function helper.script_calls(srv)
+  local s, calls = srv.cli("info", "commandstats"), 0
+  for _, cmd in ipairs({ "fcall", "evalsha" }) do
+    calls = calls + (tonumber(s:match("cmdstat_" .. cmd .. ":calls=(%d+)")) or 0)
+  end
+  return calls
+end
+
 --- EVALSHA of script `name` (sha: from helper.load_scripts) on srv, with
 --- its keys and arguments by the names its header gives them, each where
 --- it takes it: keys, a lock's keys ({ lock =, counter =, queue = }: those
 --- the script takes); args, exactly the arguments it takes. srv.cli's reply.
 function helper.evalsha(srv, sha, name, keys, args)
   local y = assert(helper.script_layouts()[name], "no script " .. name)
-  local argv = { "EVALSHA", assert(sha[name], name), #y.keys }
+  local argv = helper.script_head(sha, name, #y.keys)
   for _, k in ipairs(y.keys) do
     argv[#argv + 1] = assert(keys[k], name .. " takes key " .. k)
   end
@@ -514,12 +546,30 @@ function helper.evalsha(srv, sha, name, keys, args)
   return srv.cli((table.unpack or unpack)(argv))
 end
 
---- The library's Redis scripts, loaded into server handle `srv` with
---- SCRIPT LOAD (for specs that drive them by hand): name -> sha.
+--- The head of a call of script `name` (sha: from helper.load_scripts)
+--- with nkeys keys: { "FCALL", function, nkeys } or { "EVALSHA", sha, nkeys }.
+function helper.script_head(sha, name, nkeys)
+  local id = assert(sha[name], name)
+  return { #id == 40 and id:match("^%x+$") and "EVALSHA" or "FCALL", id, nkeys }
+end
+
+--- The library's Redis scripts, loaded into server handle `srv` (for
+--- specs that drive them by hand): name -> what helper.script_head calls,
+--- the function of dlock's library (FUNCTION LOAD), or with
+--- helper.scripts "evalsha" the script's SHA (SCRIPT LOAD).
 function helper.load_scripts(srv)
-  local sha = {}
-  for name, src in pairs(require("dlock.core").scripts()) do
+  local sha, core = {}, require("dlock.core")
+  for name, src in pairs(core.scripts()) do
     sha[name] = helper.load_script(srv, name, src)
+  end
+  if helper.scripts == "fcall" then
+    local text, functions = core.library()
+    local path = ("%s/library-%d.lua"):format(helper.tmp, srv.port)
+    local f = assert(io.open(path, "wb"))
+    f:write(text)
+    f:close()
+    assert(sh(("redis-cli -p %d -x FUNCTION LOAD REPLACE < '%s' >/dev/null"):format(srv.port, path)))
+    for name, fn in pairs(functions) do sha[name] = fn end
   end
   return sha
 end

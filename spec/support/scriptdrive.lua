@@ -1,5 +1,5 @@
 -- scriptdrive.lua: the one driver of the Redis-side scripts by hand, for
--- every spec that runs them with EVALSHA: each script called by the names
+-- every spec that runs them with FCALL or EVALSHA (helper.scripts): each script called by the names
 -- its header gives (and the usual ones positionally, with their defaults),
 -- and the state it leaves read back from the real server (HGETALL, PTTL,
 -- ZRANGE, server TIME).
@@ -30,7 +30,7 @@ function drive.new(srv, sha, key)
   function d.groups(name, groups)
     local y = helper.script_layouts()[name]
     local args = y and y.args or { "req", "lease_ms", "token" }
-    local argv = { "EVALSHA", assert(sha[name], name), #groups }
+    local argv = helper.script_head(sha, name, #groups)
     for _, g in ipairs(groups) do argv[#argv + 1] = g[1] end
     for _, g in ipairs(groups) do
       local more = { chan = g[1] .. ":ch", pub = "PUBLISH" }
@@ -269,7 +269,7 @@ end
 --- args as helper.evalsha takes them.
 function drive.eval_json(srv, sha, name, keys, args)
   local y = assert(helper.script_layouts()[name], "no script " .. name)
-  local argv = { "EVALSHA", assert(sha[name], name), #y.keys }
+  local argv = helper.script_head(sha, name, #y.keys)
   for _, k in ipairs(y.keys) do argv[#argv + 1] = assert(keys[k], k) end
   for _, a in ipairs(y.args) do argv[#argv + 1] = assert(args[a], a) end
   for i, a in ipairs(argv) do argv[i] = ("'%s'"):format(a) end

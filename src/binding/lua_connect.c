@@ -30,7 +30,7 @@ typedef struct conn_read {
 
 /* How an option's value is read. */
 enum { OPT_LEASE, OPT_SECONDS, OPT_COUNT, OPT_STRING, OPT_FUNCTION,
-       OPT_URLS, OPT_TLS };
+       OPT_BOOLEAN, OPT_URLS, OPT_TLS };
 
 /* One option of connect: its name, how its value is read, what else it
  * must satisfy, and where it goes in the core's options. */
@@ -96,6 +96,7 @@ static const conn_opt OPTS[] = {
     { "log", OPT_FUNCTION, NULL, AT(log), 0,
       "function(level, message) expected" },
     { "tls", OPT_TLS, NULL, NONE, 0, NULL },
+    { "functions", OPT_BOOLEAN, NULL, AT(functions), 0, "boolean expected" },
     /* dlock.lua turns "cqueues", "luv" or a table into its wait function */
     { "scheduler", OPT_FUNCTION, NULL, NONE, 0, "\"cqueues\", \"luv\" or "
       "a table with a wait function expected" },
@@ -210,6 +211,11 @@ static void read_opt(lua_State *L, const conn_opt *p, conn_read *r)
         if (p->field != NONE)
             set_string(L, r, p->field, p->aux);
         break;
+    case OPT_BOOLEAN:
+        if (ty != LUA_TBOOLEAN)
+            dlua_opt_error(L, FN, p->name, p->want);
+        *FIELD(r->o, p->field, int) = lua_toboolean(L, -1);
+        break;
     case OPT_FUNCTION:
         if (ty != LUA_TFUNCTION)
             dlua_opt_error(L, FN, p->name, p->want);
@@ -256,6 +262,7 @@ static void new_opts(lua_State *L, conn_read *r)
     o->connect_timeout_us = o->command_timeout_us = 1000000;
     o->sync_timeout_ms = 1000;
     o->tmpl.db = -1;                    /* none given: the URLs' own */
+    o->functions = 1;
     r->tls.verify = 1;
 }
 

@@ -73,6 +73,21 @@ static int module_scripts(lua_State *L)
     return 1;
 }
 
+/* dlock.core.library() -> the function library's text, and { acquire =
+ * its function's name, ... } (tests load it by hand). */
+static int module_library(lua_State *L)
+{
+    lua_pushstring(L, dl_script_library_text());
+    lua_createtable(L, 0, DL_S_COUNT);
+    for (int i = 0; i < DL_S_COUNT; i++) {
+        const char *name;
+        (void)dl_script_source((dl_script_id)i, &name);
+        lua_pushstring(L, dl_script_function((dl_script_id)i));
+        lua_setfield(L, -2, name);
+    }
+    return 2;
+}
+
 /* dlock.core.key_slot(key) -> the Cluster hash slot of key (tests). */
 static int module_key_slot(lua_State *L)
 {
@@ -182,6 +197,7 @@ int luaopen_dlock_core(lua_State *L)
         { "key_slot", module_key_slot },
         { "parse_url", module_parse_url },
         { "scripts", module_scripts },
+        { "library", module_library },
         { "slot_tag", module_slot_tag },
         { "sleep", module_sleep },
         { "_socket_copy", module_socket_copy },

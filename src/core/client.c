@@ -236,6 +236,7 @@ dl_status dl_client_open(dl_client **out, dl_client_opts *opts,
     c->opts.master = NULL;
     if (st == DL_OK && dl_registry_init(&c->reg) != 0)
         st = dl_oom(err, errlen);
+    c->scripts.functions = c->opts.functions;
     if (st == DL_OK)
         st = dl_exec_load_scripts(&c->topo, &c->scripts, err, errlen);
     if (st == DL_OK)

@@ -74,6 +74,8 @@ typedef struct dl_client_opts {
     char *label;                /* owned: diagnostics name; NULL: host
                                    name and pid */
     int log;                    /* queue log messages (log.h) */
+    int functions;              /* FCALL where the server takes dlock's
+                                   function library (script.h) */
 } dl_client_opts;
 
 /* Free what opts owns. */

@@ -116,9 +116,15 @@ void dl_conn_move_to(dl_conn *c, const char *host, int port)
     c->retry_at_us = c->backoff_us = 0;
 }
 
-void dl_conn_note_scripts(dl_conn *c)
+void dl_conn_note_scripts(dl_conn *c, int fcall)
 {
     c->scripts_epoch = c->epoch;
+    c->fcall = fcall;
+}
+
+int dl_conn_fcall(const dl_conn *c)
+{
+    return c->fcall;
 }
 
 int dl_conn_has_scripts(const dl_conn *c)

@@ -65,6 +65,7 @@ typedef struct dl_conn {
                                    kernel reused for it */
     uint64_t scripts_epoch;     /* the epoch whose server has our scripts
                                    (dl_conn_note_scripts) */
+    int fcall;                  /* and has them as functions: FCALL */
     char why[96];               /* the last connect failure */
     dl_status why_st;           /* its status (DL_EDOWN or DL_ECONN) */
 } dl_conn;
@@ -119,10 +120,12 @@ dl_status dl_conn_ensure(dl_conn *c, char *err, size_t errlen);
 /* Drop the connection (after an I/O error, or to close). */
 void dl_conn_drop(dl_conn *c);
 
-/* script.c's note that c's server has dlock's scripts, and whether it
- * still does as far as c knows: until c connects again. */
-void dl_conn_note_scripts(dl_conn *c);
+/* script.c's note that c's server has dlock's scripts (as functions, to
+ * FCALL, or in its script cache, to EVALSHA), and whether it still does
+ * as far as c knows: until c connects again. */
+void dl_conn_note_scripts(dl_conn *c, int fcall);
 int dl_conn_has_scripts(const dl_conn *c);
+int dl_conn_fcall(const dl_conn *c);
 
 /* Send one command and read its reply. A Redis error reply is returned
  * as DL_OK with *out of type REDIS_REPLY_ERROR: callers decide. I/O errors

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT
  * script.h: the Lua scripts dlock runs inside Redis, their SHA1s, and
- * EVALSHA on connections whose server is known to have them.
+ * running them on connections whose server is known to have them: FCALL
+ * where the server takes dlock's function library (Redis 7 and later:
+ * its helpers made once, at load), else EVALSHA.
  *
  * The scripts are files in src/redis/scripts/, one per script: each one's
  * header comment says its KEYS, ARGV and reply, and src/redis/scripts/README.md
@@ -34,12 +36,15 @@
 #define DL_FAIR_SECRET_FMT "%016llx"
 
 /* The three slots every script call's argv reserves at its front for
- * EVALSHA, the SHA and numkeys (filled in here). */
+ * FCALL and the function's name, or EVALSHA and the SHA, and numkeys
+ * (filled in here). */
 #define DL_SCRIPT_HEAD 3
 
 typedef struct dl_scripts {
     char sha[DL_S_COUNT][41];
     int loaded;
+    int functions;              /* load the library and FCALL where the
+                                   server takes it (connect's functions) */
 } dl_scripts;
 
 /* One call as it goes on the wire: a script (or a plain command) with its
@@ -62,34 +67,41 @@ typedef struct dl_call {
                                    Lua thread's */
 } dl_call;
 
-/* Load every script on c with one pipelined round trip; fills s->sha.
- * Used once, at open. */
+/* Load every script on c with one pipelined round trip: the function
+ * library (if s->functions) and each script, whose SHA it writes in
+ * s->sha for any server that takes no library. Used once, at open. */
 dl_status dl_script_load(dl_conn *c, dl_scripts *s, char *err, size_t errlen);
 
 /* Connect c if needed and make sure its server has the scripts: loaded
  * once per connection (a new connection may be a restarted server or a
- * node never used before), or again when `again` (after NOSCRIPT). Only
- * call it when no reply is pending on c. */
+ * node never used before), or again when `again` (after NOSCRIPT or a
+ * missing function): the library where the server takes it, else each
+ * script. Only call it when no reply is pending on c. */
 dl_status dl_script_ready(dl_conn *c, const dl_scripts *s, int again,
                           char *err, size_t errlen);
 
-/* Run script call->id with EVALSHA on c, preceded by ASKING when
+/* Run script call->id on c (FCALL or EVALSHA), preceded by ASKING when
  * `asking` (a Cluster ASK redirect), else by call->lead if any. On
- * NOSCRIPT the scripts are loaded again and the call resent once. A
- * Redis error reply becomes an error status with its text in err. */
+ * NOSCRIPT or a missing function the scripts are loaded again and the
+ * call resent once. A Redis error reply becomes an error status with its
+ * text in err. */
 dl_status dl_script_eval(dl_conn *c, const dl_scripts *s, const dl_call *call,
                          int asking, redisReply **out, char *err,
                          size_t errlen);
 
 /* Queue script call->id on c's pipeline (without its lead), after
- * dl_script_ready. A NOSCRIPT reply is the caller's to handle once every
- * queued reply is read. */
+ * dl_script_ready. A NOSCRIPT reply (dl_script_noscript: a missing
+ * function too) is the caller's to handle once every queued reply is
+ * read. */
 dl_status dl_script_append(dl_conn *c, const dl_scripts *s,
                            const dl_call *call, char *err, size_t errlen);
 int dl_script_noscript(const redisReply *r);
 
 /* The source of script id and its name ("acquire", ...), for tests. */
 const char *dl_script_source(dl_script_id id, const char **name);
+/* The function library's text, and script id's function in it. */
+const char *dl_script_library_text(void);
+const char *dl_script_function(dl_script_id id);
 
 /* Where script id takes each key and argument, by the names its header
  * gives them (op.c builds each call with it). */

@@ -62,9 +62,13 @@ function faults.sleep(env, a)
   return { server = i, dur = a.dur }
 end
 
---- SCRIPT FLUSH everywhere: every script must be loaded again.
+--- SCRIPT FLUSH and FUNCTION FLUSH everywhere: every script and the
+--- function library must be loaded again.
 function faults.flush(env)
-  for _, s in ipairs(data_servers(env)) do rcli(s.port, "script", "flush") end
+  for _, s in ipairs(data_servers(env)) do
+    rcli(s.port, "script", "flush")
+    rcli(s.port, "function", "flush")
+  end
   return {}
 end
 

@@ -34,10 +34,17 @@ local function connect(extra)
               on_lost = on_lost, label = me }
   for k, v in pairs(cfg.conn) do o[k] = v end
   for k, v in pairs(extra or {}) do o[k] = v end
+  -- A client in four runs its scripts with EVALSHA, as against a server
+  -- without functions, beside the others' FCALLs on the same keys.
+  if o.functions == nil then o.functions = not rng:chance(0.25) end
   -- Faults may be on at start: retry within the round.
   while now() < cfg.stop_at do
     local c, err = dlock.connect(o)
-    if c then return c end
+    if c then
+      log{ ev = "note", w = me, t = now(), what = "client " .. c.id .. " runs its scripts with " ..
+           (o.functions and "FCALL" or "EVALSHA") }
+      return c
+    end
     log{ ev = "note", w = me, t = now(), what = "connect failed", err = tostring(err) }
     dlock.sleep(0.2)
   end

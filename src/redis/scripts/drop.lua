@@ -17,6 +17,7 @@
 --   of those the requester still has there (its client drops all it
 --   had, so a copy finds none: 0, nothing changed), and none once a
 --   request of the requester later than after ran
+--#flags allow-oom
 --#include lib/drop.lua
 --#include lib/announce.lua
 local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]

@@ -10,6 +10,7 @@
 -- returns: 1 | 0 the hold is gone
 -- resend: no request id: a copy extends again, the lease counted from
 --   when it runs (0 once the hold is gone)
+--#flags allow-oom
 --#include lib/now.lua
 --#include lib/requester.lua
 --#include lib/holder.lua

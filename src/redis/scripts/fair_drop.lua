@@ -13,6 +13,7 @@
 -- ARGV[7] after: as drop's
 -- returns: as drop's
 -- resend: as drop's
+--#flags allow-oom
 --#include lib/drop.lua
 --#include lib/hand_over.lua
 local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]

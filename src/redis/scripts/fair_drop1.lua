@@ -12,6 +12,7 @@
 -- ARGV[6] after: as drop's
 -- returns: as drop's
 -- resend: as drop's
+--#flags allow-oom
 --#include lib/drop.lua
 local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local keep_ms, req = tonumber(ARGV[4]), ARGV[5]

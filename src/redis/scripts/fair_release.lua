@@ -15,6 +15,7 @@
 -- returns: as release's
 -- resend: as release's: answered from the record, nothing passed on
 --   again
+--#flags allow-oom
 --#include lib/release.lua
 --#include lib/hand_over.lua
 --#include lib/clear_grant.lua

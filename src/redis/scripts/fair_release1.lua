@@ -16,6 +16,7 @@
 -- ARGV[5] keep_ms: as release's
 -- returns: as release's
 -- resend: as release's
+--#flags allow-oom
 --#include lib/release.lua
 --#include lib/clear_grant.lua
 local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]

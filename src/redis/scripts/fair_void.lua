@@ -13,6 +13,7 @@
 --   requester that its client never saw is taken back too (lib/cancel.lua)
 -- returns: 1
 -- resend: as void's
+--#flags allow-oom
 --#include lib/cancel.lua
 --#include lib/unqueue.lua
 --#include lib/hand_over.lua

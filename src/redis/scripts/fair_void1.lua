@@ -14,6 +14,7 @@
 -- ARGV[5] fresh: as fair_void's
 -- returns: 1
 -- resend: as void's
+--#flags allow-oom
 --#include lib/cancel.lua
 --#include lib/unqueue.lua
 --#include lib/clear_grant.lua

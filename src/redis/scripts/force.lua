@@ -14,6 +14,7 @@
 -- resend: finds "<seq>:1" or "<seq>:0" recorded and answers as the
 --   first run did, changing nothing; once that record's TTL ran out
 --   (keep_ms), a copy frees the lock again if it is held
+--#flags allow-oom
 --#include lib/now.lua
 local req, seq, keep_ms, chan, pub = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local notice = ARGV[6]

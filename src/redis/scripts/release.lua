@@ -15,6 +15,7 @@
 -- resend: finds its seq recorded: answers {1, the owner's holds now}
 --   and changes nothing (no second announcement); once the record's
 --   TTL ran out, {-1} lost
+--#flags allow-oom
 -- The fast path: the last hold of a lock nobody waits for, released by
 -- an owner of one client (a coroutine's), before any helper is made and
 -- parsing no number: what release (lib/release.lua) does there. It takes

@@ -15,6 +15,7 @@
 -- returns: one per hold: 1 renewed | 0 gone | -1 another owner's tenancy
 -- resend: no request id: a copy renews again from when it runs,
 --   raising the TTL and the share only, never lowering them
+--#flags allow-oom
 --#include lib/now.lua
 --#include lib/raise_ttl.lua
 --#include lib/requester.lua

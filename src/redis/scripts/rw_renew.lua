@@ -14,6 +14,7 @@
 -- returns: one per hold, as renew's
 -- resend: as renew's; a reader the first run took out (its lease over)
 --   is gone: 0, or -1 while others hold
+--#flags allow-oom
 --#include lib/now.lua
 --#include lib/raise_ttl.lua
 --#include lib/requester.lua

@@ -13,6 +13,7 @@
 -- ARGV[7] pub: as release's
 -- returns: as release's
 -- resend: as release's: answered from the record, nobody woken again
+--#flags allow-oom
 --#include lib/release.lua
 --#include lib/announce.lua
 --#include lib/wake.lua

@@ -15,6 +15,7 @@
 -- ARGV[7] pub: as release's
 -- returns: as release's
 -- resend: as sem_release's
+--#flags allow-oom
 --#include lib/release.lua
 --#include lib/announce.lua
 --#include lib/wake.lua

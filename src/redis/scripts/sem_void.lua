@@ -13,6 +13,7 @@
 -- ARGV[6] pub: as void's; the next waiter is woken with it too
 -- returns: 1
 -- resend: as void's
+--#flags allow-oom
 --#include lib/cancel.lua
 --#include lib/announce.lua
 --#include lib/wake.lua

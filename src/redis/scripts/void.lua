@@ -12,6 +12,7 @@
 -- returns: 1
 -- resend: finds "<seq>!" recorded: answers 1 and changes nothing (once
 --   that record's TTL ran out, it records "<seq>!" again)
+--#flags allow-oom
 --#include lib/cancel.lua
 --#include lib/announce.lua
 --#include lib/withdraw.lua
