@@ -1,10 +1,11 @@
--- The fast paths of acquire.lua and release.lua (their code before their
--- includes, which runs before any helper is made) answer and write
--- exactly what the rest of the script does. Each state below is set up
--- twice, on two keys: one gets the whole script as dlock runs it (its
--- function in the library, or the script: helper.scripts), the other
--- the script without its fast path; their replies, the hashes they leave, the
--- counters and the TTLs must be the same. The states are drawn near the
+-- The fast paths of acquire.lua, release.lua, fair_acquire.lua,
+-- fair_release.lua and rw_acquire.lua (their code before their includes,
+-- which runs before any helper is made) answer and write exactly what the
+-- rest of the script does. Each state below is set up twice, on two keys:
+-- one gets the whole script as dlock runs it (its function in the
+-- library, or the script: helper.scripts), the other the script without
+-- its fast path; their replies, the hashes they leave (and a fair lock's
+-- queue), the counters and the TTLs must be the same. The states are drawn near the
 -- ones the fast path takes: from a state it takes, one or two fields
 -- changed to a value that sends the script past it (or not).
 local helper = require "helper"
@@ -52,10 +53,11 @@ local function dump(v)
   return "{" .. table.concat(out, " ") .. "}"
 end
 
-local function snapshot(hgetall, counter, pttl)
-  local h = {}
+local function snapshot(hgetall, counter, pttl, queue)
+  local h, q = {}, {}
   for i = 1, #hgetall, 2 do h[hgetall[i]] = norm(hgetall[i + 1]) end
-  return { hash = h, counter = counter,
+  for i = 1, #queue, 2 do q[queue[i]] = norm(queue[i + 1]) end
+  return { hash = h, counter = counter, queue = q,
            ttl = type(pttl) == "number" and pttl > 0 and math.floor((pttl + 500) / 1000) or pttl }
 end
 
@@ -72,12 +74,12 @@ local function same_reply(a, b)
   return true
 end
 
-describe("the fast paths of acquire.lua and release.lua", function()
+describe("the fast paths of the scripts", function()
   local srv = helper.redis()
   local fast, slow = {}, {}
   setup(function()
     local all = helper.load_scripts(srv)
-    for _, name in ipairs({ "acquire", "release" }) do
+    for _, name in ipairs({ "acquire", "release", "fair_acquire", "fair_release", "rw_acquire" }) do
       fast[name] = all[name]
       slow[name] = helper.load_script(srv, name .. "-slow", slow_text(name))
     end
@@ -89,23 +91,29 @@ describe("the fast paths of acquire.lua and release.lua", function()
   end
 
   -- Run script `name` on each case ({ fields = {f, v, ...}, counter =
-  -- value or false, argv = {...}, records = n }) both ways; every
-  -- difference is reported.
+  -- value or false, argv = {...}, records = n, queue = {f, v, ...} or
+  -- nil: the fair lock's queue hash }) both ways; every difference is
+  -- reported.
+  local KEYS = { acquire = { "k", "counter" }, release = { "k" },
+                 fair_acquire = { "k", "counter", "q" }, fair_release = { "k", "counter", "q" },
+                 rw_acquire = { "k", "counter" } }
   local function compare(name, cases)
     local cmds, at = {}, {}
     for i, c in ipairs(cases) do
       at[i] = {}
       for _, way in ipairs({ "fast", "slow" }) do
         local k = ("fast:%s:%d:%s{x}"):format(name, i, way)
-        local counter = k .. ":fence"
-        cmds[#cmds + 1] = { "DEL", k, counter }
+        local counter, q = k .. ":fence", k .. ":q"
+        cmds[#cmds + 1] = { "DEL", k, counter, q }
         if #c.fields > 0 then cmds[#cmds + 1] = { "HSET", k, table.unpack(c.fields) } end
+        if c.queue and #c.queue > 0 then cmds[#cmds + 1] = { "HSET", q, table.unpack(c.queue) } end
         for j = 1, c.records or 0 do       -- past requesters' records: a prune's work
           cmds[#cmds + 1] = { "HSET", k, "qold" .. j, "3", "kold" .. j, "1000" }
         end
         if c.counter then cmds[#cmds + 1] = { "SET", counter, c.counter } end
         local sha = way == "fast" and fast[name] or slow[name]
-        local keys = name == "acquire" and { k, counter } or { k }
+        local keys = {}
+        for j, key in ipairs(KEYS[name]) do keys[j] = ({ k = k, counter = counter, q = q })[key] end
         local ev = helper.script_head({ [name] = sha }, name, #keys)
         for _, x in ipairs(keys) do ev[#ev + 1] = x end
         for _, a in ipairs(c.argv) do ev[#ev + 1] = a end
@@ -114,17 +122,19 @@ describe("the fast paths of acquire.lua and release.lua", function()
         cmds[#cmds + 1] = { "HGETALL", k }
         cmds[#cmds + 1] = { "GET", counter }
         cmds[#cmds + 1] = { "PTTL", k }
+        cmds[#cmds + 1] = { "HGETALL", q }
       end
     end
     local r = helper.pipeline(srv, cmds)
     local bad = {}
     for i, c in ipairs(cases) do
       local f, s = at[i].fast, at[i].slow
-      local sf = snapshot(r[f + 1], r[f + 2], r[f + 3])
-      local ss = snapshot(r[s + 1], r[s + 2], r[s + 3])
+      local sf = snapshot(r[f + 1], r[f + 2], r[f + 3], r[f + 4])
+      local ss = snapshot(r[s + 1], r[s + 2], r[s + 3], r[s + 4])
       if not same_reply(r[f], r[s]) or dump(sf) ~= dump(ss) then
-        bad[#bad + 1] = ("case %d: fields {%s} counter %s argv {%s}: fast %s %s, slow %s %s"):format(
-          i, table.concat(c.fields, " "), tostring(c.counter), table.concat(c.argv, " "),
+        bad[#bad + 1] = ("case %d: fields {%s} queue {%s} counter %s argv {%s}: fast %s %s, slow %s %s"):format(
+          i, table.concat(c.fields, " "), table.concat(c.queue or {}, " "), tostring(c.counter),
+          table.concat(c.argv, " "),
           dump(r[f]), dump(sf), dump(r[s]), dump(ss))
       end
     end
@@ -210,6 +220,112 @@ describe("the fast paths of acquire.lua and release.lua", function()
         else st.t = false end
       end
       return { fields = fields(st), counter = false, argv = argv }
+    end))
+  end)
+  -- A fair lock's queue ({ f, v, ... }): none, empty, a live waiter x, a
+  -- dead one, or the caller itself first.
+  local function queue(r, T, owner)
+    local function one(who, live)
+      return { "H", who, "T", who, "c", "1", "n" .. who, "", "p" .. who, "",
+               "r" .. who, ("%d:5:5000"):format(live and T + 60000 or T - 1000), "s" .. who, "00000000000000aa" }
+    end
+    return pick(r, { false, false, false, { "H", "" }, one("x", true), one("x", false),
+                     one(owner, true) })
+  end
+
+  it("fair_acquire: the same as without it, near a free lock with nobody queued", function()
+    local owner, other = OWNER, OTHER
+    compare("fair_acquire", draw(20261204, { "7", "10", "100" }, function(r, T, seq, s)
+      local st = { n = pick(r, { false, "0" }), t = pick(r, { false, "5", "100" }),
+                   ["q" .. owner] = pick(r, { false, tostring(s - 1), "3" }),
+                   ["k" .. owner] = pick(r, { false, "3000e99" }), g = pick(r, { false, false, owner }) }
+      local argv = { owner, owner, seq, "5000", "0", "0", pick(r, { "0", "1" }), "PUBLISH",
+                     "00000000000000bb" }
+      local counter = pick(r, { false, "3", "5", "99", "100", "200" })
+      local records = r(8) == 1 and 70 or 0
+      local q = false
+      for _ = 1, r(3) - 1 do                -- one or two fields changed
+        local which = r(11)
+        if which == 1 then st.n = pick(r, { "1", "2", "-1" })
+        elseif which == 2 then                -- a hold its client does not know of
+          st["o" .. owner] = pick(r, { "1", "2" })
+          st["e" .. owner] = pick(r, { false, tostring(T + 5000) })
+        elseif which == 3 then
+          st["q" .. owner] = pick(r, { seq, tostring(s + 1), tostring(s - 1) .. "!", seq .. "!",
+                                       tostring(s * 10), "9", "99", "0" })
+        elseif which == 4 then st.g = pick(r, { other, "x", owner })
+        elseif which == 5 then q = queue(r, T, owner)
+        elseif which == 6 then st.D = pick(r, { tostring(T + 5000), tostring(T - 1000) })
+        elseif which == 7 then st["o" .. owner] = "1"; st.n = "1"; st.g = owner; st.t = st.t or "5"
+        elseif which == 8 then argv[5] = pick(r, { "1", "2" }); argv[6] = pick(r, { "5", "100" })
+        elseif which == 9 then argv[2] = other; st["h" .. other] = pick(r, { false, "1" })
+        elseif which == 10 then st.ox = "1"; st.n = "1"; st.t = st.t or "5"
+        else counter = pick(r, { "-2", "0", "100", "101" }) end
+      end
+      return { fields = fields(st), counter = counter, argv = argv, records = records,
+               queue = q or nil }
+    end))
+  end)
+
+  it("fair_release: the same as without it, near a last hold with nobody queued", function()
+    local owner, other = OWNER, OTHER
+    compare("fair_release", draw(20261205, { "8", "10", "101" }, function(r, T, seq, s)
+      local tok = pick(r, { "5", "100" })
+      local st = { n = "1", t = tok, ["o" .. owner] = "1", g = pick(r, { false, owner }),
+                   ["q" .. owner] = pick(r, { false, tostring(s - 1), "3" }) }
+      local argv = { owner, owner, seq, tok, "5000", "PUBLISH" }
+      local counter = pick(r, { false, "5", "100" })
+      local q = false
+      for _ = 1, r(3) - 1 do
+        local which = r(9)
+        if which == 1 then st.n = pick(r, { "2", "0", false })
+        elseif which == 2 then st["o" .. owner] = pick(r, { "2", false })
+        elseif which == 3 then
+          st["q" .. owner] = pick(r, { seq, tostring(s + 1), tostring(s - 1) .. "!", seq .. "!",
+                                       tostring(s * 10), "9", "99" })
+        elseif which == 4 then st.v = pick(r, { "", (T - 100) .. ":x", (T - 100) .. ":" .. owner })
+        elseif which == 5 then st.b = pick(r, { tostring(T + 5000), tostring(T - 1000) })
+        elseif which == 6 then argv[4] = tok == "5" and "100" or "5"
+        elseif which == 7 then
+          argv[2] = other; st["h" .. other] = pick(r, { false, "1" })
+          st.D = pick(r, { false, tostring(T + 5000), tostring(T - 1000) })
+          if st.D then st["d" .. other] = st.D end
+        elseif which == 8 then q = queue(r, T, owner)
+        else st.t = false end
+      end
+      return { fields = fields(st), counter = counter, argv = argv, queue = q or nil }
+    end))
+  end)
+  it("rw_acquire: the same as without it, near a free lock, a reader's and a writer's", function()
+    local owner, other = OWNER, OTHER
+    compare("rw_acquire", draw(20261206, { "7", "10", "100" }, function(r, T, seq, s)
+      local st = { n = pick(r, { false, "0" }), t = pick(r, { false, "5", "100" }),
+                   ["q" .. owner] = pick(r, { false, tostring(s - 1), "3" }),
+                   ["k" .. owner] = pick(r, { false, "3000e99" }) }
+      local argv = { owner, owner, seq, "5000", "0", "0", pick(r, { "r", "w", "W" }),
+                     pick(r, { "", "", owner }) }
+      local counter = pick(r, { false, "3", "5", "99", "100", "200" })
+      local records = r(8) == 1 and 70 or 0
+      for _ = 1, r(3) - 1 do                -- one or two fields changed
+        local which = r(11)
+        if which == 1 then st.n = pick(r, { "1", "2", "-1" })
+        elseif which == 2 then                -- a hold its client does not know of
+          st["o" .. owner] = pick(r, { "1", "2" })
+          st["e" .. owner] = pick(r, { false, tostring(T + 5000), tostring(T - 1000) })
+        elseif which == 3 then
+          st["q" .. owner] = pick(r, { seq, tostring(s + 1), tostring(s - 1) .. "!", seq .. "!",
+                                       tostring(s * 10), "9", "99", "0" })
+        elseif which == 4 then st.w = pick(r, { owner, "x" }); st.ox = pick(r, { false, "1" })
+        elseif which == 5 then st.x = pick(r, { tostring(T + 5000), tostring(T - 1000) })
+        elseif which == 6 then st.D = pick(r, { tostring(T + 5000), tostring(T - 1000) })
+        elseif which == 7 then st.b = pick(r, { tostring(T + 5000), tostring(T - 1000) })
+        elseif which == 8 then argv[5] = pick(r, { "1", "2" }); argv[6] = pick(r, { "5", "100" })
+        elseif which == 9 then argv[2] = other; st["h" .. other] = pick(r, { false, "1" })
+        elseif which == 10 then                 -- another reader holds
+          st.ox = "1"; st.ex = tostring(T + pick(r, { 5000, -1000 })); st.n = "1"; st.t = st.t or "5"
+        else counter = pick(r, { "-2", "0", "100", "101" }) end
+      end
+      return { fields = fields(st), counter = counter, argv = argv, records = records }
     end))
   end)
 end)

@@ -494,6 +494,32 @@ describe("the scripts, one by one", function()
       assert.same({ 1, 0 }, d.fair_release("h", "h", 2, 1))
       assert.is_true(helper.is_free(srv, key))                       -- nobody to pass on to
     end)
+
+    -- As the exclusive lock's: a take of a free lock writes no k (its
+    -- record is kept while its owner holds) and only a new requester,
+    -- who adds fields, prunes.
+    it("prunes on a new requester's take only, and writes no k for a take", function()
+      local t = d.fair_acquire("a", "a", 1)[3]
+      assert.same({ 1, 0 }, d.fair_release("a", "a", 2, t))
+      local old = {}
+      for j = 1, 40 do
+        old[#old + 1] = "qold" .. j; old[#old + 1] = "3"
+        old[#old + 1] = "kold" .. j; old[#old + 1] = "1000"   -- long past
+      end
+      srv.cli("hset", key, table.unpack(old))
+      local n = tonumber(srv.cli("hlen", key))
+      assert.is_true(n > 64)
+      assert.same({ 1, 1, t + 1 }, d.fair_acquire("a", "a", 3))   -- a's record: no prune
+      assert.equals(n + 2, tonumber(srv.cli("hlen", key)))        -- its hold: oa and g
+      assert.equals("a", srv.cli("hget", key, "g"))
+      assert.equals("10000e99", srv.cli("hget", key, "ka"))       -- the release's, as it was
+      assert.same({ 1, 0 }, d.fair_release("a", "a", 4, t + 1))
+      assert.same({ 1, 1, t + 2 }, d.fair_acquire("b", "b", 1))   -- a new requester prunes
+      assert.equals("", srv.cli("hget", key, "qold1"))
+      assert.is_true(tonumber(srv.cli("hlen", key)) <= 64, srv.cli("hlen", key))
+      assert.equals("4", srv.cli("hget", key, "qa"))                 -- a resend may come
+      assert.same({ 1, 0 }, d.fair_release("b", "b", 2, t + 2))
+    end)
   end)
 
   -- fair_release.lua: a fair release and the grant it publishes

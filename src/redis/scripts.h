@@ -820,6 +820,30 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return 0\n",
     /* src/redis/scripts/fair_acquire.lua */
     [DL_S_FAIR_ACQUIRE] =
+        "do\n"
+        "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
+        "  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
+        "    local qf = 'q' .. owner\n"
+        "    local f = redis.call('hmget', k, 'n', 'o' .. owner, qf, 't', 'D')\n"
+        "    local n, record, t = f[1], f[3], f[4]\n"
+        "    local last = record and record:byte(-1)\n"
+        "    if (not n or n == '0') and not f[2] and not f[5] and\n"
+        "       (record and last >= 48 and last <= 57 and\n"
+        "        (#record < #seq or (#record == #seq and record < seq)) or (not record and not t)) and\n"
+        "       (redis.call('hget', KEYS[3], 'H') or '') == '' then\n"
+        "      local c = redis.call('incr', KEYS[2])\n"
+        "      local ct = string.format('%d', c)\n"
+        "      if c <= 0 or (t and (#ct < #t or (#ct == #t and ct <= t))) then\n"
+        "        c = (t and tonumber(t) or 0) + 1      -- the counter was behind (lib/mint.lua)\n"
+        "        ct = string.format('%d', c)\n"
+        "        redis.call('set', KEYS[2], ct)\n"
+        "      end\n"
+        "      redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct, 'g', owner)\n"
+        "      redis.call('pexpire', k, ARGV[4])\n"
+        "      return {1, 1, c}\n"
+        "    end\n"
+        "  end\n"
+        "end\n"
         DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_MINT
         DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
         DL_LIB_RAISE_TTL DL_LIB_UNQUEUE DL_LIB_HOLDER DL_LIB_SHARES
@@ -866,11 +890,10 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  if r and r ~= 'me' then n = 1 end\n"
         "end\n"
         "if n <= 0 then\n"
-        "  prune(k, now, qf)\n"
+        "  if f[4] and not f[3] then prune(k, now, qf) end  -- only a new requester adds fields\n"
         "  local c = mint(counter, t)\n"
         "  redis.call('hset', k, 'n', 1, of, 1, qf, seq, 't',\n"
-        "             string.format('%d', c), 'g', req,\n"
-        "             'k' .. req, now + 2 * lease)\n"
+        "             string.format('%d', c), 'g', req)\n"
         "  if hf then\n"
         "    redis.call('hset', k, hf, 1)\n"
         "    share_until(k, hf, now + lease)\n"
@@ -947,6 +970,24 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return 1\n",
     /* src/redis/scripts/fair_release.lua */
     [DL_S_FAIR_RELEASE] =
+        "do\n"
+        "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
+        "  if ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
+        "    local of, qf = 'o' .. owner, 'q' .. owner\n"
+        "    local f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v')\n"
+        "    local record = f[2]\n"
+        "    local last = record and record:byte(-1)\n"
+        "    if f[1] == '1' and f[3] == '1' and f[4] == ARGV[4] and not f[5] and not f[6] and\n"
+        "       (not record or (last >= 48 and last <= 57 and\n"
+        "                       (#record < #seq or (#record == #seq and record < seq)))) and\n"
+        "       (redis.call('hget', KEYS[3], 'H') or '') == '' then\n"
+        "      redis.call('hdel', k, of, 'g')\n"
+        "      redis.call('hset', k, 'n', '0', qf, seq, 'k' .. owner, ARGV[5] .. 'e99')\n"
+        "      redis.call('pexpire', k, ARGV[5])\n"
+        "      return {1, 0}\n"
+        "    end\n"
+        "  end\n"
+        "end\n"
         DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_RESERVE DL_LIB_HASH
         DL_LIB_REQUESTER DL_LIB_SHARES_DUE DL_LIB_RELEASE DL_LIB_PRUNE
         DL_LIB_MINT DL_LIB_UNQUEUE DL_LIB_SHARES DL_LIB_PASS_ON
@@ -1158,6 +1199,37 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return r\n",
     /* src/redis/scripts/rw_acquire.lua */
     [DL_S_RW_ACQUIRE] =
+        "do\n"
+        "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
+        "  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
+        "    local qf, reader = 'q' .. owner, ARGV[7] == 'r'\n"
+        "    local f = redis.call('hmget', k, 'n', 'o' .. owner, qf, 't', 'x', 'D', 'w')\n"
+        "    local n, record, t = f[1], f[3], f[4]\n"
+        "    local last = record and record:byte(-1)\n"
+        "    if (not n or n == '0') and not f[2] and not f[5] and not f[6] and\n"
+        "       not (reader and f[7]) and\n"
+        "       (record and last >= 48 and last <= 57 and\n"
+        "        (#record < #seq or (#record == #seq and record < seq)) or (not record and not t)) then\n"
+        "      local c = redis.call('incr', KEYS[2])\n"
+        "      local ct = string.format('%d', c)\n"
+        "      if c <= 0 or (t and (#ct < #t or (#ct == #t and ct <= t))) then\n"
+        "        c = (t and tonumber(t) or 0) + 1      -- the counter was behind (lib/mint.lua)\n"
+        "        ct = string.format('%d', c)\n"
+        "        redis.call('set', KEYS[2], ct)\n"
+        "      end\n"
+        "      if reader then\n"
+        "        local tm = redis.call('time')\n"
+        "        local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+        "        redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct,\n"
+        "                   'e' .. owner, string.format('%d', now + tonumber(ARGV[4])))\n"
+        "      else\n"
+        "        redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct, 'w', owner)\n"
+        "      end\n"
+        "      redis.call('pexpire', k, ARGV[4])\n"
+        "      return {1, 1, c}\n"
+        "    end\n"
+        "  end\n"
+        "end\n"
         DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_MINT
         DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN DL_LIB_LEASES
         DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES DL_LIB_SHARES_DUE
@@ -1200,7 +1272,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  note_busy(k, busy, nil, req, now, p, -1)\n"
         "  return {0, p}\n"
         "end\n"
-        "prune(k, now, qf)\n"
+        "if f[4] and not f[3] then prune(k, now, qf) end  -- only a new requester adds fields\n"
         "if n <= 0 then\n"
         "  t = mint(KEYS[2], t)\n"
         "  redis.call('hset', k, 't', string.format('%d', t))\n"
@@ -1211,7 +1283,11 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  redis.call('hincrby', k, hf, 1)\n"
         "  share_until(k, hf, now + lease)\n"
         "end\n"
-        "redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)\n"
+        "if n <= 0 then                          -- a new tenancy's first hold: no k\n"
+        "  redis.call('hset', k, 'n', n + 1, qf, seq)\n"
+        "else\n"
+        "  redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)\n"
+        "end\n"
         "if wr then\n"
         "  redis.call('hset', k, 'w', owner)\n"
         "  redis.call('hdel', k, 'x')\n"
@@ -1362,7 +1438,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
 /* The same scripts as one function library: each helper made once, at
  * FUNCTION LOAD; each script the function dl_script_functions[id]. */
 static const char dl_script_library[] =
-    "#!lua name=dlock_cc4790a555b0b3\n"
+    "#!lua name=dlock_a08d4c6a8a67c4\n"
     DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_MINT
     DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
     DL_LIB_RAISE_TTL DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
@@ -1371,7 +1447,7 @@ static const char dl_script_library[] =
     DL_LIB_HERE DL_LIB_HAND_OVER DL_LIB_RESERVE DL_LIB_RELEASE
     DL_LIB_CLEAR_GRANT DL_LIB_CANCEL DL_LIB_LEASES DL_LIB_PERMIT
     DL_LIB_WAKE DL_LIB_WITHDRAW
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_acquire',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1401,13 +1477,13 @@ static const char dl_script_library[] =
     "local waited = tonumber(ARGV[7])\n"
     "return acquire_exclusive(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, waited)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
     "return acquire_exclusive(KEYS[1], nil, owner, req, seq, lease, expect, token, -1)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_drop',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_drop',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
     "local keep_ms, chan, pub, req = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]\n"
@@ -1417,7 +1493,7 @@ static const char dl_script_library[] =
     "if left == 0 then announce(k, keep_ms, chan, pub, 'drop') end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_extend',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_extend',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local req, lease, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
     "local k = KEYS[1]\n"
@@ -1437,8 +1513,32 @@ static const char dl_script_library[] =
     "end\n"
     "return 0\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_fair_acquire',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_fair_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
+    "do\n"
+    "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
+    "  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
+    "    local qf = 'q' .. owner\n"
+    "    local f = redis.call('hmget', k, 'n', 'o' .. owner, qf, 't', 'D')\n"
+    "    local n, record, t = f[1], f[3], f[4]\n"
+    "    local last = record and record:byte(-1)\n"
+    "    if (not n or n == '0') and not f[2] and not f[5] and\n"
+    "       (record and last >= 48 and last <= 57 and\n"
+    "        (#record < #seq or (#record == #seq and record < seq)) or (not record and not t)) and\n"
+    "       (redis.call('hget', KEYS[3], 'H') or '') == '' then\n"
+    "      local c = redis.call('incr', KEYS[2])\n"
+    "      local ct = string.format('%d', c)\n"
+    "      if c <= 0 or (t and (#ct < #t or (#ct == #t and ct <= t))) then\n"
+    "        c = (t and tonumber(t) or 0) + 1      -- the counter was behind (lib/mint.lua)\n"
+    "        ct = string.format('%d', c)\n"
+    "        redis.call('set', KEYS[2], ct)\n"
+    "      end\n"
+    "      redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct, 'g', owner)\n"
+    "      redis.call('pexpire', k, ARGV[4])\n"
+    "      return {1, 1, c}\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
     "local waits, pub, secret = ARGV[7], ARGV[8], ARGV[9] or ''\n"
@@ -1481,11 +1581,10 @@ static const char dl_script_library[] =
     "  if r and r ~= 'me' then n = 1 end\n"
     "end\n"
     "if n <= 0 then\n"
-    "  prune(k, now, qf)\n"
+    "  if f[4] and not f[3] then prune(k, now, qf) end  -- only a new requester adds fields\n"
     "  local c = mint(counter, t)\n"
     "  redis.call('hset', k, 'n', 1, of, 1, qf, seq, 't',\n"
-    "             string.format('%d', c), 'g', req,\n"
-    "             'k' .. req, now + 2 * lease)\n"
+    "             string.format('%d', c), 'g', req)\n"
     "  if hf then\n"
     "    redis.call('hset', k, hf, 1)\n"
     "    share_until(k, hf, now + lease)\n"
@@ -1506,7 +1605,7 @@ static const char dl_script_library[] =
     "unqueue(q, req)\n"
     "return {1, mine, t}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_fair_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_fair_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
@@ -1527,7 +1626,7 @@ static const char dl_script_library[] =
     "if q then unqueue(q, req) end\n"
     "return {1, mine, t}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_fair_drop',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_fair_drop',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
     "local keep_ms, pub, req, after = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]\n"
@@ -1540,7 +1639,7 @@ static const char dl_script_library[] =
     "if left == 0 then hand_over(k, counter, q, keep_ms, pub, nil) end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_fair_drop1',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_fair_drop1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
     "local keep_ms, req = tonumber(ARGV[4]), ARGV[5]\n"
@@ -1556,8 +1655,26 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_fair_release',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_fair_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
+    "do\n"
+    "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
+    "  if ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
+    "    local of, qf = 'o' .. owner, 'q' .. owner\n"
+    "    local f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v')\n"
+    "    local record = f[2]\n"
+    "    local last = record and record:byte(-1)\n"
+    "    if f[1] == '1' and f[3] == '1' and f[4] == ARGV[4] and not f[5] and not f[6] and\n"
+    "       (not record or (last >= 48 and last <= 57 and\n"
+    "                       (#record < #seq or (#record == #seq and record < seq)))) and\n"
+    "       (redis.call('hget', KEYS[3], 'H') or '') == '' then\n"
+    "      redis.call('hdel', k, of, 'g')\n"
+    "      redis.call('hset', k, 'n', '0', qf, seq, 'k' .. owner, ARGV[5] .. 'e99')\n"
+    "      redis.call('pexpire', k, ARGV[5])\n"
+    "      return {1, 0}\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
     "local keep_ms, pub = tonumber(ARGV[5]), ARGV[6]\n"
     "local k, counter, q = KEYS[1], KEYS[2], KEYS[3]\n"
@@ -1566,7 +1683,7 @@ static const char dl_script_library[] =
     "elseif left then clear_grant(k, req) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_fair_release1',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_fair_release1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
     "local keep_ms = tonumber(ARGV[5])\n"
@@ -1578,7 +1695,7 @@ static const char dl_script_library[] =
     "elseif left then clear_grant(k, req) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_fair_void',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_fair_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local keep_ms, pub, fresh = tonumber(ARGV[4]), ARGV[5], ARGV[6] == '1'\n"
@@ -1592,7 +1709,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_fair_void1',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_fair_void1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local keep_ms, fresh = tonumber(ARGV[4]), ARGV[5] == '1'\n"
@@ -1608,7 +1725,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_fence',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_fence',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "local token, req, seq = tonumber(ARGV[1]), ARGV[2], ARGV[3]\n"
     "local counter, k = KEYS[1], KEYS[2]\n"
@@ -1624,7 +1741,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_force',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_force',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local req, seq, keep_ms, chan, pub = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]\n"
     "local notice = ARGV[6]\n"
@@ -1650,7 +1767,7 @@ static const char dl_script_library[] =
     "redis.call('pexpire', k, keep_ms)\n"
     "return held and 1 or 0\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_guard',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_guard',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "local owner, token, cmd = ARGV[1], ARGV[2], ARGV[3]\n"
     "local k = KEYS[1]\n"
@@ -1667,7 +1784,7 @@ static const char dl_script_library[] =
     "end\n"
     "return redis.pcall(cmd, unpack(ARGV, 4))\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_inspect',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_inspect',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local chan, verb = ARGV[1], ARGV[2]\n"
     "local k, q = KEYS[1], KEYS[2]\n"
@@ -1702,7 +1819,7 @@ static const char dl_script_library[] =
     "return {1, h.t or '0', redis.call('pttl', k), owners, reqs, queued,\n"
     "        subs, h.w or ''}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_release',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1727,7 +1844,7 @@ static const char dl_script_library[] =
     "if left == 0 and waiters then redis.call(pub, chan, token) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_renew',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_renew',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local r, now = {}, nil\n"
     "for i = 1, #KEYS do\n"
@@ -1759,8 +1876,39 @@ static const char dl_script_library[] =
     "end\n"
     "return r\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_rw_acquire',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_rw_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
+    "do\n"
+    "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
+    "  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
+    "    local qf, reader = 'q' .. owner, ARGV[7] == 'r'\n"
+    "    local f = redis.call('hmget', k, 'n', 'o' .. owner, qf, 't', 'x', 'D', 'w')\n"
+    "    local n, record, t = f[1], f[3], f[4]\n"
+    "    local last = record and record:byte(-1)\n"
+    "    if (not n or n == '0') and not f[2] and not f[5] and not f[6] and\n"
+    "       not (reader and f[7]) and\n"
+    "       (record and last >= 48 and last <= 57 and\n"
+    "        (#record < #seq or (#record == #seq and record < seq)) or (not record and not t)) then\n"
+    "      local c = redis.call('incr', KEYS[2])\n"
+    "      local ct = string.format('%d', c)\n"
+    "      if c <= 0 or (t and (#ct < #t or (#ct == #t and ct <= t))) then\n"
+    "        c = (t and tonumber(t) or 0) + 1      -- the counter was behind (lib/mint.lua)\n"
+    "        ct = string.format('%d', c)\n"
+    "        redis.call('set', KEYS[2], ct)\n"
+    "      end\n"
+    "      if reader then\n"
+    "        local tm = redis.call('time')\n"
+    "        local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+    "        redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct,\n"
+    "                   'e' .. owner, string.format('%d', now + tonumber(ARGV[4])))\n"
+    "      else\n"
+    "        redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct, 'w', owner)\n"
+    "      end\n"
+    "      redis.call('pexpire', k, ARGV[4])\n"
+    "      return {1, 1, c}\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
     "local kind, my_writer = ARGV[7], ARGV[8]\n"
@@ -1800,7 +1948,7 @@ static const char dl_script_library[] =
     "  note_busy(k, busy, nil, req, now, p, -1)\n"
     "  return {0, p}\n"
     "end\n"
-    "prune(k, now, qf)\n"
+    "if f[4] and not f[3] then prune(k, now, qf) end  -- only a new requester adds fields\n"
     "if n <= 0 then\n"
     "  t = mint(KEYS[2], t)\n"
     "  redis.call('hset', k, 't', string.format('%d', t))\n"
@@ -1811,7 +1959,11 @@ static const char dl_script_library[] =
     "  redis.call('hincrby', k, hf, 1)\n"
     "  share_until(k, hf, now + lease)\n"
     "end\n"
-    "redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)\n"
+    "if n <= 0 then                          -- a new tenancy's first hold: no k\n"
+    "  redis.call('hset', k, 'n', n + 1, qf, seq)\n"
+    "else\n"
+    "  redis.call('hset', k, 'n', n + 1, qf, seq, 'k' .. req, now + 2 * lease)\n"
+    "end\n"
     "if wr then\n"
     "  redis.call('hset', k, 'w', owner)\n"
     "  redis.call('hdel', k, 'x')\n"
@@ -1823,7 +1975,7 @@ static const char dl_script_library[] =
     "end\n"
     "return {1, mine, t}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_rw_renew',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_rw_renew',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local now = now_ms()\n"
     "local r = {}\n"
@@ -1866,14 +2018,14 @@ static const char dl_script_library[] =
     "end\n"
     "return r\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_sem_acquire',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_sem_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
     "local permits, waits = ARGV[7], ARGV[8]\n"
     "return acquire_permit(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, permits, waits)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_sem_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_sem_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
@@ -1881,7 +2033,7 @@ static const char dl_script_library[] =
     "return acquire_permit(KEYS[1], here(KEYS[1] .. ':q'), owner, req, seq, lease, expect,\n"
     "                      token, permits, waits)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_sem_free',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_sem_free',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local permits = tonumber(ARGV[1])\n"
     "local now = now_ms()\n"
@@ -1893,7 +2045,7 @@ static const char dl_script_library[] =
     "if tonumber(h.n or '0') > 0 and h.l then permits = tonumber(h.l) end\n"
     "return math.max(permits - used, 0)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_sem_release',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_sem_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
     "local keep_ms, chan, pub = tonumber(ARGV[5]), ARGV[6], ARGV[7]\n"
@@ -1903,7 +2055,7 @@ static const char dl_script_library[] =
     "if left then wake(k, q, pub) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_sem_release1',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_sem_release1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
     "local keep_ms, chan, pub = tonumber(ARGV[5]), ARGV[6], ARGV[7]\n"
@@ -1914,7 +2066,7 @@ static const char dl_script_library[] =
     "if q then wake(k, q, pub) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_sem_void',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_sem_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local keep_ms, chan, pub = tonumber(ARGV[4]), ARGV[5], ARGV[6]\n"
@@ -1927,7 +2079,7 @@ static const char dl_script_library[] =
     "if left then wake(k, q, pub) end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_ttl',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_ttl',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local k = KEYS[1]\n"
     "if tonumber(redis.call('hget', k, 'n') or '0') > 0 then\n"
@@ -1935,7 +2087,7 @@ static const char dl_script_library[] =
     "end\n"
     "return -2\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_cc4790a555b0b3_void',\n"
+    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local keep_ms, chan, pub = tonumber(ARGV[4]), ARGV[5], ARGV[6]\n"
@@ -1949,34 +2101,34 @@ static const char dl_script_library[] =
     "return 1\n"
     "end}\n";
 static const char *const dl_script_functions[DL_S_COUNT] = {
-    [DL_S_ACQUIRE] = "dlock_cc4790a555b0b3_acquire",
-    [DL_S_ACQUIRE1] = "dlock_cc4790a555b0b3_acquire1",
-    [DL_S_DROP] = "dlock_cc4790a555b0b3_drop",
-    [DL_S_EXTEND] = "dlock_cc4790a555b0b3_extend",
-    [DL_S_FAIR_ACQUIRE] = "dlock_cc4790a555b0b3_fair_acquire",
-    [DL_S_FAIR_ACQUIRE1] = "dlock_cc4790a555b0b3_fair_acquire1",
-    [DL_S_FAIR_DROP] = "dlock_cc4790a555b0b3_fair_drop",
-    [DL_S_FAIR_DROP1] = "dlock_cc4790a555b0b3_fair_drop1",
-    [DL_S_FAIR_RELEASE] = "dlock_cc4790a555b0b3_fair_release",
-    [DL_S_FAIR_RELEASE1] = "dlock_cc4790a555b0b3_fair_release1",
-    [DL_S_FAIR_VOID] = "dlock_cc4790a555b0b3_fair_void",
-    [DL_S_FAIR_VOID1] = "dlock_cc4790a555b0b3_fair_void1",
-    [DL_S_FENCE] = "dlock_cc4790a555b0b3_fence",
-    [DL_S_FORCE] = "dlock_cc4790a555b0b3_force",
-    [DL_S_GUARD] = "dlock_cc4790a555b0b3_guard",
-    [DL_S_INSPECT] = "dlock_cc4790a555b0b3_inspect",
-    [DL_S_RELEASE] = "dlock_cc4790a555b0b3_release",
-    [DL_S_RENEW] = "dlock_cc4790a555b0b3_renew",
-    [DL_S_RW_ACQUIRE] = "dlock_cc4790a555b0b3_rw_acquire",
-    [DL_S_RW_RENEW] = "dlock_cc4790a555b0b3_rw_renew",
-    [DL_S_SEM_ACQUIRE] = "dlock_cc4790a555b0b3_sem_acquire",
-    [DL_S_SEM_ACQUIRE1] = "dlock_cc4790a555b0b3_sem_acquire1",
-    [DL_S_SEM_FREE] = "dlock_cc4790a555b0b3_sem_free",
-    [DL_S_SEM_RELEASE] = "dlock_cc4790a555b0b3_sem_release",
-    [DL_S_SEM_RELEASE1] = "dlock_cc4790a555b0b3_sem_release1",
-    [DL_S_SEM_VOID] = "dlock_cc4790a555b0b3_sem_void",
-    [DL_S_TTL] = "dlock_cc4790a555b0b3_ttl",
-    [DL_S_VOID] = "dlock_cc4790a555b0b3_void",
+    [DL_S_ACQUIRE] = "dlock_a08d4c6a8a67c4_acquire",
+    [DL_S_ACQUIRE1] = "dlock_a08d4c6a8a67c4_acquire1",
+    [DL_S_DROP] = "dlock_a08d4c6a8a67c4_drop",
+    [DL_S_EXTEND] = "dlock_a08d4c6a8a67c4_extend",
+    [DL_S_FAIR_ACQUIRE] = "dlock_a08d4c6a8a67c4_fair_acquire",
+    [DL_S_FAIR_ACQUIRE1] = "dlock_a08d4c6a8a67c4_fair_acquire1",
+    [DL_S_FAIR_DROP] = "dlock_a08d4c6a8a67c4_fair_drop",
+    [DL_S_FAIR_DROP1] = "dlock_a08d4c6a8a67c4_fair_drop1",
+    [DL_S_FAIR_RELEASE] = "dlock_a08d4c6a8a67c4_fair_release",
+    [DL_S_FAIR_RELEASE1] = "dlock_a08d4c6a8a67c4_fair_release1",
+    [DL_S_FAIR_VOID] = "dlock_a08d4c6a8a67c4_fair_void",
+    [DL_S_FAIR_VOID1] = "dlock_a08d4c6a8a67c4_fair_void1",
+    [DL_S_FENCE] = "dlock_a08d4c6a8a67c4_fence",
+    [DL_S_FORCE] = "dlock_a08d4c6a8a67c4_force",
+    [DL_S_GUARD] = "dlock_a08d4c6a8a67c4_guard",
+    [DL_S_INSPECT] = "dlock_a08d4c6a8a67c4_inspect",
+    [DL_S_RELEASE] = "dlock_a08d4c6a8a67c4_release",
+    [DL_S_RENEW] = "dlock_a08d4c6a8a67c4_renew",
+    [DL_S_RW_ACQUIRE] = "dlock_a08d4c6a8a67c4_rw_acquire",
+    [DL_S_RW_RENEW] = "dlock_a08d4c6a8a67c4_rw_renew",
+    [DL_S_SEM_ACQUIRE] = "dlock_a08d4c6a8a67c4_sem_acquire",
+    [DL_S_SEM_ACQUIRE1] = "dlock_a08d4c6a8a67c4_sem_acquire1",
+    [DL_S_SEM_FREE] = "dlock_a08d4c6a8a67c4_sem_free",
+    [DL_S_SEM_RELEASE] = "dlock_a08d4c6a8a67c4_sem_release",
+    [DL_S_SEM_RELEASE1] = "dlock_a08d4c6a8a67c4_sem_release1",
+    [DL_S_SEM_VOID] = "dlock_a08d4c6a8a67c4_sem_void",
+    [DL_S_TTL] = "dlock_a08d4c6a8a67c4_ttl",
+    [DL_S_VOID] = "dlock_a08d4c6a8a67c4_void",
 };
 #endif /* DL_SCRIPT_DATA */
 

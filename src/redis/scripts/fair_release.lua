@@ -16,6 +16,29 @@
 -- resend: as release's: answered from the record, nothing passed on
 --   again
 --#flags allow-oom
+-- The fast path: the last hold of a lock with nobody queued and nobody
+-- waiting, released by an owner of one client (a coroutine's), before any
+-- helper is made and parsing no number: what release (lib/release.lua)
+-- and hand_over (lib/hand_over.lua) do there. It takes every other case,
+-- as release.lua's fast path does, and a queue (a grant to pass on).
+do
+  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]
+  if ARGV[2] == owner and seq:byte(1) ~= 48 then
+    local of, qf = 'o' .. owner, 'q' .. owner
+    local f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v')
+    local record = f[2]
+    local last = record and record:byte(-1)
+    if f[1] == '1' and f[3] == '1' and f[4] == ARGV[4] and not f[5] and not f[6] and
+       (not record or (last >= 48 and last <= 57 and
+                       (#record < #seq or (#record == #seq and record < seq)))) and
+       (redis.call('hget', KEYS[3], 'H') or '') == '' then
+      redis.call('hdel', k, of, 'g')
+      redis.call('hset', k, 'n', '0', qf, seq, 'k' .. owner, ARGV[5] .. 'e99')
+      redis.call('pexpire', k, ARGV[5])
+      return {1, 0}
+    end
+  end
+end
 --#include lib/release.lua
 --#include lib/hand_over.lua
 --#include lib/clear_grant.lua
