@@ -67,7 +67,7 @@ describe("dlock's scripts on the server #binding", function()
   end)
 
   it("run as functions by default on Redis 7: loaded once, then only FCALL", function()
-    local c = assert(dlock.connect{ url = srv.url, functions = true })
+    local c = assert(helper.connect_as_is{ url = srv.url })
     local name = helper.unique_name("fn")
     cycles(c, name)
     local n = 0
@@ -78,7 +78,7 @@ describe("dlock's scripts on the server #binding", function()
     assert.is_true(calls(srv, "fcall") - before >= 9)
     assert.equals(0, calls(srv, "evalsha"))
     -- a second client finds the library there and loads nothing new
-    local c2 = assert(dlock.connect{ url = srv.url, functions = true })
+    local c2 = assert(helper.connect_as_is(srv.url))
     cycles(c2, name .. "2")
     assert.equals(0, calls(srv, "evalsha"))
     c2:close(); c:close()

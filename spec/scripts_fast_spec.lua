@@ -309,8 +309,8 @@ describe("the fast paths of the scripts", function()
       for _ = 1, r(3) - 1 do                -- one or two fields changed
         local which = r(11)
         if which == 1 then st.n = pick(r, { "1", "2", "-1" })
-        elseif which == 2 then                -- a hold its client does not know of
-          st["o" .. owner] = pick(r, { "1", "2" })
+        elseif which == 2 then                -- a hold its client does not know of,
+          st["o" .. owner] = pick(r, { "1", "2", false })   -- or an ended read hold's lease
           st["e" .. owner] = pick(r, { false, tostring(T + 5000), tostring(T - 1000) })
         elseif which == 3 then
           st["q" .. owner] = pick(r, { seq, tostring(s + 1), tostring(s - 1) .. "!", seq .. "!",

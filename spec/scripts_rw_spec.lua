@@ -23,6 +23,26 @@ describe("rw_acquire.lua", function()
   setup(setup_scripts)
   before_each(fresh_lock)
 
+  -- A read hold's release leaves its owner's lease field; a write hold
+  -- the same owner takes next must not end when that old lease passes.
+  it("clears the owner's old read lease when it takes the write hold", function()
+    local t = d.rw_acquire("r", "a", 1, 10000)[3]
+    assert.same({ 1, 0 }, d.release("a", "a", 2, t))
+    assert.matches("^%d+$", d.field("ea"))                -- left behind
+    srv.cli("hset", key, "ea", d.now_ms() - 1)            -- and passed
+    local w = d.rw_acquire("w", "a", 3, 10000)
+    assert.same({ 1, 1, t + 1 }, w)
+    assert.equals("", d.field("ea"))
+    assert.equals(0, d.rw_acquire("r", "b", 1, 10000)[1])   -- the writer holds
+    assert.equals(0, d.rw_acquire("w", "c", 1, 10000)[1])
+    assert.equals("1", d.field("oa"))
+    assert.same({ 1, 0 }, d.release("a", "a", 4, t + 1))
+    -- a writer that holds a read hold too (an upgrade) keeps its lease
+    t = d.rw_acquire("r", "a", 5, 10000)[3]
+    assert.same({ 1, 2, t }, d.rw_acquire("w", "a", 6, 10000, 1, t))
+    assert.matches("^%d+$", d.field("ea"))
+  end)
+
   -- A shared owner's requesters each count their own holds (h<req>,
   -- lib/holder.lua): when the owner's lease runs out, its holds go, and
   -- their counts with them, whichever script finds it out.

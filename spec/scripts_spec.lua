@@ -520,6 +520,24 @@ describe("the scripts, one by one", function()
       assert.equals("4", srv.cli("hget", key, "qa"))                 -- a resend may come
       assert.same({ 1, 0 }, d.fair_release("b", "b", 2, t + 2))
     end)
+
+    -- A holder that keeps taking its lock back prunes nothing; waiters
+    -- that give up each add a cancel's record: those prune instead.
+    it("prunes on a cancel by a requester without a record", function()
+      local t = d.fair_acquire("a", "a", 1)[3]
+      local old = {}
+      for j = 1, 40 do
+        old[#old + 1] = "qold" .. j; old[#old + 1] = "3!"
+        old[#old + 1] = "kold" .. j; old[#old + 1] = "1000"   -- long past
+      end
+      srv.cli("hset", key, table.unpack(old))
+      assert.equals(0, d.fair_acquire("z", "z", 1, S1)[1])      -- busy: queued
+      assert.same({ 1 }, d.fair_void("z", "z", 1))                  -- gives up
+      assert.equals("", srv.cli("hget", key, "qold1"))
+      assert.equals("1!", srv.cli("hget", key, "qz"))
+      assert.is_true(tonumber(srv.cli("hlen", key)) <= 64, srv.cli("hlen", key))
+      assert.same({ 1, 0 }, d.fair_release("a", "a", 2, t))
+    end)
   end)
 
   -- fair_release.lua: a fair release and the grant it publishes

@@ -371,8 +371,10 @@ function M.library(names, pieces)
     for _, piece in ipairs(pieces[name]) do
       if not piece.lib then own[#own + 1] = table.concat(piece, "\n") end
     end
-    local flags = pieces[name].flags or (not pieces[name].writes and { "no-writes" }) or {}
-    for i, f in ipairs(flags) do flags[i] = "'" .. f .. "'" end
+    local flags = {}
+    for i, f in ipairs(pieces[name].flags or (not pieces[name].writes and { "no-writes" }) or {}) do
+      flags[i] = "'" .. f .. "'"
+    end
     local fn = "redis.register_function{function_name = '@_" .. name .. "',\n" ..
       "  flags = {" .. table.concat(flags, ", ") .. "}, callback = function(KEYS, ARGV)\n" ..
       table.concat(own, "\n") .. "\nend}\n"

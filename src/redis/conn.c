@@ -491,8 +491,11 @@ dl_status dl_conn_append(dl_conn *c, int argc, const char **argv,
     dl_status st = dl_conn_ensure(c, err, errlen);
     if (st != DL_OK)
         return st;
-    if (dl_wire_append(c->ctx, argc, argv, lens) != 0)
+    if (dl_wire_append(c->ctx, argc, argv, lens) != 0) {
+        /* What was queued before it would answer as this one's: gone. */
+        dl_conn_drop(c);
         return dl_oom(err, errlen);
+    }
     return DL_OK;
 }
 

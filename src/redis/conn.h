@@ -156,7 +156,8 @@ dl_status dl_conn_call_led(dl_conn *c, const char *lead, int argc,
  * below the reader (in TLS buffers): poll() tells whether more came. */
 int dl_conn_pump(dl_conn *c);
 
-/* Pipelining: queue commands, then read their replies in order. */
+/* Pipelining: queue commands, then read their replies in order. Out of
+ * memory, an append drops the connection (and what it had queued). */
 dl_status dl_conn_append(dl_conn *c, int argc, const char **argv,
                          const size_t *lens, char *err, size_t errlen);
 dl_status dl_conn_read(dl_conn *c, redisReply **out, char *err, size_t errlen);

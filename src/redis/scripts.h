@@ -229,6 +229,7 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
     "  if record == seq .. '!' or last > tonumber(seq) then\n" \
     "    return nil\n" \
     "  end\n" \
+    "  if not record then prune(k, now, qf) end\n" \
     "  redis.call('hset', k, qf, seq .. '!', 'k' .. req, now + 2 * keep_ms)\n" \
     "  return f\n" \
     "end\n" \
@@ -558,8 +559,9 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
     "local gt = true                         -- until the server refuses GT\n" \
     "local function raise_ttl(k, ms)\n" \
     "  if gt then\n" \
-    "    if type(redis.pcall('pexpire', k, ms, 'gt')) ~= 'table' then return end\n" \
-    "    gt = false\n" \
+    "    local r = redis.pcall('pexpire', k, ms, 'gt')\n" \
+    "    if type(r) ~= 'table' then return end\n" \
+    "    if tostring(r.err):find('wrong number of arguments', 1, true) then gt = false end\n" \
     "  end\n" \
     "  if redis.call('pttl', k) < tonumber(ms) then\n" \
     "    redis.call('pexpire', k, ms)\n" \
@@ -1014,8 +1016,8 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return reply\n",
     /* src/redis/scripts/fair_void.lua */
     [DL_S_FAIR_VOID] =
-        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_CANCEL DL_LIB_UNQUEUE
-        DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_MINT DL_LIB_SHARES
+        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_HASH DL_LIB_REQUESTER
+        DL_LIB_PRUNE DL_LIB_CANCEL DL_LIB_UNQUEUE DL_LIB_MINT DL_LIB_SHARES
         DL_LIB_PASS_ON DL_LIB_HAND_OVER DL_LIB_CLEAR_GRANT
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local keep_ms, pub, fresh = tonumber(ARGV[4]), ARGV[5], ARGV[6] == '1'\n"
@@ -1030,8 +1032,9 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return 1\n",
     /* src/redis/scripts/fair_void1.lua */
     [DL_S_FAIR_VOID1] =
-        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_CANCEL DL_LIB_UNQUEUE
-        DL_LIB_CLEAR_GRANT DL_LIB_HERE
+        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_HASH DL_LIB_REQUESTER
+        DL_LIB_PRUNE DL_LIB_CANCEL DL_LIB_UNQUEUE DL_LIB_CLEAR_GRANT
+        DL_LIB_HERE
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local keep_ms, fresh = tonumber(ARGV[4]), ARGV[5] == '1'\n"
         "local k = KEYS[1]\n"
@@ -1203,11 +1206,11 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
         "  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
         "    local qf, reader = 'q' .. owner, ARGV[7] == 'r'\n"
-        "    local f = redis.call('hmget', k, 'n', 'o' .. owner, qf, 't', 'x', 'D', 'w')\n"
+        "    local f = redis.call('hmget', k, 'n', 'o' .. owner, qf, 't', 'x', 'D', 'w', 'e' .. owner)\n"
         "    local n, record, t = f[1], f[3], f[4]\n"
         "    local last = record and record:byte(-1)\n"
         "    if (not n or n == '0') and not f[2] and not f[5] and not f[6] and\n"
-        "       not (reader and f[7]) and\n"
+        "       not f[reader and 7 or 8] and           -- a reader: no writer; a writer: no old lease\n"
         "       (record and last >= 48 and last <= 57 and\n"
         "        (#record < #seq or (#record == #seq and record < seq)) or (not record and not t)) then\n"
         "      local c = redis.call('incr', KEYS[2])\n"
@@ -1290,7 +1293,8 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "end\n"
         "if wr then\n"
         "  redis.call('hset', k, 'w', owner)\n"
-        "  redis.call('hdel', k, 'x')\n"
+        "  if mine == 1 then redis.call('hdel', k, 'x', 'e' .. owner)\n"
+        "  else redis.call('hdel', k, 'x') end\n"
         "else\n"
         "  redis.call('hset', k, 'e' .. owner, own_lease(k, owner, mine, now + lease))\n"
         "end\n"
@@ -1400,8 +1404,8 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return reply\n",
     /* src/redis/scripts/sem_void.lua */
     [DL_S_SEM_VOID] =
-        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_CANCEL DL_LIB_ANNOUNCE
-        DL_LIB_WAKE
+        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_HASH DL_LIB_REQUESTER
+        DL_LIB_PRUNE DL_LIB_CANCEL DL_LIB_ANNOUNCE DL_LIB_WAKE
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local keep_ms, chan, pub = tonumber(ARGV[4]), ARGV[5], ARGV[6]\n"
         "local k, q = KEYS[1], KEYS[2]\n"
@@ -1421,8 +1425,8 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return -2\n",
     /* src/redis/scripts/void.lua */
     [DL_S_VOID] =
-        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_CANCEL DL_LIB_ANNOUNCE
-        DL_LIB_WITHDRAW
+        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_HASH DL_LIB_REQUESTER
+        DL_LIB_PRUNE DL_LIB_CANCEL DL_LIB_ANNOUNCE DL_LIB_WITHDRAW
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local keep_ms, chan, pub = tonumber(ARGV[4]), ARGV[5], ARGV[6]\n"
         "local k = KEYS[1]\n"
@@ -1438,7 +1442,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
 /* The same scripts as one function library: each helper made once, at
  * FUNCTION LOAD; each script the function dl_script_functions[id]. */
 static const char dl_script_library[] =
-    "#!lua name=dlock_a08d4c6a8a67c4\n"
+    "#!lua name=dlock_d2d96f377a4ed4\n"
     DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_MINT
     DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
     DL_LIB_RAISE_TTL DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
@@ -1447,7 +1451,7 @@ static const char dl_script_library[] =
     DL_LIB_HERE DL_LIB_HAND_OVER DL_LIB_RESERVE DL_LIB_RELEASE
     DL_LIB_CLEAR_GRANT DL_LIB_CANCEL DL_LIB_LEASES DL_LIB_PERMIT
     DL_LIB_WAKE DL_LIB_WITHDRAW
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_acquire',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1477,13 +1481,13 @@ static const char dl_script_library[] =
     "local waited = tonumber(ARGV[7])\n"
     "return acquire_exclusive(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, waited)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
     "return acquire_exclusive(KEYS[1], nil, owner, req, seq, lease, expect, token, -1)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_drop',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_drop',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
     "local keep_ms, chan, pub, req = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]\n"
@@ -1493,7 +1497,7 @@ static const char dl_script_library[] =
     "if left == 0 then announce(k, keep_ms, chan, pub, 'drop') end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_extend',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_extend',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local req, lease, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
     "local k = KEYS[1]\n"
@@ -1513,7 +1517,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 0\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_fair_acquire',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_fair_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1605,7 +1609,7 @@ static const char dl_script_library[] =
     "unqueue(q, req)\n"
     "return {1, mine, t}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_fair_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_fair_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
@@ -1626,7 +1630,7 @@ static const char dl_script_library[] =
     "if q then unqueue(q, req) end\n"
     "return {1, mine, t}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_fair_drop',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_fair_drop',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
     "local keep_ms, pub, req, after = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]\n"
@@ -1639,7 +1643,7 @@ static const char dl_script_library[] =
     "if left == 0 then hand_over(k, counter, q, keep_ms, pub, nil) end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_fair_drop1',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_fair_drop1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
     "local keep_ms, req = tonumber(ARGV[4]), ARGV[5]\n"
@@ -1655,7 +1659,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_fair_release',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_fair_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1683,7 +1687,7 @@ static const char dl_script_library[] =
     "elseif left then clear_grant(k, req) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_fair_release1',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_fair_release1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
     "local keep_ms = tonumber(ARGV[5])\n"
@@ -1695,7 +1699,7 @@ static const char dl_script_library[] =
     "elseif left then clear_grant(k, req) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_fair_void',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_fair_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local keep_ms, pub, fresh = tonumber(ARGV[4]), ARGV[5], ARGV[6] == '1'\n"
@@ -1709,7 +1713,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_fair_void1',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_fair_void1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local keep_ms, fresh = tonumber(ARGV[4]), ARGV[5] == '1'\n"
@@ -1725,7 +1729,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_fence',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_fence',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "local token, req, seq = tonumber(ARGV[1]), ARGV[2], ARGV[3]\n"
     "local counter, k = KEYS[1], KEYS[2]\n"
@@ -1741,7 +1745,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_force',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_force',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local req, seq, keep_ms, chan, pub = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]\n"
     "local notice = ARGV[6]\n"
@@ -1767,7 +1771,7 @@ static const char dl_script_library[] =
     "redis.call('pexpire', k, keep_ms)\n"
     "return held and 1 or 0\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_guard',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_guard',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "local owner, token, cmd = ARGV[1], ARGV[2], ARGV[3]\n"
     "local k = KEYS[1]\n"
@@ -1784,7 +1788,7 @@ static const char dl_script_library[] =
     "end\n"
     "return redis.pcall(cmd, unpack(ARGV, 4))\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_inspect',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_inspect',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local chan, verb = ARGV[1], ARGV[2]\n"
     "local k, q = KEYS[1], KEYS[2]\n"
@@ -1819,7 +1823,7 @@ static const char dl_script_library[] =
     "return {1, h.t or '0', redis.call('pttl', k), owners, reqs, queued,\n"
     "        subs, h.w or ''}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_release',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1844,7 +1848,7 @@ static const char dl_script_library[] =
     "if left == 0 and waiters then redis.call(pub, chan, token) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_renew',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_renew',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local r, now = {}, nil\n"
     "for i = 1, #KEYS do\n"
@@ -1876,17 +1880,17 @@ static const char dl_script_library[] =
     "end\n"
     "return r\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_rw_acquire',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_rw_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
     "  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
     "    local qf, reader = 'q' .. owner, ARGV[7] == 'r'\n"
-    "    local f = redis.call('hmget', k, 'n', 'o' .. owner, qf, 't', 'x', 'D', 'w')\n"
+    "    local f = redis.call('hmget', k, 'n', 'o' .. owner, qf, 't', 'x', 'D', 'w', 'e' .. owner)\n"
     "    local n, record, t = f[1], f[3], f[4]\n"
     "    local last = record and record:byte(-1)\n"
     "    if (not n or n == '0') and not f[2] and not f[5] and not f[6] and\n"
-    "       not (reader and f[7]) and\n"
+    "       not f[reader and 7 or 8] and           -- a reader: no writer; a writer: no old lease\n"
     "       (record and last >= 48 and last <= 57 and\n"
     "        (#record < #seq or (#record == #seq and record < seq)) or (not record and not t)) then\n"
     "      local c = redis.call('incr', KEYS[2])\n"
@@ -1966,7 +1970,8 @@ static const char dl_script_library[] =
     "end\n"
     "if wr then\n"
     "  redis.call('hset', k, 'w', owner)\n"
-    "  redis.call('hdel', k, 'x')\n"
+    "  if mine == 1 then redis.call('hdel', k, 'x', 'e' .. owner)\n"
+    "  else redis.call('hdel', k, 'x') end\n"
     "else\n"
     "  redis.call('hset', k, 'e' .. owner, own_lease(k, owner, mine, now + lease))\n"
     "end\n"
@@ -1975,7 +1980,7 @@ static const char dl_script_library[] =
     "end\n"
     "return {1, mine, t}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_rw_renew',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_rw_renew',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local now = now_ms()\n"
     "local r = {}\n"
@@ -2018,14 +2023,14 @@ static const char dl_script_library[] =
     "end\n"
     "return r\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_sem_acquire',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_sem_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
     "local permits, waits = ARGV[7], ARGV[8]\n"
     "return acquire_permit(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, permits, waits)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_sem_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_sem_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
@@ -2033,7 +2038,7 @@ static const char dl_script_library[] =
     "return acquire_permit(KEYS[1], here(KEYS[1] .. ':q'), owner, req, seq, lease, expect,\n"
     "                      token, permits, waits)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_sem_free',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_sem_free',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local permits = tonumber(ARGV[1])\n"
     "local now = now_ms()\n"
@@ -2045,7 +2050,7 @@ static const char dl_script_library[] =
     "if tonumber(h.n or '0') > 0 and h.l then permits = tonumber(h.l) end\n"
     "return math.max(permits - used, 0)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_sem_release',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_sem_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
     "local keep_ms, chan, pub = tonumber(ARGV[5]), ARGV[6], ARGV[7]\n"
@@ -2055,7 +2060,7 @@ static const char dl_script_library[] =
     "if left then wake(k, q, pub) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_sem_release1',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_sem_release1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
     "local keep_ms, chan, pub = tonumber(ARGV[5]), ARGV[6], ARGV[7]\n"
@@ -2066,7 +2071,7 @@ static const char dl_script_library[] =
     "if q then wake(k, q, pub) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_sem_void',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_sem_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local keep_ms, chan, pub = tonumber(ARGV[4]), ARGV[5], ARGV[6]\n"
@@ -2079,7 +2084,7 @@ static const char dl_script_library[] =
     "if left then wake(k, q, pub) end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_ttl',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_ttl',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local k = KEYS[1]\n"
     "if tonumber(redis.call('hget', k, 'n') or '0') > 0 then\n"
@@ -2087,7 +2092,7 @@ static const char dl_script_library[] =
     "end\n"
     "return -2\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_a08d4c6a8a67c4_void',\n"
+    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local keep_ms, chan, pub = tonumber(ARGV[4]), ARGV[5], ARGV[6]\n"
@@ -2101,34 +2106,34 @@ static const char dl_script_library[] =
     "return 1\n"
     "end}\n";
 static const char *const dl_script_functions[DL_S_COUNT] = {
-    [DL_S_ACQUIRE] = "dlock_a08d4c6a8a67c4_acquire",
-    [DL_S_ACQUIRE1] = "dlock_a08d4c6a8a67c4_acquire1",
-    [DL_S_DROP] = "dlock_a08d4c6a8a67c4_drop",
-    [DL_S_EXTEND] = "dlock_a08d4c6a8a67c4_extend",
-    [DL_S_FAIR_ACQUIRE] = "dlock_a08d4c6a8a67c4_fair_acquire",
-    [DL_S_FAIR_ACQUIRE1] = "dlock_a08d4c6a8a67c4_fair_acquire1",
-    [DL_S_FAIR_DROP] = "dlock_a08d4c6a8a67c4_fair_drop",
-    [DL_S_FAIR_DROP1] = "dlock_a08d4c6a8a67c4_fair_drop1",
-    [DL_S_FAIR_RELEASE] = "dlock_a08d4c6a8a67c4_fair_release",
-    [DL_S_FAIR_RELEASE1] = "dlock_a08d4c6a8a67c4_fair_release1",
-    [DL_S_FAIR_VOID] = "dlock_a08d4c6a8a67c4_fair_void",
-    [DL_S_FAIR_VOID1] = "dlock_a08d4c6a8a67c4_fair_void1",
-    [DL_S_FENCE] = "dlock_a08d4c6a8a67c4_fence",
-    [DL_S_FORCE] = "dlock_a08d4c6a8a67c4_force",
-    [DL_S_GUARD] = "dlock_a08d4c6a8a67c4_guard",
-    [DL_S_INSPECT] = "dlock_a08d4c6a8a67c4_inspect",
-    [DL_S_RELEASE] = "dlock_a08d4c6a8a67c4_release",
-    [DL_S_RENEW] = "dlock_a08d4c6a8a67c4_renew",
-    [DL_S_RW_ACQUIRE] = "dlock_a08d4c6a8a67c4_rw_acquire",
-    [DL_S_RW_RENEW] = "dlock_a08d4c6a8a67c4_rw_renew",
-    [DL_S_SEM_ACQUIRE] = "dlock_a08d4c6a8a67c4_sem_acquire",
-    [DL_S_SEM_ACQUIRE1] = "dlock_a08d4c6a8a67c4_sem_acquire1",
-    [DL_S_SEM_FREE] = "dlock_a08d4c6a8a67c4_sem_free",
-    [DL_S_SEM_RELEASE] = "dlock_a08d4c6a8a67c4_sem_release",
-    [DL_S_SEM_RELEASE1] = "dlock_a08d4c6a8a67c4_sem_release1",
-    [DL_S_SEM_VOID] = "dlock_a08d4c6a8a67c4_sem_void",
-    [DL_S_TTL] = "dlock_a08d4c6a8a67c4_ttl",
-    [DL_S_VOID] = "dlock_a08d4c6a8a67c4_void",
+    [DL_S_ACQUIRE] = "dlock_d2d96f377a4ed4_acquire",
+    [DL_S_ACQUIRE1] = "dlock_d2d96f377a4ed4_acquire1",
+    [DL_S_DROP] = "dlock_d2d96f377a4ed4_drop",
+    [DL_S_EXTEND] = "dlock_d2d96f377a4ed4_extend",
+    [DL_S_FAIR_ACQUIRE] = "dlock_d2d96f377a4ed4_fair_acquire",
+    [DL_S_FAIR_ACQUIRE1] = "dlock_d2d96f377a4ed4_fair_acquire1",
+    [DL_S_FAIR_DROP] = "dlock_d2d96f377a4ed4_fair_drop",
+    [DL_S_FAIR_DROP1] = "dlock_d2d96f377a4ed4_fair_drop1",
+    [DL_S_FAIR_RELEASE] = "dlock_d2d96f377a4ed4_fair_release",
+    [DL_S_FAIR_RELEASE1] = "dlock_d2d96f377a4ed4_fair_release1",
+    [DL_S_FAIR_VOID] = "dlock_d2d96f377a4ed4_fair_void",
+    [DL_S_FAIR_VOID1] = "dlock_d2d96f377a4ed4_fair_void1",
+    [DL_S_FENCE] = "dlock_d2d96f377a4ed4_fence",
+    [DL_S_FORCE] = "dlock_d2d96f377a4ed4_force",
+    [DL_S_GUARD] = "dlock_d2d96f377a4ed4_guard",
+    [DL_S_INSPECT] = "dlock_d2d96f377a4ed4_inspect",
+    [DL_S_RELEASE] = "dlock_d2d96f377a4ed4_release",
+    [DL_S_RENEW] = "dlock_d2d96f377a4ed4_renew",
+    [DL_S_RW_ACQUIRE] = "dlock_d2d96f377a4ed4_rw_acquire",
+    [DL_S_RW_RENEW] = "dlock_d2d96f377a4ed4_rw_renew",
+    [DL_S_SEM_ACQUIRE] = "dlock_d2d96f377a4ed4_sem_acquire",
+    [DL_S_SEM_ACQUIRE1] = "dlock_d2d96f377a4ed4_sem_acquire1",
+    [DL_S_SEM_FREE] = "dlock_d2d96f377a4ed4_sem_free",
+    [DL_S_SEM_RELEASE] = "dlock_d2d96f377a4ed4_sem_release",
+    [DL_S_SEM_RELEASE1] = "dlock_d2d96f377a4ed4_sem_release1",
+    [DL_S_SEM_VOID] = "dlock_d2d96f377a4ed4_sem_void",
+    [DL_S_TTL] = "dlock_d2d96f377a4ed4_ttl",
+    [DL_S_VOID] = "dlock_d2d96f377a4ed4_void",
 };
 #endif /* DL_SCRIPT_DATA */
 

@@ -30,6 +30,11 @@ local function pick_server(env, a)
   return s[(a.server or 1) % #s + 1], (a.server or 1) % #s + 1
 end
 
+-- Whether the node on port says the cluster is ok.
+local function cluster_ok(port)
+  return rcli(port, "cluster", "info"):find("cluster_state:ok", 1, true) ~= nil
+end
+
 --- Restart a server (SIGKILL, then start again on its port: AOF with
 --- appendfsync always keeps every write it acknowledged).
 function faults.restart(env, a)
@@ -159,6 +164,13 @@ function faults.kill_master(env, a)
     if offset and offset - tonumber(off) < 1000 then synced = true end
   end
   if not synced then return { skipped = true } end
+  -- And only while every node is up and says the cluster is ok: with an
+  -- earlier kill's master still down, a second one leaves a minority of
+  -- masters, which promote nobody until it is back (a cluster down for
+  -- the rest of the round is no fault of the clients').
+  for _, h in ipairs(c.nodes) do
+    if not h.pid or not cluster_ok(h.port) then return { skipped = true } end
+  end
   c.kill_master(from, 40)
   return { name = a.name, from = from, port = port, down = a.dur },
          function() c.nodes[from].restart() end
@@ -193,11 +205,6 @@ function faults.failover(env)
   local old = h.master.port
   h.failover(25)
   return { from = old, to = h.master.port }
-end
-
--- Whether the node on port says the cluster is ok.
-local function cluster_ok(port)
-  return rcli(port, "cluster", "info"):find("cluster_state:ok", 1, true) ~= nil
 end
 
 --- A live slot migration of the slot of lock `name`: IMPORTING and

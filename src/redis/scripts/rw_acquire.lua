@@ -21,8 +21,9 @@
 --   downgrade, which writers never keep out
 -- returns: as acquire's
 -- resend: as acquire's
--- The fast path: a fresh hold of a free lock, with no writer's field and
--- no waiting writer's claim, by an owner of one client (a coroutine's),
+-- The fast path: a fresh hold of a free lock, with no waiting writer's
+-- claim and no writer's field (a reader) or no lease left by the owner's
+-- ended read hold (a writer), by an owner of one client (a coroutine's),
 -- before any helper is made: what the take of a free lock below does
 -- there (a reader's lease reads the clock). It takes every other case: a
 -- resend, a reentry, a busy lock, shares, a new requester on a lock with
@@ -32,11 +33,11 @@ do
   local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]
   if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 then
     local qf, reader = 'q' .. owner, ARGV[7] == 'r'
-    local f = redis.call('hmget', k, 'n', 'o' .. owner, qf, 't', 'x', 'D', 'w')
+    local f = redis.call('hmget', k, 'n', 'o' .. owner, qf, 't', 'x', 'D', 'w', 'e' .. owner)
     local n, record, t = f[1], f[3], f[4]
     local last = record and record:byte(-1)
     if (not n or n == '0') and not f[2] and not f[5] and not f[6] and
-       not (reader and f[7]) and
+       not f[reader and 7 or 8] and           -- a reader: no writer; a writer: no old lease
        (record and last >= 48 and last <= 57 and
         (#record < #seq or (#record == #seq and record < seq)) or (not record and not t)) then
       local c = redis.call('incr', KEYS[2])
@@ -128,7 +129,10 @@ else
 end
 if wr then
   redis.call('hset', k, 'w', owner)
-  redis.call('hdel', k, 'x')
+  -- a first hold of this owner's: a lease its ended read hold left would
+  -- take the write hold out when it passes (lib/leases.lua)
+  if mine == 1 then redis.call('hdel', k, 'x', 'e' .. owner)
+  else redis.call('hdel', k, 'x') end
 else
   redis.call('hset', k, 'e' .. owner, own_lease(k, owner, mine, now + lease))
 end

@@ -1,12 +1,14 @@
 --#include lib/now.lua
 --#include lib/holder.lua
 --#include lib/take_out.lua
+--#include lib/prune.lua
 -- Cancel acquire seq (VOID): undo it if it ran, refuse it if it comes
 -- late (README.md, RESENDS). In two steps, a fair lock's cancel leaving
 -- the queue between them.
 --
 -- record_cancel(k, owner, req, seq, keep_ms): record "<seq>!" for
--- requester req in lock k. Returns f (the lock's fields of, qf, n, g,
+-- requester req in lock k (a requester without a record adds fields:
+-- it prunes first, as a new requester's take does). Returns f (the lock's fields of, qf, n, g,
 -- and the requester's own holds, or n again: lib/holder.lua), or
 -- nil when the cancel is stale (a later request, or this cancel, ran).
 local function record_cancel(k, owner, req, seq, keep_ms)
@@ -19,6 +21,7 @@ local function record_cancel(k, owner, req, seq, keep_ms)
   if record == seq .. '!' or last > tonumber(seq) then
     return nil
   end
+  if not record then prune(k, now, qf) end
   redis.call('hset', k, qf, seq .. '!', 'k' .. req, now + 2 * keep_ms)
   return f
 end

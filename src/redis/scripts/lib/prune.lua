@@ -8,7 +8,9 @@
 -- stays. A record that a resend or a late copy may still meet stays,
 -- over the limit if need be. Each prune reads the whole hash: while it
 -- stays over the limit, m = the time (ms) before which no prune runs
--- again, a second later. A new tenancy prunes. A k of "<ms>e99" (a
+-- again, a second later. What adds a record prunes first: a new
+-- requester's take of a free lock, a grant, a cancel by a requester
+-- without a record, a semaphore's permit. A k of "<ms>e99" (a
 -- release's, written without the clock; to an older client's prune a
 -- time that never comes) is stamped now + 2 ms: the record lives at
 -- least as long as if the release had read the clock, and goes at a

@@ -8,8 +8,10 @@
 local gt = true                         -- until the server refuses GT
 local function raise_ttl(k, ms)
   if gt then
-    if type(redis.pcall('pexpire', k, ms, 'gt')) ~= 'table' then return end
-    gt = false
+    local r = redis.pcall('pexpire', k, ms, 'gt')
+    if type(r) ~= 'table' then return end
+    -- (in the function library gt lasts: only the refusal of GT ends it)
+    if tostring(r.err):find('wrong number of arguments', 1, true) then gt = false end
   end
   if redis.call('pttl', k) < tonumber(ms) then
     redis.call('pexpire', k, ms)
