@@ -92,9 +92,12 @@ describe("dlock's scripts on the server #binding", function()
   it("run with EVALSHA where the server refuses the library (an ACL)", function()
     assert.equals("OK", srv.cli("acl", "setuser", "nofn", "on", ">pw", "~*", "&*", "+@all",
                                 "-function"))
+    local told = {}
     local c = assert(dlock.connect{ url = srv.url, username = "nofn", password = "pw",
-                                    functions = true })
+                                    functions = true,
+                                    log = function(_, msg) told[#told + 1] = msg end })
     evalsha_only(c)
+    assert.matches("refused dlock's function library %(NOPERM", table.concat(told, "\n"))
   end)
 
   it("are loaded again when the server loses them under a hold", function()

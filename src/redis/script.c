@@ -100,6 +100,11 @@ static dl_status load_on(dl_conn *c, const dl_scripts *s, dl_scripts *fill,
         if ((io = dl_conn_read(c, &r, err, errlen)) != DL_OK)
             return io;
         fcall = library_there(r);
+        if (!fcall)
+            dl_log_say(c->log, DL_LOG_INFO, "%s connection: the server "
+                       "refused dlock's function library (%s): EVALSHA on it",
+                       c->role ? c->role : "a",
+                       r->type == REDIS_REPLY_ERROR ? r->str : "a bad reply");
         freeReplyObject(r);
     }
     dl_status st = DL_OK;
