@@ -148,7 +148,7 @@ asan: deps                 ## the suite under ASan+UBSan (built in build/asan)
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=slow spec
+	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=slow,nocore spec
 
 # ThreadSanitizer: tools/tsan-lua.c is a Lua interpreter built with the
 # runtime in it (preloading it into lua5.4 would reach every shell the specs
@@ -161,12 +161,12 @@ tsan: deps                 ## the suite under ThreadSanitizer (built in build/ts
 	LUA_CPATH="$(CURDIR)/build/tsan/?.so;;" DLOCK_BUILD=build/tsan DLOCK_LUA=$(CURDIR)/build/tsan/lua \
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1" \
 	BUSTED_CMD="setarch -R $(CURDIR)/build/tsan/lua $$(command -v $(BUSTED))" \
-	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=slow,fork spec
+	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=slow,fork,nocore spec
 
 valgrind: deps all $(BUILD)/forktest.so ## the suite under valgrind (leaks, bad reads; CPU-bound: 3 files at a time)
 	DLOCK_VALGRIND=1 JOBS=$${JOBS:-3} BUSTED_CMD="valgrind -q --error-exitcode=9 --leak-check=full \
 	    --errors-for-leak-kinds=definite $(LUA) $$(command -v $(BUSTED))" \
-	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=slow spec
+	    sh tools/with-tmp.sh sh tools/busted.sh $(LUA) --exclude-tags=slow,nocore spec
 
 lint:                      ## cppcheck, the rule that only the binding sees lua.h, luacheck on the Redis scripts
 	@! grep -l '#include.*\(lua\.h\|lauxlib\.h\|compat\.h\|lua_dlock\.h\)' \

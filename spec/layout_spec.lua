@@ -132,7 +132,7 @@ local function functions(text)
   return out
 end
 
-describe("the C core's layout", function()
+describe("the C core's layout #nocore", function()
   local g = graph()
   local where = folders()
 

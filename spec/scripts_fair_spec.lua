@@ -19,7 +19,7 @@ local function fresh_lock()
   d = drive.new(srv, sha, key)
 end
 
-describe("fair_drop.lua", function()
+describe("fair_drop.lua #nocore", function()
   setup(setup_scripts)
   before_each(fresh_lock)
 

@@ -74,7 +74,7 @@ local function same_reply(a, b)
   return true
 end
 
-describe("the fast paths of the scripts", function()
+describe("the fast paths of the scripts #nocore", function()
   local srv = helper.redis()
   local fast, slow = {}, {}
   setup(function()

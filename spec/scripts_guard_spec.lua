@@ -18,7 +18,7 @@ local function guard(owner, token, ...)
 end
 local LOST = "^DLOCKLOST the hold is no longer the lock's current tenancy"
 
-describe("guard.lua", function()
+describe("guard.lua #nocore", function()
   setup(function() sha = helper.load_scripts(srv) end)
   before_each(function()
     key = "g{" .. helper.unique_name("guard") .. "}"

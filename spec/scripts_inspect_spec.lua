@@ -29,7 +29,7 @@ local function owners(r)
   return o
 end
 
-describe("inspect.lua", function()
+describe("inspect.lua #nocore", function()
   setup(setup_scripts)
   before_each(fresh_lock)
 

@@ -16,7 +16,7 @@ local function fresh_lock()
   d = drive.new(srv, sha, key)
 end
 
-describe("acquire1.lua", function()
+describe("acquire1.lua #nocore", function()
   setup(setup_scripts)
   before_each(fresh_lock)
 
@@ -112,7 +112,7 @@ describe("acquire1.lua", function()
   end)
 end)
 
-describe("extend.lua", function()
+describe("extend.lua #nocore", function()
   setup(setup_scripts)
   before_each(fresh_lock)
 
@@ -188,7 +188,7 @@ describe("extend.lua", function()
   end)
 end)
 
-describe("fence.lua", function()
+describe("fence.lua #nocore", function()
   setup(setup_scripts)
   before_each(fresh_lock)
 
@@ -300,7 +300,7 @@ describe("fence.lua", function()
   end)
 end)
 
-describe("renew.lua", function()
+describe("renew.lua #nocore", function()
   setup(setup_scripts)
   before_each(fresh_lock)
 
@@ -411,7 +411,7 @@ describe("renew.lua", function()
   end)
 end)
 
-describe("ttl.lua", function()
+describe("ttl.lua #nocore", function()
   setup(setup_scripts)
   before_each(fresh_lock)
 

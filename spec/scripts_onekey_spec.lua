@@ -22,7 +22,7 @@ local function fresh(what)
 end
 
 
-describe("fair_release1.lua", function()
+describe("fair_release1.lua #nocore", function()
   setup(function() sha = helper.load_scripts(srv) end)
   before_each(function() fresh("f") end)
 
@@ -65,7 +65,7 @@ describe("fair_release1.lua", function()
   end)
 end)
 
-describe("fair_drop1.lua", function()
+describe("fair_drop1.lua #nocore", function()
   setup(function() sha = helper.load_scripts(srv) end)
   before_each(function() fresh("f") end)
 
@@ -86,7 +86,7 @@ describe("fair_drop1.lua", function()
   end)
 end)
 
-describe("fair_void1.lua", function()
+describe("fair_void1.lua #nocore", function()
   setup(function() sha = helper.load_scripts(srv) end)
   before_each(function() fresh("f") end)
 
@@ -133,7 +133,7 @@ describe("fair_void1.lua", function()
   end)
 end)
 
-describe("fair_acquire1.lua", function()
+describe("fair_acquire1.lua #nocore", function()
   setup(function() sha = helper.load_scripts(srv) end)
   before_each(function() fresh("f") end)
 
@@ -157,7 +157,7 @@ describe("fair_acquire1.lua", function()
   end)
 end)
 
-describe("sem_release1.lua", function()
+describe("sem_release1.lua #nocore", function()
   setup(function() sha = helper.load_scripts(srv) end)
   before_each(function() fresh("sem") end)
 
@@ -178,7 +178,7 @@ describe("sem_release1.lua", function()
   end)
 end)
 
-describe("sem_acquire1.lua", function()
+describe("sem_acquire1.lua #nocore", function()
   setup(function() sha = helper.load_scripts(srv) end)
   before_each(function() fresh("sem") end)
 

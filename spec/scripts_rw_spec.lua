@@ -19,7 +19,7 @@ end
 
 local function num(f) return tonumber(d.field(f)) end
 
-describe("rw_acquire.lua", function()
+describe("rw_acquire.lua #nocore", function()
   setup(setup_scripts)
   before_each(fresh_lock)
 
@@ -259,7 +259,7 @@ describe("rw_acquire.lua", function()
   end)
 end)
 
-describe("rw_renew.lua", function()
+describe("rw_renew.lua #nocore", function()
   setup(setup_scripts)
   before_each(fresh_lock)
 

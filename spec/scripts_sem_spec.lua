@@ -17,7 +17,7 @@ local function fresh_sem()
 end
 
 
-describe("sem_acquire.lua", function()
+describe("sem_acquire.lua #nocore", function()
   setup(setup_scripts)
   before_each(fresh_sem)
 
@@ -201,7 +201,7 @@ describe("sem_acquire.lua", function()
   end)
 end)
 
-describe("sem_release.lua", function()
+describe("sem_release.lua #nocore", function()
   setup(setup_scripts)
   before_each(fresh_sem)
 
@@ -289,7 +289,7 @@ describe("sem_release.lua", function()
   end)
 end)
 
-describe("sem_void.lua", function()
+describe("sem_void.lua #nocore", function()
   setup(setup_scripts)
   before_each(fresh_sem)
 
@@ -320,7 +320,7 @@ describe("sem_void.lua", function()
   end)
 end)
 
-describe("sem_free.lua", function()
+describe("sem_free.lua #nocore", function()
   setup(setup_scripts)
   before_each(fresh_sem)
 

@@ -14,7 +14,7 @@ local function over(req)
   srv.cli("hset", key, "d" .. req, "1", "D", "1")
 end
 
-describe("a shared owner's shares", function()
+describe("a shared owner's shares #nocore", function()
   setup(function() sha = helper.load_scripts(srv) end)
   before_each(function()
     key = "h{" .. helper.unique_name("shares") .. "}"

@@ -8,7 +8,7 @@
 local helper = require "helper"
 local drive = require "scriptdrive"
 
-describe("the scripts, one by one", function()
+describe("the scripts, one by one #nocore", function()
   local srv, sha = helper.redis(), {}
 
   setup(function() sha = helper.load_scripts(srv) end)
