@@ -196,29 +196,34 @@ describe("the fast paths of the scripts #nocore", function()
     end))
   end)
 
-  it("release: the same as without it, near a last hold nobody waits for", function()
+  -- Change `which` (1 to 7; any other: no token) of a release's state st
+  -- and its argv (tok: the hold's token), near a last hold nobody waits
+  -- for (release, fair_release).
+  local function release_change(r, T, seq, s, st, argv, tok, which)
     local owner, other = OWNER, OTHER
+    if which == 1 then st.n = pick(r, { "2", "0", false })
+    elseif which == 2 then st["o" .. owner] = pick(r, { "2", false })
+    elseif which == 3 then
+      st["q" .. owner] = pick(r, { seq, tostring(s + 1), tostring(s - 1) .. "!", seq .. "!",
+                                   tostring(s * 10), "9", "99" })
+    elseif which == 4 then st.v = pick(r, { "", (T - 100) .. ":x", (T - 100) .. ":" .. owner })
+    elseif which == 5 then st.b = pick(r, { tostring(T + 5000), tostring(T - 1000) })
+    elseif which == 6 then argv[4] = tok == "5" and "100" or "5"
+    elseif which == 7 then
+      argv[2] = other; st["h" .. other] = pick(r, { false, "1" })
+      st.D = pick(r, { false, tostring(T + 5000), tostring(T - 1000) })
+      if st.D then st["d" .. other] = st.D end
+    else st.t = false end
+  end
+
+  it("release: the same as without it, near a last hold nobody waits for", function()
+    local owner = OWNER
     compare("release", draw(20261203, { "8", "10", "101" }, function(r, T, seq, s)
       local tok = pick(r, { "5", "100" })
       local st = { n = "1", t = tok, ["o" .. owner] = "1",
                    ["q" .. owner] = pick(r, { false, tostring(s - 1), "3" }) }
       local argv = { owner, owner, seq, tok, "5000", "fast:ch", "PUBLISH" }
-      for _ = 1, r(3) - 1 do
-        local which = r(8)
-        if which == 1 then st.n = pick(r, { "2", "0", false })
-        elseif which == 2 then st["o" .. owner] = pick(r, { "2", false })
-        elseif which == 3 then
-          st["q" .. owner] = pick(r, { seq, tostring(s + 1), tostring(s - 1) .. "!", seq .. "!",
-                                       tostring(s * 10), "9", "99" })
-        elseif which == 4 then st.v = pick(r, { "", (T - 100) .. ":x", (T - 100) .. ":" .. owner })
-        elseif which == 5 then st.b = pick(r, { tostring(T + 5000), tostring(T - 1000) })
-        elseif which == 6 then argv[4] = tok == "5" and "100" or "5"
-        elseif which == 7 then
-          argv[2] = other; st["h" .. other] = pick(r, { false, "1" })
-          st.D = pick(r, { false, tostring(T + 5000), tostring(T - 1000) })
-          if st.D then st["d" .. other] = st.D end
-        else st.t = false end
-      end
+      for _ = 1, r(3) - 1 do release_change(r, T, seq, s, st, argv, tok, r(8)) end
       return { fields = fields(st), counter = false, argv = argv }
     end))
   end)
@@ -268,7 +273,7 @@ describe("the fast paths of the scripts #nocore", function()
   end)
 
   it("fair_release: the same as without it, near a last hold with nobody queued", function()
-    local owner, other = OWNER, OTHER
+    local owner = OWNER
     compare("fair_release", draw(20261205, { "8", "10", "101" }, function(r, T, seq, s)
       local tok = pick(r, { "5", "100" })
       local st = { n = "1", t = tok, ["o" .. owner] = "1", g = pick(r, { false, owner }),
@@ -278,20 +283,8 @@ describe("the fast paths of the scripts #nocore", function()
       local q = false
       for _ = 1, r(3) - 1 do
         local which = r(9)
-        if which == 1 then st.n = pick(r, { "2", "0", false })
-        elseif which == 2 then st["o" .. owner] = pick(r, { "2", false })
-        elseif which == 3 then
-          st["q" .. owner] = pick(r, { seq, tostring(s + 1), tostring(s - 1) .. "!", seq .. "!",
-                                       tostring(s * 10), "9", "99" })
-        elseif which == 4 then st.v = pick(r, { "", (T - 100) .. ":x", (T - 100) .. ":" .. owner })
-        elseif which == 5 then st.b = pick(r, { tostring(T + 5000), tostring(T - 1000) })
-        elseif which == 6 then argv[4] = tok == "5" and "100" or "5"
-        elseif which == 7 then
-          argv[2] = other; st["h" .. other] = pick(r, { false, "1" })
-          st.D = pick(r, { false, tostring(T + 5000), tostring(T - 1000) })
-          if st.D then st["d" .. other] = st.D end
-        elseif which == 8 then q = queue(r, T, owner)
-        else st.t = false end
+        if which == 8 then q = queue(r, T, owner)
+        else release_change(r, T, seq, s, st, argv, tok, which) end
       end
       return { fields = fields(st), counter = counter, argv = argv, queue = q or nil }
     end))

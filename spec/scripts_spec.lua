@@ -495,18 +495,24 @@ describe("the scripts, one by one #nocore", function()
       assert.is_true(helper.is_free(srv, key))                       -- nobody to pass on to
     end)
 
+    -- 40 records of past requesters (each `record`), their k long past:
+    -- over the limit, and all a prune may take.
+    local function old_records(record)
+      local old = {}
+      for j = 1, 40 do
+        old[#old + 1] = "qold" .. j; old[#old + 1] = record
+        old[#old + 1] = "kold" .. j; old[#old + 1] = "1000"
+      end
+      srv.cli("hset", key, table.unpack(old))
+    end
+
     -- As the exclusive lock's: a take of a free lock writes no k (its
     -- record is kept while its owner holds) and only a new requester,
     -- who adds fields, prunes.
     it("prunes on a new requester's take only, and writes no k for a take", function()
       local t = d.fair_acquire("a", "a", 1)[3]
       assert.same({ 1, 0 }, d.fair_release("a", "a", 2, t))
-      local old = {}
-      for j = 1, 40 do
-        old[#old + 1] = "qold" .. j; old[#old + 1] = "3"
-        old[#old + 1] = "kold" .. j; old[#old + 1] = "1000"   -- long past
-      end
-      srv.cli("hset", key, table.unpack(old))
+      old_records("3")
       local n = tonumber(srv.cli("hlen", key))
       assert.is_true(n > 64)
       assert.same({ 1, 1, t + 1 }, d.fair_acquire("a", "a", 3))   -- a's record: no prune
@@ -525,12 +531,7 @@ describe("the scripts, one by one #nocore", function()
     -- that give up each add a cancel's record: those prune instead.
     it("prunes on a cancel by a requester without a record", function()
       local t = d.fair_acquire("a", "a", 1)[3]
-      local old = {}
-      for j = 1, 40 do
-        old[#old + 1] = "qold" .. j; old[#old + 1] = "3!"
-        old[#old + 1] = "kold" .. j; old[#old + 1] = "1000"   -- long past
-      end
-      srv.cli("hset", key, table.unpack(old))
+      old_records("3!")
       assert.equals(0, d.fair_acquire("z", "z", 1, S1)[1])      -- busy: queued
       assert.same({ 1 }, d.fair_void("z", "z", 1))                  -- gives up
       assert.equals("", srv.cli("hget", key, "qold1"))
