@@ -363,7 +363,8 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
 
 #define DL_LIB_HASH \
     "local function read_hash(k)\n" \
-    "  local all, h = redis.call('hgetall', k), {}\n" \
+    "  local all, h = redis.pcall('hgetall', k), {}\n" \
+    "  if all.err then all = short_view(k) end\n" \
     "  for i = 1, #all, 2 do h[all[i]] = all[i + 1] end\n" \
     "  return h\n" \
     "end\n"
@@ -678,6 +679,40 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
     "  return true, now\n" \
     "end\n"
 
+#define DL_LIB_SHORT \
+    "local function unshort(k)\n" \
+    "  local h = short_view(k)\n" \
+    "  if not h then return end\n" \
+    "  local ttl = redis.call('pttl', k)\n" \
+    "  redis.call('del', k)\n" \
+    "  redis.call('hset', k, unpack(h))\n" \
+    "  if ttl >= 0 then redis.call('pexpire', k, math.max(ttl, 1)) end\n" \
+    "end\n"
+
+#define DL_LIB_SHORT_VIEW \
+    "local function short_fields(v)\n" \
+    "  local n, t, q, kv, g, owner = v:match('^(%d+)|(%d+)|(%d+)|([%de]*)|(g?)|(.+)$')\n" \
+    "  if not n then return nil end\n" \
+    "  local h = { 'n', n, 't', t, 'q' .. owner, q }\n" \
+    "  if n ~= '0' then\n" \
+    "    h[7] = 'o' .. owner\n" \
+    "    h[8] = n\n" \
+    "  end\n" \
+    "  if kv ~= '' then\n" \
+    "    h[#h + 1] = 'k' .. owner\n" \
+    "    h[#h + 1] = kv\n" \
+    "  end\n" \
+    "  if g == 'g' then\n" \
+    "    h[#h + 1] = 'g'\n" \
+    "    h[#h + 1] = owner\n" \
+    "  end\n" \
+    "  return h\n" \
+    "end\n" \
+    "local function short_view(k)\n" \
+    "  if type(redis.pcall('hlen', k)) == 'number' then return nil end\n" \
+    "  return short_fields(redis.call('get', k)) or redis.call('hlen', k)\n" \
+    "end\n"
+
 #define DL_LIB_TAKE_OUT \
     "local function take_out(k, of, mine, hf, hmine, d, n, ...)\n" \
     "  if hf then\n" \
@@ -752,10 +787,10 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
         "  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
         "    local qf = 'q' .. owner\n"
-        "    local f = redis.call('hmget', k, 'n', 'o' .. owner, qf, 't', 'v', 'r', 'D')\n"
+        "    local f = redis.pcall('hmget', k, 'n', 'o' .. owner, qf, 't', 'v', 'r', 'D')\n"
         "    local n, record, t = f[1], f[3], f[4]\n"
         "    local last = record and record:byte(-1)\n"
-        "    if (not n or n == '0') and not f[2] and not f[5] and not f[6] and not f[7] and\n"
+        "    if not f.err and (not n or n == '0') and not f[2] and not f[5] and not f[6] and not f[7] and\n"
         "       (record and last >= 48 and last <= 57 and\n"
         "        (#record < #seq or (#record == #seq and record < seq)) or (not record and not t)) then\n"
         "      local c = redis.call('incr', KEYS[2])\n"
@@ -771,27 +806,31 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "    end\n"
         "  end\n"
         "end\n"
-        DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_MINT
-        DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
+        DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
+        DL_LIB_MINT DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
         DL_LIB_RAISE_TTL DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
-        DL_LIB_SHARES_DUE DL_LIB_EXCLUSIVE
+        DL_LIB_SHARES_DUE DL_LIB_EXCLUSIVE DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
         "local waited = tonumber(ARGV[7])\n"
         "return acquire_exclusive(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, waited)\n",
     /* src/redis/scripts/acquire1.lua */
     [DL_S_ACQUIRE1] =
-        DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_MINT
-        DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
+        DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
+        DL_LIB_MINT DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
         DL_LIB_RAISE_TTL DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
-        DL_LIB_SHARES_DUE DL_LIB_EXCLUSIVE
+        DL_LIB_SHARES_DUE DL_LIB_EXCLUSIVE DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
         "return acquire_exclusive(KEYS[1], nil, owner, req, seq, lease, expect, token, -1)\n",
     /* src/redis/scripts/drop.lua */
     [DL_S_DROP] =
-        DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER
-        DL_LIB_SHARES_DUE DL_LIB_DROP DL_LIB_ANNOUNCE
+        DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH
+        DL_LIB_REQUESTER DL_LIB_SHARES_DUE DL_LIB_DROP DL_LIB_ANNOUNCE
+        DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
         "local keep_ms, chan, pub, req = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]\n"
         "local k = KEYS[1]\n"
@@ -801,8 +840,9 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return 1\n",
     /* src/redis/scripts/extend.lua */
     [DL_S_EXTEND] =
-        DL_LIB_NOW DL_LIB_REQUESTER DL_LIB_HOLDER DL_LIB_SHARES DL_LIB_HASH
-        DL_LIB_SHARES_DUE
+        DL_LIB_NOW DL_LIB_REQUESTER DL_LIB_HOLDER DL_LIB_SHARES
+        DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_SHARES_DUE DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local req, lease, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
         "local k = KEYS[1]\n"
         "local owner = owner_of(req)\n"
@@ -826,10 +866,10 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
         "  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
         "    local qf = 'q' .. owner\n"
-        "    local f = redis.call('hmget', k, 'n', 'o' .. owner, qf, 't', 'D')\n"
+        "    local f = redis.pcall('hmget', k, 'n', 'o' .. owner, qf, 't', 'D')\n"
         "    local n, record, t = f[1], f[3], f[4]\n"
         "    local last = record and record:byte(-1)\n"
-        "    if (not n or n == '0') and not f[2] and not f[5] and\n"
+        "    if not f.err and (not n or n == '0') and not f[2] and not f[5] and\n"
         "       (record and last >= 48 and last <= 57 and\n"
         "        (#record < #seq or (#record == #seq and record < seq)) or (not record and not t)) and\n"
         "       (redis.call('hget', KEYS[3], 'H') or '') == '' then\n"
@@ -846,10 +886,11 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "    end\n"
         "  end\n"
         "end\n"
-        DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_MINT
-        DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
+        DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
+        DL_LIB_MINT DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
         DL_LIB_RAISE_TTL DL_LIB_UNQUEUE DL_LIB_HOLDER DL_LIB_SHARES
-        DL_LIB_PASS_ON DL_LIB_SHARES_DUE DL_LIB_FAIR_JOIN
+        DL_LIB_PASS_ON DL_LIB_SHARES_DUE DL_LIB_FAIR_JOIN DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
         "local waits, pub, secret = ARGV[7], ARGV[8], ARGV[9] or ''\n"
@@ -918,8 +959,10 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
     /* src/redis/scripts/fair_acquire1.lua */
     [DL_S_FAIR_ACQUIRE1] =
         DL_LIB_NOW DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_UNQUEUE
-        DL_LIB_HOLDER DL_LIB_HERE DL_LIB_HASH DL_LIB_REQUESTER
-        DL_LIB_SHARES_DUE DL_LIB_RAISE_TTL DL_LIB_SHARES DL_LIB_FAIR_JOIN
+        DL_LIB_HOLDER DL_LIB_HERE DL_LIB_SHORT_VIEW DL_LIB_HASH
+        DL_LIB_REQUESTER DL_LIB_SHARES_DUE DL_LIB_RAISE_TTL DL_LIB_SHARES
+        DL_LIB_FAIR_JOIN DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
         "local k = KEYS[1]\n"
@@ -940,9 +983,11 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return {1, mine, t}\n",
     /* src/redis/scripts/fair_drop.lua */
     [DL_S_FAIR_DROP] =
-        DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER
-        DL_LIB_SHARES_DUE DL_LIB_DROP DL_LIB_PRUNE DL_LIB_MINT DL_LIB_UNQUEUE
-        DL_LIB_SHARES DL_LIB_PASS_ON DL_LIB_HAND_OVER
+        DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH
+        DL_LIB_REQUESTER DL_LIB_SHARES_DUE DL_LIB_DROP DL_LIB_PRUNE
+        DL_LIB_MINT DL_LIB_UNQUEUE DL_LIB_SHARES DL_LIB_PASS_ON
+        DL_LIB_HAND_OVER DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
         "local keep_ms, pub, req, after = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]\n"
         "local k, counter, q = KEYS[1], KEYS[2], KEYS[3]\n"
@@ -955,8 +1000,9 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return 1\n",
     /* src/redis/scripts/fair_drop1.lua */
     [DL_S_FAIR_DROP1] =
-        DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER
-        DL_LIB_SHARES_DUE DL_LIB_DROP
+        DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH
+        DL_LIB_REQUESTER DL_LIB_SHARES_DUE DL_LIB_DROP DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
         "local keep_ms, req = tonumber(ARGV[4]), ARGV[5]\n"
         "local k = KEYS[1]\n"
@@ -976,10 +1022,10 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
         "  if ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
         "    local of, qf = 'o' .. owner, 'q' .. owner\n"
-        "    local f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v')\n"
+        "    local f = redis.pcall('hmget', k, of, qf, 'n', 't', 'b', 'v')\n"
         "    local record = f[2]\n"
         "    local last = record and record:byte(-1)\n"
-        "    if f[1] == '1' and f[3] == '1' and f[4] == ARGV[4] and not f[5] and not f[6] and\n"
+        "    if not f.err and f[1] == '1' and f[3] == '1' and f[4] == ARGV[4] and not f[5] and not f[6] and\n"
         "       (not record or (last >= 48 and last <= 57 and\n"
         "                       (#record < #seq or (#record == #seq and record < seq)))) and\n"
         "       (redis.call('hget', KEYS[3], 'H') or '') == '' then\n"
@@ -990,10 +1036,11 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "    end\n"
         "  end\n"
         "end\n"
-        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_RESERVE DL_LIB_HASH
-        DL_LIB_REQUESTER DL_LIB_SHARES_DUE DL_LIB_RELEASE DL_LIB_PRUNE
-        DL_LIB_MINT DL_LIB_UNQUEUE DL_LIB_SHARES DL_LIB_PASS_ON
-        DL_LIB_HAND_OVER DL_LIB_CLEAR_GRANT
+        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_RESERVE
+        DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_SHARES_DUE
+        DL_LIB_RELEASE DL_LIB_PRUNE DL_LIB_MINT DL_LIB_UNQUEUE DL_LIB_SHARES
+        DL_LIB_PASS_ON DL_LIB_HAND_OVER DL_LIB_CLEAR_GRANT DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
         "local keep_ms, pub = tonumber(ARGV[5]), ARGV[6]\n"
         "local k, counter, q = KEYS[1], KEYS[2], KEYS[3]\n"
@@ -1003,8 +1050,10 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return reply\n",
     /* src/redis/scripts/fair_release1.lua */
     [DL_S_FAIR_RELEASE1] =
-        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_RESERVE DL_LIB_HASH
-        DL_LIB_REQUESTER DL_LIB_SHARES_DUE DL_LIB_RELEASE DL_LIB_CLEAR_GRANT
+        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_RESERVE
+        DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_SHARES_DUE
+        DL_LIB_RELEASE DL_LIB_CLEAR_GRANT DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
         "local keep_ms = tonumber(ARGV[5])\n"
         "local k = KEYS[1]\n"
@@ -1016,9 +1065,11 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return reply\n",
     /* src/redis/scripts/fair_void.lua */
     [DL_S_FAIR_VOID] =
-        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_HASH DL_LIB_REQUESTER
-        DL_LIB_PRUNE DL_LIB_CANCEL DL_LIB_UNQUEUE DL_LIB_MINT DL_LIB_SHARES
-        DL_LIB_PASS_ON DL_LIB_HAND_OVER DL_LIB_CLEAR_GRANT
+        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_SHORT_VIEW DL_LIB_HASH
+        DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_CANCEL DL_LIB_UNQUEUE DL_LIB_MINT
+        DL_LIB_SHARES DL_LIB_PASS_ON DL_LIB_HAND_OVER DL_LIB_CLEAR_GRANT
+        DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local keep_ms, pub, fresh = tonumber(ARGV[4]), ARGV[5], ARGV[6] == '1'\n"
         "local k, counter, q = KEYS[1], KEYS[2], KEYS[3]\n"
@@ -1032,9 +1083,10 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return 1\n",
     /* src/redis/scripts/fair_void1.lua */
     [DL_S_FAIR_VOID1] =
-        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_HASH DL_LIB_REQUESTER
-        DL_LIB_PRUNE DL_LIB_CANCEL DL_LIB_UNQUEUE DL_LIB_CLEAR_GRANT
-        DL_LIB_HERE
+        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_SHORT_VIEW DL_LIB_HASH
+        DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_CANCEL DL_LIB_UNQUEUE
+        DL_LIB_CLEAR_GRANT DL_LIB_HERE DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local keep_ms, fresh = tonumber(ARGV[4]), ARGV[5] == '1'\n"
         "local k = KEYS[1]\n"
@@ -1050,7 +1102,8 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return 1\n",
     /* src/redis/scripts/fence.lua */
     [DL_S_FENCE] =
-        DL_LIB_REQUESTER DL_LIB_HOLDER
+        DL_LIB_REQUESTER DL_LIB_HOLDER DL_LIB_SHORT_VIEW DL_LIB_SHORT
+        "unshort(KEYS[2])                 -- (lib/short.lua)\n"
         "local token, req, seq = tonumber(ARGV[1]), ARGV[2], ARGV[3]\n"
         "local counter, k = KEYS[1], KEYS[2]\n"
         "local owner = owner_of(req)\n"
@@ -1066,7 +1119,8 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return 1\n",
     /* src/redis/scripts/force.lua */
     [DL_S_FORCE] =
-        DL_LIB_NOW
+        DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local req, seq, keep_ms, chan, pub = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]\n"
         "local notice = ARGV[6]\n"
         "local k, qf = KEYS[1], 'q' .. req\n"
@@ -1092,6 +1146,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return held and 1 or 0\n",
     /* src/redis/scripts/guard.lua */
     [DL_S_GUARD] =
+        DL_LIB_SHORT_VIEW
         "local owner, token, cmd = ARGV[1], ARGV[2], ARGV[3]\n"
         "local k = KEYS[1]\n"
         "local first = (unpack(ARGV, 4))                  -- the command's key, if any\n"
@@ -1099,7 +1154,11 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  return redis.error_reply('ERR guard: KEYS[2] is neither the lock\\'s key ' ..\n"
         "                           'nor the command\\'s')\n"
         "end\n"
-        "local f = redis.call('hmget', k, 'o' .. owner, 't')\n"
+        "local f = redis.pcall('hmget', k, 'o' .. owner, 't')\n"
+        "if f.err then                                    -- the short form\n"
+        "  local h = short_view(k)\n"
+        "  f = { h[7] == 'o' .. owner and h[8] or nil, h[4] }\n"
+        "end\n"
         "local held, t = f[1], f[2]\n"
         "if not held or tonumber(held) <= 0 or t ~= token then\n"
         "  return redis.error_reply('DLOCKLOST the hold is no longer the lock\\'s ' ..\n"
@@ -1108,7 +1167,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return redis.pcall(cmd, unpack(ARGV, 4))\n",
     /* src/redis/scripts/inspect.lua */
     [DL_S_INSPECT] =
-        DL_LIB_NOW DL_LIB_HASH
+        DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH
         "local chan, verb = ARGV[1], ARGV[2]\n"
         "local k, q = KEYS[1], KEYS[2]\n"
         "local now = now_ms()\n"
@@ -1147,10 +1206,10 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
         "  if ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
         "    local of, qf = 'o' .. owner, 'q' .. owner\n"
-        "    local f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v')\n"
+        "    local f = redis.pcall('hmget', k, of, qf, 'n', 't', 'b', 'v')\n"
         "    local record = f[2]\n"
         "    local last = record and record:byte(-1)\n"
-        "    if f[1] == '1' and f[3] == '1' and f[4] == ARGV[4] and not f[5] and not f[6] and\n"
+        "    if not f.err and f[1] == '1' and f[3] == '1' and f[4] == ARGV[4] and not f[5] and not f[6] and\n"
         "       (not record or (last >= 48 and last <= 57 and\n"
         "                       (#record < #seq or (#record == #seq and record < seq)))) then\n"
         "      redis.call('hdel', k, of)\n"
@@ -1159,8 +1218,10 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "    end\n"
         "  end\n"
         "end\n"
-        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_RESERVE DL_LIB_HASH
-        DL_LIB_REQUESTER DL_LIB_SHARES_DUE DL_LIB_RELEASE
+        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_RESERVE
+        DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_SHARES_DUE
+        DL_LIB_RELEASE DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
         "local keep_ms, chan, pub = ARGV[5], ARGV[6], ARGV[7]\n"
         "local k = KEYS[1]\n"
@@ -1170,7 +1231,8 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
     /* src/redis/scripts/renew.lua */
     [DL_S_RENEW] =
         DL_LIB_NOW DL_LIB_RAISE_TTL DL_LIB_REQUESTER DL_LIB_HOLDER
-        DL_LIB_SHARES DL_LIB_HASH DL_LIB_SHARES_DUE
+        DL_LIB_SHARES DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_SHARES_DUE
+        DL_LIB_SHORT
         "local r, now = {}, nil\n"
         "for i = 1, #KEYS do\n"
         "  local k = KEYS[i]\n"
@@ -1179,12 +1241,22 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  local hf = holder_field(owner, req)\n"
         "  local f\n"
         "  if hf then\n"
-        "    f = redis.call('hmget', k, 'o' .. owner, 't', hf, 'D')\n"
+        "    f = redis.pcall('hmget', k, 'o' .. owner, 't', hf, 'D')\n"
+        "    if f.err then                       -- the short form (lib/short.lua)\n"
+        "      unshort(k)\n"
+        "      f = redis.call('hmget', k, 'o' .. owner, 't', hf, 'D')\n"
+        "    end\n"
         "    local shares_end = f[4]\n"
         "    local ended, at = shares_due(k, shares_end)\n"
         "    now = at or now\n"
         "    if ended then f = redis.call('hmget', k, 'o' .. owner, 't', hf) end\n"
-        "  else f = redis.call('hmget', k, 'o' .. owner, 't') end\n"
+        "  else\n"
+        "    f = redis.pcall('hmget', k, 'o' .. owner, 't')\n"
+        "    if f.err then\n"
+        "      unshort(k)\n"
+        "      f = redis.call('hmget', k, 'o' .. owner, 't')\n"
+        "    end\n"
+        "  end\n"
         "  local held, t, own = f[1], f[2], f[3]\n"
         "  if held and t == token then\n"
         "    if hf and not own then r[i] = 0     -- its owner's, not its own\n"
@@ -1206,10 +1278,10 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
         "  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
         "    local qf, reader = 'q' .. owner, ARGV[7] == 'r'\n"
-        "    local f = redis.call('hmget', k, 'n', 'o' .. owner, qf, 't', 'x', 'D', 'w', 'e' .. owner)\n"
+        "    local f = redis.pcall('hmget', k, 'n', 'o' .. owner, qf, 't', 'x', 'D', 'w', 'e' .. owner)\n"
         "    local n, record, t = f[1], f[3], f[4]\n"
         "    local last = record and record:byte(-1)\n"
-        "    if (not n or n == '0') and not f[2] and not f[5] and not f[6] and\n"
+        "    if not f.err and (not n or n == '0') and not f[2] and not f[5] and not f[6] and\n"
         "       not f[reader and 7 or 8] and           -- a reader: no writer; a writer: no old lease\n"
         "       (record and last >= 48 and last <= 57 and\n"
         "        (#record < #seq or (#record == #seq and record < seq)) or (not record and not t)) then\n"
@@ -1233,9 +1305,11 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "    end\n"
         "  end\n"
         "end\n"
-        DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_MINT
-        DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN DL_LIB_LEASES
-        DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES DL_LIB_SHARES_DUE
+        DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
+        DL_LIB_MINT DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
+        DL_LIB_LEASES DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
+        DL_LIB_SHARES_DUE DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
         "local kind, my_writer = ARGV[7], ARGV[8]\n"
@@ -1305,7 +1379,8 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
     /* src/redis/scripts/rw_renew.lua */
     [DL_S_RW_RENEW] =
         DL_LIB_NOW DL_LIB_RAISE_TTL DL_LIB_REQUESTER DL_LIB_HOLDER
-        DL_LIB_SHARES DL_LIB_HASH DL_LIB_SHARES_DUE
+        DL_LIB_SHARES DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_SHARES_DUE
+        DL_LIB_SHORT
         "local now = now_ms()\n"
         "local r = {}\n"
         "for i = 1, #KEYS do\n"
@@ -1314,7 +1389,11 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  local chan, pub = ARGV[5 * i - 1], ARGV[5 * i]\n"
         "  local o = owner_of(req)\n"
         "  local hf = holder_field(o, req)\n"
-        "  local f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o, 'b', hf or 'b', hf and 'D' or 'b')\n"
+        "  local f = redis.pcall('hmget', k, 'o' .. o, 't', 'n', 'e' .. o, 'b', hf or 'b', hf and 'D' or 'b')\n"
+        "  if f.err then                         -- the short form (lib/short.lua)\n"
+        "    unshort(k)\n"
+        "    f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o, 'b', hf or 'b', hf and 'D' or 'b')\n"
+        "  end\n"
         "  local shares_end = f[7]\n"
         "  if hf and shares_due(k, shares_end) then   -- (lib/shares_due.lua)\n"
         "    f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o, 'b', hf)\n"
@@ -1348,18 +1427,22 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return r\n",
     /* src/redis/scripts/sem_acquire.lua */
     [DL_S_SEM_ACQUIRE] =
-        DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_REQUEST
-        DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN DL_LIB_LEASES DL_LIB_HOLDER
-        DL_LIB_SHARES DL_LIB_SHARES_DUE DL_LIB_PERMIT
+        DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
+        DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN DL_LIB_LEASES
+        DL_LIB_HOLDER DL_LIB_SHARES DL_LIB_SHARES_DUE DL_LIB_PERMIT
+        DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
         "local permits, waits = ARGV[7], ARGV[8]\n"
         "return acquire_permit(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, permits, waits)\n",
     /* src/redis/scripts/sem_acquire1.lua */
     [DL_S_SEM_ACQUIRE1] =
-        DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_REQUEST
-        DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN DL_LIB_LEASES DL_LIB_HOLDER
-        DL_LIB_SHARES DL_LIB_SHARES_DUE DL_LIB_PERMIT DL_LIB_HERE
+        DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
+        DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN DL_LIB_LEASES
+        DL_LIB_HOLDER DL_LIB_SHARES DL_LIB_SHARES_DUE DL_LIB_PERMIT
+        DL_LIB_HERE DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
         "local permits, waits = ARGV[7], ARGV[8]\n"
@@ -1367,7 +1450,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "                      token, permits, waits)\n",
     /* src/redis/scripts/sem_free.lua */
     [DL_S_SEM_FREE] =
-        DL_LIB_NOW DL_LIB_HASH
+        DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH
         "local permits = tonumber(ARGV[1])\n"
         "local now = now_ms()\n"
         "local h, used = read_hash(KEYS[1]), 0\n"
@@ -1379,9 +1462,10 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return math.max(permits - used, 0)\n",
     /* src/redis/scripts/sem_release.lua */
     [DL_S_SEM_RELEASE] =
-        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_RESERVE DL_LIB_HASH
-        DL_LIB_REQUESTER DL_LIB_SHARES_DUE DL_LIB_RELEASE DL_LIB_ANNOUNCE
-        DL_LIB_WAKE
+        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_RESERVE
+        DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_SHARES_DUE
+        DL_LIB_RELEASE DL_LIB_ANNOUNCE DL_LIB_WAKE DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
         "local keep_ms, chan, pub = tonumber(ARGV[5]), ARGV[6], ARGV[7]\n"
         "local k, q = KEYS[1], KEYS[2]\n"
@@ -1391,9 +1475,10 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return reply\n",
     /* src/redis/scripts/sem_release1.lua */
     [DL_S_SEM_RELEASE1] =
-        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_RESERVE DL_LIB_HASH
-        DL_LIB_REQUESTER DL_LIB_SHARES_DUE DL_LIB_RELEASE DL_LIB_ANNOUNCE
-        DL_LIB_WAKE DL_LIB_HERE
+        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_RESERVE
+        DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_SHARES_DUE
+        DL_LIB_RELEASE DL_LIB_ANNOUNCE DL_LIB_WAKE DL_LIB_HERE DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
         "local keep_ms, chan, pub = tonumber(ARGV[5]), ARGV[6], ARGV[7]\n"
         "local k = KEYS[1]\n"
@@ -1404,8 +1489,10 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return reply\n",
     /* src/redis/scripts/sem_void.lua */
     [DL_S_SEM_VOID] =
-        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_HASH DL_LIB_REQUESTER
-        DL_LIB_PRUNE DL_LIB_CANCEL DL_LIB_ANNOUNCE DL_LIB_WAKE
+        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_SHORT_VIEW DL_LIB_HASH
+        DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_CANCEL DL_LIB_ANNOUNCE
+        DL_LIB_WAKE DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local keep_ms, chan, pub = tonumber(ARGV[4]), ARGV[5], ARGV[6]\n"
         "local k, q = KEYS[1], KEYS[2]\n"
@@ -1418,15 +1505,20 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return 1\n",
     /* src/redis/scripts/ttl.lua */
     [DL_S_TTL] =
+        DL_LIB_SHORT_VIEW
         "local k = KEYS[1]\n"
-        "if tonumber(redis.call('hget', k, 'n') or '0') > 0 then\n"
+        "local n = redis.pcall('hget', k, 'n')\n"
+        "if type(n) == 'table' then n = short_view(k)[2] end   -- the short form's n\n"
+        "if tonumber(n or '0') > 0 then\n"
         "  return redis.call('pttl', k)\n"
         "end\n"
         "return -2\n",
     /* src/redis/scripts/void.lua */
     [DL_S_VOID] =
-        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_HASH DL_LIB_REQUESTER
-        DL_LIB_PRUNE DL_LIB_CANCEL DL_LIB_ANNOUNCE DL_LIB_WITHDRAW
+        DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_SHORT_VIEW DL_LIB_HASH
+        DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_CANCEL DL_LIB_ANNOUNCE
+        DL_LIB_WITHDRAW DL_LIB_SHORT
+        "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local keep_ms, chan, pub = tonumber(ARGV[4]), ARGV[5], ARGV[6]\n"
         "local k = KEYS[1]\n"
@@ -1442,25 +1534,25 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
 /* The same scripts as one function library: each helper made once, at
  * FUNCTION LOAD; each script the function dl_script_functions[id]. */
 static const char dl_script_library[] =
-    "#!lua name=dlock_d2d96f377a4ed4\n"
-    DL_LIB_NOW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE DL_LIB_MINT
-    DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
+    "#!lua name=dlock_f19b00a8146be8\n"
+    DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
+    DL_LIB_MINT DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
     DL_LIB_RAISE_TTL DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
-    DL_LIB_SHARES_DUE DL_LIB_EXCLUSIVE DL_LIB_TAKE_OUT DL_LIB_DROP
-    DL_LIB_ANNOUNCE DL_LIB_UNQUEUE DL_LIB_PASS_ON DL_LIB_FAIR_JOIN
-    DL_LIB_HERE DL_LIB_HAND_OVER DL_LIB_RESERVE DL_LIB_RELEASE
-    DL_LIB_CLEAR_GRANT DL_LIB_CANCEL DL_LIB_LEASES DL_LIB_PERMIT
-    DL_LIB_WAKE DL_LIB_WITHDRAW
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_acquire',\n"
+    DL_LIB_SHARES_DUE DL_LIB_EXCLUSIVE DL_LIB_SHORT DL_LIB_TAKE_OUT
+    DL_LIB_DROP DL_LIB_ANNOUNCE DL_LIB_UNQUEUE DL_LIB_PASS_ON
+    DL_LIB_FAIR_JOIN DL_LIB_HERE DL_LIB_HAND_OVER DL_LIB_RESERVE
+    DL_LIB_RELEASE DL_LIB_CLEAR_GRANT DL_LIB_CANCEL DL_LIB_LEASES
+    DL_LIB_PERMIT DL_LIB_WAKE DL_LIB_WITHDRAW
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
     "  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
     "    local qf = 'q' .. owner\n"
-    "    local f = redis.call('hmget', k, 'n', 'o' .. owner, qf, 't', 'v', 'r', 'D')\n"
+    "    local f = redis.pcall('hmget', k, 'n', 'o' .. owner, qf, 't', 'v', 'r', 'D')\n"
     "    local n, record, t = f[1], f[3], f[4]\n"
     "    local last = record and record:byte(-1)\n"
-    "    if (not n or n == '0') and not f[2] and not f[5] and not f[6] and not f[7] and\n"
+    "    if not f.err and (not n or n == '0') and not f[2] and not f[5] and not f[6] and not f[7] and\n"
     "       (record and last >= 48 and last <= 57 and\n"
     "        (#record < #seq or (#record == #seq and record < seq)) or (not record and not t)) then\n"
     "      local c = redis.call('incr', KEYS[2])\n"
@@ -1476,19 +1568,22 @@ static const char dl_script_library[] =
     "    end\n"
     "  end\n"
     "end\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
     "local waited = tonumber(ARGV[7])\n"
     "return acquire_exclusive(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, waited)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
     "return acquire_exclusive(KEYS[1], nil, owner, req, seq, lease, expect, token, -1)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_drop',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_drop',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
     "local keep_ms, chan, pub, req = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]\n"
     "local k = KEYS[1]\n"
@@ -1497,8 +1592,9 @@ static const char dl_script_library[] =
     "if left == 0 then announce(k, keep_ms, chan, pub, 'drop') end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_extend',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_extend',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local req, lease, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
     "local k = KEYS[1]\n"
     "local owner = owner_of(req)\n"
@@ -1517,16 +1613,16 @@ static const char dl_script_library[] =
     "end\n"
     "return 0\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_fair_acquire',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_fair_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
     "  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
     "    local qf = 'q' .. owner\n"
-    "    local f = redis.call('hmget', k, 'n', 'o' .. owner, qf, 't', 'D')\n"
+    "    local f = redis.pcall('hmget', k, 'n', 'o' .. owner, qf, 't', 'D')\n"
     "    local n, record, t = f[1], f[3], f[4]\n"
     "    local last = record and record:byte(-1)\n"
-    "    if (not n or n == '0') and not f[2] and not f[5] and\n"
+    "    if not f.err and (not n or n == '0') and not f[2] and not f[5] and\n"
     "       (record and last >= 48 and last <= 57 and\n"
     "        (#record < #seq or (#record == #seq and record < seq)) or (not record and not t)) and\n"
     "       (redis.call('hget', KEYS[3], 'H') or '') == '' then\n"
@@ -1543,6 +1639,7 @@ static const char dl_script_library[] =
     "    end\n"
     "  end\n"
     "end\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
     "local waits, pub, secret = ARGV[7], ARGV[8], ARGV[9] or ''\n"
@@ -1609,8 +1706,9 @@ static const char dl_script_library[] =
     "unqueue(q, req)\n"
     "return {1, mine, t}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_fair_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_fair_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
     "local k = KEYS[1]\n"
@@ -1630,8 +1728,9 @@ static const char dl_script_library[] =
     "if q then unqueue(q, req) end\n"
     "return {1, mine, t}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_fair_drop',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_fair_drop',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
     "local keep_ms, pub, req, after = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]\n"
     "local k, counter, q = KEYS[1], KEYS[2], KEYS[3]\n"
@@ -1643,8 +1742,9 @@ static const char dl_script_library[] =
     "if left == 0 then hand_over(k, counter, q, keep_ms, pub, nil) end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_fair_drop1',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_fair_drop1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
     "local keep_ms, req = tonumber(ARGV[4]), ARGV[5]\n"
     "local k = KEYS[1]\n"
@@ -1659,16 +1759,16 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_fair_release',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_fair_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
     "  if ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
     "    local of, qf = 'o' .. owner, 'q' .. owner\n"
-    "    local f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v')\n"
+    "    local f = redis.pcall('hmget', k, of, qf, 'n', 't', 'b', 'v')\n"
     "    local record = f[2]\n"
     "    local last = record and record:byte(-1)\n"
-    "    if f[1] == '1' and f[3] == '1' and f[4] == ARGV[4] and not f[5] and not f[6] and\n"
+    "    if not f.err and f[1] == '1' and f[3] == '1' and f[4] == ARGV[4] and not f[5] and not f[6] and\n"
     "       (not record or (last >= 48 and last <= 57 and\n"
     "                       (#record < #seq or (#record == #seq and record < seq)))) and\n"
     "       (redis.call('hget', KEYS[3], 'H') or '') == '' then\n"
@@ -1679,6 +1779,7 @@ static const char dl_script_library[] =
     "    end\n"
     "  end\n"
     "end\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
     "local keep_ms, pub = tonumber(ARGV[5]), ARGV[6]\n"
     "local k, counter, q = KEYS[1], KEYS[2], KEYS[3]\n"
@@ -1687,8 +1788,9 @@ static const char dl_script_library[] =
     "elseif left then clear_grant(k, req) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_fair_release1',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_fair_release1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
     "local keep_ms = tonumber(ARGV[5])\n"
     "local k = KEYS[1]\n"
@@ -1699,8 +1801,9 @@ static const char dl_script_library[] =
     "elseif left then clear_grant(k, req) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_fair_void',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_fair_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local keep_ms, pub, fresh = tonumber(ARGV[4]), ARGV[5], ARGV[6] == '1'\n"
     "local k, counter, q = KEYS[1], KEYS[2], KEYS[3]\n"
@@ -1713,8 +1816,9 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_fair_void1',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_fair_void1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local keep_ms, fresh = tonumber(ARGV[4]), ARGV[5] == '1'\n"
     "local k = KEYS[1]\n"
@@ -1729,8 +1833,9 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_fence',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_fence',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
+    "unshort(KEYS[2])                 -- (lib/short.lua)\n"
     "local token, req, seq = tonumber(ARGV[1]), ARGV[2], ARGV[3]\n"
     "local counter, k = KEYS[1], KEYS[2]\n"
     "local owner = owner_of(req)\n"
@@ -1745,8 +1850,9 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_force',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_force',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local req, seq, keep_ms, chan, pub = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]\n"
     "local notice = ARGV[6]\n"
     "local k, qf = KEYS[1], 'q' .. req\n"
@@ -1771,7 +1877,7 @@ static const char dl_script_library[] =
     "redis.call('pexpire', k, keep_ms)\n"
     "return held and 1 or 0\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_guard',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_guard',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "local owner, token, cmd = ARGV[1], ARGV[2], ARGV[3]\n"
     "local k = KEYS[1]\n"
@@ -1780,7 +1886,11 @@ static const char dl_script_library[] =
     "  return redis.error_reply('ERR guard: KEYS[2] is neither the lock\\'s key ' ..\n"
     "                           'nor the command\\'s')\n"
     "end\n"
-    "local f = redis.call('hmget', k, 'o' .. owner, 't')\n"
+    "local f = redis.pcall('hmget', k, 'o' .. owner, 't')\n"
+    "if f.err then                                    -- the short form\n"
+    "  local h = short_view(k)\n"
+    "  f = { h[7] == 'o' .. owner and h[8] or nil, h[4] }\n"
+    "end\n"
     "local held, t = f[1], f[2]\n"
     "if not held or tonumber(held) <= 0 or t ~= token then\n"
     "  return redis.error_reply('DLOCKLOST the hold is no longer the lock\\'s ' ..\n"
@@ -1788,7 +1898,7 @@ static const char dl_script_library[] =
     "end\n"
     "return redis.pcall(cmd, unpack(ARGV, 4))\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_inspect',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_inspect',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local chan, verb = ARGV[1], ARGV[2]\n"
     "local k, q = KEYS[1], KEYS[2]\n"
@@ -1823,16 +1933,16 @@ static const char dl_script_library[] =
     "return {1, h.t or '0', redis.call('pttl', k), owners, reqs, queued,\n"
     "        subs, h.w or ''}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_release',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
     "  if ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
     "    local of, qf = 'o' .. owner, 'q' .. owner\n"
-    "    local f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v')\n"
+    "    local f = redis.pcall('hmget', k, of, qf, 'n', 't', 'b', 'v')\n"
     "    local record = f[2]\n"
     "    local last = record and record:byte(-1)\n"
-    "    if f[1] == '1' and f[3] == '1' and f[4] == ARGV[4] and not f[5] and not f[6] and\n"
+    "    if not f.err and f[1] == '1' and f[3] == '1' and f[4] == ARGV[4] and not f[5] and not f[6] and\n"
     "       (not record or (last >= 48 and last <= 57 and\n"
     "                       (#record < #seq or (#record == #seq and record < seq)))) then\n"
     "      redis.call('hdel', k, of)\n"
@@ -1841,6 +1951,7 @@ static const char dl_script_library[] =
     "    end\n"
     "  end\n"
     "end\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
     "local keep_ms, chan, pub = ARGV[5], ARGV[6], ARGV[7]\n"
     "local k = KEYS[1]\n"
@@ -1848,7 +1959,7 @@ static const char dl_script_library[] =
     "if left == 0 and waiters then redis.call(pub, chan, token) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_renew',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_renew',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local r, now = {}, nil\n"
     "for i = 1, #KEYS do\n"
@@ -1858,12 +1969,22 @@ static const char dl_script_library[] =
     "  local hf = holder_field(owner, req)\n"
     "  local f\n"
     "  if hf then\n"
-    "    f = redis.call('hmget', k, 'o' .. owner, 't', hf, 'D')\n"
+    "    f = redis.pcall('hmget', k, 'o' .. owner, 't', hf, 'D')\n"
+    "    if f.err then                       -- the short form (lib/short.lua)\n"
+    "      unshort(k)\n"
+    "      f = redis.call('hmget', k, 'o' .. owner, 't', hf, 'D')\n"
+    "    end\n"
     "    local shares_end = f[4]\n"
     "    local ended, at = shares_due(k, shares_end)\n"
     "    now = at or now\n"
     "    if ended then f = redis.call('hmget', k, 'o' .. owner, 't', hf) end\n"
-    "  else f = redis.call('hmget', k, 'o' .. owner, 't') end\n"
+    "  else\n"
+    "    f = redis.pcall('hmget', k, 'o' .. owner, 't')\n"
+    "    if f.err then\n"
+    "      unshort(k)\n"
+    "      f = redis.call('hmget', k, 'o' .. owner, 't')\n"
+    "    end\n"
+    "  end\n"
     "  local held, t, own = f[1], f[2], f[3]\n"
     "  if held and t == token then\n"
     "    if hf and not own then r[i] = 0     -- its owner's, not its own\n"
@@ -1880,16 +2001,16 @@ static const char dl_script_library[] =
     "end\n"
     "return r\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_rw_acquire',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_rw_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
     "  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
     "    local qf, reader = 'q' .. owner, ARGV[7] == 'r'\n"
-    "    local f = redis.call('hmget', k, 'n', 'o' .. owner, qf, 't', 'x', 'D', 'w', 'e' .. owner)\n"
+    "    local f = redis.pcall('hmget', k, 'n', 'o' .. owner, qf, 't', 'x', 'D', 'w', 'e' .. owner)\n"
     "    local n, record, t = f[1], f[3], f[4]\n"
     "    local last = record and record:byte(-1)\n"
-    "    if (not n or n == '0') and not f[2] and not f[5] and not f[6] and\n"
+    "    if not f.err and (not n or n == '0') and not f[2] and not f[5] and not f[6] and\n"
     "       not f[reader and 7 or 8] and           -- a reader: no writer; a writer: no old lease\n"
     "       (record and last >= 48 and last <= 57 and\n"
     "        (#record < #seq or (#record == #seq and record < seq)) or (not record and not t)) then\n"
@@ -1913,6 +2034,7 @@ static const char dl_script_library[] =
     "    end\n"
     "  end\n"
     "end\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
     "local kind, my_writer = ARGV[7], ARGV[8]\n"
@@ -1980,7 +2102,7 @@ static const char dl_script_library[] =
     "end\n"
     "return {1, mine, t}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_rw_renew',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_rw_renew',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local now = now_ms()\n"
     "local r = {}\n"
@@ -1990,7 +2112,11 @@ static const char dl_script_library[] =
     "  local chan, pub = ARGV[5 * i - 1], ARGV[5 * i]\n"
     "  local o = owner_of(req)\n"
     "  local hf = holder_field(o, req)\n"
-    "  local f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o, 'b', hf or 'b', hf and 'D' or 'b')\n"
+    "  local f = redis.pcall('hmget', k, 'o' .. o, 't', 'n', 'e' .. o, 'b', hf or 'b', hf and 'D' or 'b')\n"
+    "  if f.err then                         -- the short form (lib/short.lua)\n"
+    "    unshort(k)\n"
+    "    f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o, 'b', hf or 'b', hf and 'D' or 'b')\n"
+    "  end\n"
     "  local shares_end = f[7]\n"
     "  if hf and shares_due(k, shares_end) then   -- (lib/shares_due.lua)\n"
     "    f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o, 'b', hf)\n"
@@ -2023,22 +2149,24 @@ static const char dl_script_library[] =
     "end\n"
     "return r\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_sem_acquire',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_sem_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
     "local permits, waits = ARGV[7], ARGV[8]\n"
     "return acquire_permit(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, permits, waits)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_sem_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_sem_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
     "local permits, waits = ARGV[7], ARGV[8]\n"
     "return acquire_permit(KEYS[1], here(KEYS[1] .. ':q'), owner, req, seq, lease, expect,\n"
     "                      token, permits, waits)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_sem_free',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_sem_free',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local permits = tonumber(ARGV[1])\n"
     "local now = now_ms()\n"
@@ -2050,8 +2178,9 @@ static const char dl_script_library[] =
     "if tonumber(h.n or '0') > 0 and h.l then permits = tonumber(h.l) end\n"
     "return math.max(permits - used, 0)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_sem_release',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_sem_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
     "local keep_ms, chan, pub = tonumber(ARGV[5]), ARGV[6], ARGV[7]\n"
     "local k, q = KEYS[1], KEYS[2]\n"
@@ -2060,8 +2189,9 @@ static const char dl_script_library[] =
     "if left then wake(k, q, pub) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_sem_release1',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_sem_release1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
     "local keep_ms, chan, pub = tonumber(ARGV[5]), ARGV[6], ARGV[7]\n"
     "local k = KEYS[1]\n"
@@ -2071,8 +2201,9 @@ static const char dl_script_library[] =
     "if q then wake(k, q, pub) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_sem_void',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_sem_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local keep_ms, chan, pub = tonumber(ARGV[4]), ARGV[5], ARGV[6]\n"
     "local k, q = KEYS[1], KEYS[2]\n"
@@ -2084,16 +2215,19 @@ static const char dl_script_library[] =
     "if left then wake(k, q, pub) end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_ttl',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_ttl',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local k = KEYS[1]\n"
-    "if tonumber(redis.call('hget', k, 'n') or '0') > 0 then\n"
+    "local n = redis.pcall('hget', k, 'n')\n"
+    "if type(n) == 'table' then n = short_view(k)[2] end   -- the short form's n\n"
+    "if tonumber(n or '0') > 0 then\n"
     "  return redis.call('pttl', k)\n"
     "end\n"
     "return -2\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d2d96f377a4ed4_void',\n"
+    "redis.register_function{function_name = 'dlock_f19b00a8146be8_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
+    "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local keep_ms, chan, pub = tonumber(ARGV[4]), ARGV[5], ARGV[6]\n"
     "local k = KEYS[1]\n"
@@ -2106,34 +2240,34 @@ static const char dl_script_library[] =
     "return 1\n"
     "end}\n";
 static const char *const dl_script_functions[DL_S_COUNT] = {
-    [DL_S_ACQUIRE] = "dlock_d2d96f377a4ed4_acquire",
-    [DL_S_ACQUIRE1] = "dlock_d2d96f377a4ed4_acquire1",
-    [DL_S_DROP] = "dlock_d2d96f377a4ed4_drop",
-    [DL_S_EXTEND] = "dlock_d2d96f377a4ed4_extend",
-    [DL_S_FAIR_ACQUIRE] = "dlock_d2d96f377a4ed4_fair_acquire",
-    [DL_S_FAIR_ACQUIRE1] = "dlock_d2d96f377a4ed4_fair_acquire1",
-    [DL_S_FAIR_DROP] = "dlock_d2d96f377a4ed4_fair_drop",
-    [DL_S_FAIR_DROP1] = "dlock_d2d96f377a4ed4_fair_drop1",
-    [DL_S_FAIR_RELEASE] = "dlock_d2d96f377a4ed4_fair_release",
-    [DL_S_FAIR_RELEASE1] = "dlock_d2d96f377a4ed4_fair_release1",
-    [DL_S_FAIR_VOID] = "dlock_d2d96f377a4ed4_fair_void",
-    [DL_S_FAIR_VOID1] = "dlock_d2d96f377a4ed4_fair_void1",
-    [DL_S_FENCE] = "dlock_d2d96f377a4ed4_fence",
-    [DL_S_FORCE] = "dlock_d2d96f377a4ed4_force",
-    [DL_S_GUARD] = "dlock_d2d96f377a4ed4_guard",
-    [DL_S_INSPECT] = "dlock_d2d96f377a4ed4_inspect",
-    [DL_S_RELEASE] = "dlock_d2d96f377a4ed4_release",
-    [DL_S_RENEW] = "dlock_d2d96f377a4ed4_renew",
-    [DL_S_RW_ACQUIRE] = "dlock_d2d96f377a4ed4_rw_acquire",
-    [DL_S_RW_RENEW] = "dlock_d2d96f377a4ed4_rw_renew",
-    [DL_S_SEM_ACQUIRE] = "dlock_d2d96f377a4ed4_sem_acquire",
-    [DL_S_SEM_ACQUIRE1] = "dlock_d2d96f377a4ed4_sem_acquire1",
-    [DL_S_SEM_FREE] = "dlock_d2d96f377a4ed4_sem_free",
-    [DL_S_SEM_RELEASE] = "dlock_d2d96f377a4ed4_sem_release",
-    [DL_S_SEM_RELEASE1] = "dlock_d2d96f377a4ed4_sem_release1",
-    [DL_S_SEM_VOID] = "dlock_d2d96f377a4ed4_sem_void",
-    [DL_S_TTL] = "dlock_d2d96f377a4ed4_ttl",
-    [DL_S_VOID] = "dlock_d2d96f377a4ed4_void",
+    [DL_S_ACQUIRE] = "dlock_f19b00a8146be8_acquire",
+    [DL_S_ACQUIRE1] = "dlock_f19b00a8146be8_acquire1",
+    [DL_S_DROP] = "dlock_f19b00a8146be8_drop",
+    [DL_S_EXTEND] = "dlock_f19b00a8146be8_extend",
+    [DL_S_FAIR_ACQUIRE] = "dlock_f19b00a8146be8_fair_acquire",
+    [DL_S_FAIR_ACQUIRE1] = "dlock_f19b00a8146be8_fair_acquire1",
+    [DL_S_FAIR_DROP] = "dlock_f19b00a8146be8_fair_drop",
+    [DL_S_FAIR_DROP1] = "dlock_f19b00a8146be8_fair_drop1",
+    [DL_S_FAIR_RELEASE] = "dlock_f19b00a8146be8_fair_release",
+    [DL_S_FAIR_RELEASE1] = "dlock_f19b00a8146be8_fair_release1",
+    [DL_S_FAIR_VOID] = "dlock_f19b00a8146be8_fair_void",
+    [DL_S_FAIR_VOID1] = "dlock_f19b00a8146be8_fair_void1",
+    [DL_S_FENCE] = "dlock_f19b00a8146be8_fence",
+    [DL_S_FORCE] = "dlock_f19b00a8146be8_force",
+    [DL_S_GUARD] = "dlock_f19b00a8146be8_guard",
+    [DL_S_INSPECT] = "dlock_f19b00a8146be8_inspect",
+    [DL_S_RELEASE] = "dlock_f19b00a8146be8_release",
+    [DL_S_RENEW] = "dlock_f19b00a8146be8_renew",
+    [DL_S_RW_ACQUIRE] = "dlock_f19b00a8146be8_rw_acquire",
+    [DL_S_RW_RENEW] = "dlock_f19b00a8146be8_rw_renew",
+    [DL_S_SEM_ACQUIRE] = "dlock_f19b00a8146be8_sem_acquire",
+    [DL_S_SEM_ACQUIRE1] = "dlock_f19b00a8146be8_sem_acquire1",
+    [DL_S_SEM_FREE] = "dlock_f19b00a8146be8_sem_free",
+    [DL_S_SEM_RELEASE] = "dlock_f19b00a8146be8_sem_release",
+    [DL_S_SEM_RELEASE1] = "dlock_f19b00a8146be8_sem_release1",
+    [DL_S_SEM_VOID] = "dlock_f19b00a8146be8_sem_void",
+    [DL_S_TTL] = "dlock_f19b00a8146be8_ttl",
+    [DL_S_VOID] = "dlock_f19b00a8146be8_void",
 };
 #endif /* DL_SCRIPT_DATA */
 

@@ -143,6 +143,52 @@ function faults.flood(env, a)
   return { server = i, dur = a.dur }
 end
 
+-- A writer of the short form (src/redis/scripts/README.md, THE SHORT
+-- FORM), as a client that keeps a lock short would be: lock KEYS[1], if
+-- it is a hash the short form can stand for, becomes that string, with
+-- the same TTL.
+local SHORTEN = [[
+local k = KEYS[1]
+if redis.call('type', k).ok ~= 'hash' then return 0 end
+local all, h, owner = redis.call('hgetall', k), {}, nil
+for i = 1, #all, 2 do h[all[i]] = all[i + 1] end
+if not (h.n or ''):match('^%d+$') or not (h.t or ''):match('^%d+$') then return 0 end
+for f in pairs(h) do
+  if f ~= 'n' and f ~= 't' and f ~= 'g' then
+    local c, x = f:sub(1, 1), f:sub(2)
+    if (c ~= 'q' and c ~= 'o' and c ~= 'k') or x == '' or (owner and owner ~= x) then return 0 end
+    owner = x
+  end
+end
+if not owner then return 0 end
+local q, o, kv = h['q' .. owner], h['o' .. owner], h['k' .. owner]
+if not (q or ''):match('^%d+$') or (h.g and h.g ~= owner) then return 0 end
+if (h.n == '0' and o) or (h.n ~= '0' and o ~= h.n) then return 0 end
+if kv and not kv:match('^[%de]+$') then return 0 end
+local ttl = redis.call('pttl', k)
+redis.call('del', k)
+redis.call('set', k, table.concat({ h.n, h.t, q, kv or '', h.g and 'g' or '', owner }, '|'))
+if ttl >= 0 then redis.call('pexpire', k, math.max(ttl, 1)) end
+return 1
+]]
+
+--- For `dur` s, lock `name` is turned into its short form wherever and
+--- whenever it is in a state the short form stands for (every 5 ms, on
+--- every server that may have it): every script must take it as the
+--- hash it stands for, so this fault excuses nothing.
+function faults.shorten(env, a)
+  local path = ("%s/shorten.lua"):format(helper.tmp)
+  local f = assert(io.open(path, "w"))
+  f:write(SHORTEN)
+  f:close()
+  local ports = {}
+  for _, s in ipairs(data_servers(env)) do ports[#ports + 1] = tostring(s.port) end
+  sh(("timeout %.2f sh -c 'while :; do for p in %s; do redis-cli -p $p --eval %s %s " ..
+      ">/dev/null 2>&1; done; sleep 0.005; done' >/dev/null 2>&1 &"):format(
+      a.dur, table.concat(ports, " "), path, helper.lock_key(a.name)))
+  return { name = a.name, dur = a.dur }
+end
+
 --- Cluster: SIGKILL the master of lock `name`'s slot and wait until its
 --- replica has taken over (the cluster says ok: the fault's end, t1).
 --- The killed node stays down for `dur` s more, then comes back as a

@@ -108,13 +108,13 @@ end
 
 local FAULTS = {
   single = { restart = 2, pause = 2, sleep = 1.5, flush = 1, evict = 1, kill_conns = 2,
-             kill_subs = 1.5, flood = 1.5, proxy = 3, sigkill = 1.5, sigstop = 1.5 },
+             kill_subs = 1.5, flood = 1.5, proxy = 3, sigkill = 1.5, sigstop = 1.5, shorten = 2 },
   redlock = { restart = 2, pause = 2, sleep = 1.5, flush = 1, evict = 1.5, kill_conns = 2,
-              kill_subs = 1.5, flood = 1.5, proxy = 2.5, sigkill = 1.5, sigstop = 1.5 },
+              kill_subs = 1.5, flood = 1.5, proxy = 2.5, sigkill = 1.5, sigstop = 1.5, shorten = 2 },
   sentinel = { failover = 3, pause = 1.5, sleep = 1, flush = 1, evict = 1, kill_conns = 1.5,
-               kill_subs = 1.5, flood = 1.5, sigkill = 1.5, sigstop = 1.5 },
+               kill_subs = 1.5, flood = 1.5, sigkill = 1.5, sigstop = 1.5, shorten = 2 },
   cluster = { migrate = 4, kill_master = 1.5, pause = 1.5, sleep = 1, flush = 1, evict = 1,
-              kill_conns = 1.5, kill_subs = 1.5, flood = 1.5, sigkill = 1.5, sigstop = 1.5 },
+              kill_conns = 1.5, kill_subs = 1.5, flood = 1.5, sigkill = 1.5, sigstop = 1.5, shorten = 2 },
 }
 
 local order = { "single", "redlock", "sentinel", "cluster" }
@@ -198,6 +198,8 @@ local function plan(k, len)
       f.dur = rng:range(0.2, 1)
     elseif f.kind == "flood" then
       f.dur = rng:range(1, 3)
+    elseif f.kind == "shorten" then
+      f.dur = rng:range(2, 6)
     elseif f.kind == "kill_master" then
       f.dur = rng:range(8, 16)            -- the dead node stays down this long
     elseif f.kind == "sigstop" then

@@ -14,6 +14,8 @@
 -- returns: as acquire's; {0, 10} for a new tenancy
 -- resend: as acquire's
 --#include lib/exclusive.lua
+--#include lib/short.lua
+unshort(KEYS[1])                 -- (lib/short.lua)
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]
 return acquire_exclusive(KEYS[1], nil, owner, req, seq, lease, expect, token, -1)

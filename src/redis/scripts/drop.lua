@@ -20,6 +20,8 @@
 --#flags allow-oom
 --#include lib/drop.lua
 --#include lib/announce.lua
+--#include lib/short.lua
+unshort(KEYS[1])                 -- (lib/short.lua)
 local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local keep_ms, chan, pub, req = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
 local k = KEYS[1]

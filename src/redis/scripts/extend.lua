@@ -16,6 +16,8 @@
 --#include lib/holder.lua
 --#include lib/shares.lua
 --#include lib/shares_due.lua
+--#include lib/short.lua
+unshort(KEYS[1])                 -- (lib/short.lua)
 local req, lease, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local k = KEYS[1]
 local owner = owner_of(req)

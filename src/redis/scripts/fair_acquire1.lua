@@ -23,6 +23,8 @@
 --#include lib/here.lua
 --#include lib/shares_due.lua
 --#include lib/fair_join.lua
+--#include lib/short.lua
+unshort(KEYS[1])                 -- (lib/short.lua)
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local k = KEYS[1]

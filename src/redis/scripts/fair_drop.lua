@@ -16,6 +16,8 @@
 --#flags allow-oom
 --#include lib/drop.lua
 --#include lib/hand_over.lua
+--#include lib/short.lua
+unshort(KEYS[1])                 -- (lib/short.lua)
 local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local keep_ms, pub, req, after = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]
 local k, counter, q = KEYS[1], KEYS[2], KEYS[3]

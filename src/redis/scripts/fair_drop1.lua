@@ -14,6 +14,8 @@
 -- resend: as drop's
 --#flags allow-oom
 --#include lib/drop.lua
+--#include lib/short.lua
+unshort(KEYS[1])                 -- (lib/short.lua)
 local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local keep_ms, req = tonumber(ARGV[4]), ARGV[5]
 local k = KEYS[1]

@@ -19,6 +19,8 @@
 --#flags allow-oom
 --#include lib/release.lua
 --#include lib/clear_grant.lua
+--#include lib/short.lua
+unshort(KEYS[1])                 -- (lib/short.lua)
 local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local keep_ms = tonumber(ARGV[5])
 local k = KEYS[1]

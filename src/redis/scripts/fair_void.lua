@@ -18,6 +18,8 @@
 --#include lib/unqueue.lua
 --#include lib/hand_over.lua
 --#include lib/clear_grant.lua
+--#include lib/short.lua
+unshort(KEYS[1])                 -- (lib/short.lua)
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local keep_ms, pub, fresh = tonumber(ARGV[4]), ARGV[5], ARGV[6] == '1'
 local k, counter, q = KEYS[1], KEYS[2], KEYS[3]

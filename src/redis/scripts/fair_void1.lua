@@ -19,6 +19,8 @@
 --#include lib/unqueue.lua
 --#include lib/clear_grant.lua
 --#include lib/here.lua
+--#include lib/short.lua
+unshort(KEYS[1])                 -- (lib/short.lua)
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local keep_ms, fresh = tonumber(ARGV[4]), ARGV[5] == '1'
 local k = KEYS[1]

@@ -17,6 +17,8 @@
 --   token: changes nothing
 --#include lib/requester.lua
 --#include lib/holder.lua
+--#include lib/short.lua
+unshort(KEYS[2])                 -- (lib/short.lua)
 local token, req, seq = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local counter, k = KEYS[1], KEYS[2]
 local owner = owner_of(req)

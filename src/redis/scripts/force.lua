@@ -16,6 +16,8 @@
 --   (keep_ms), a copy frees the lock again if it is held
 --#flags allow-oom
 --#include lib/now.lua
+--#include lib/short.lua
+unshort(KEYS[1])                 -- (lib/short.lua)
 local req, seq, keep_ms, chan, pub = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local notice = ARGV[6]
 local k, qf = KEYS[1], 'q' .. req

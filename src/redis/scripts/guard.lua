@@ -16,6 +16,7 @@
 -- resend: no request id: a copy runs the command again if the hold is
 --   still the current tenancy (the client resends none after a node
 --   failed: topology.c)
+--#include lib/short_view.lua
 local owner, token, cmd = ARGV[1], ARGV[2], ARGV[3]
 local k = KEYS[1]
 local first = (unpack(ARGV, 4))                  -- the command's key, if any
@@ -23,7 +24,11 @@ if KEYS[2] ~= k and KEYS[2] ~= first then       -- (only declared: see KEYS[2])
   return redis.error_reply('ERR guard: KEYS[2] is neither the lock\'s key ' ..
                            'nor the command\'s')
 end
-local f = redis.call('hmget', k, 'o' .. owner, 't')
+local f = redis.pcall('hmget', k, 'o' .. owner, 't')
+if f.err then                                    -- the short form
+  local h = short_view(k)
+  f = { h[7] == 'o' .. owner and h[8] or nil, h[4] }
+end
 local held, t = f[1], f[2]
 if not held or tonumber(held) <= 0 or t ~= token then
   return redis.error_reply('DLOCKLOST the hold is no longer the lock\'s ' ..

@@ -26,10 +26,10 @@ do
   local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]
   if ARGV[2] == owner and seq:byte(1) ~= 48 then
     local of, qf = 'o' .. owner, 'q' .. owner
-    local f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v')
+    local f = redis.pcall('hmget', k, of, qf, 'n', 't', 'b', 'v')
     local record = f[2]
     local last = record and record:byte(-1)
-    if f[1] == '1' and f[3] == '1' and f[4] == ARGV[4] and not f[5] and not f[6] and
+    if not f.err and f[1] == '1' and f[3] == '1' and f[4] == ARGV[4] and not f[5] and not f[6] and
        (not record or (last >= 48 and last <= 57 and
                        (#record < #seq or (#record == #seq and record < seq)))) then
       redis.call('hdel', k, of)
@@ -39,6 +39,8 @@ do
   end
 end
 --#include lib/release.lua
+--#include lib/short.lua
+unshort(KEYS[1])                 -- (lib/short.lua)
 local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local keep_ms, chan, pub = ARGV[5], ARGV[6], ARGV[7]
 local k = KEYS[1]

@@ -22,6 +22,7 @@
 --#include lib/holder.lua
 --#include lib/shares.lua
 --#include lib/shares_due.lua
+--#include lib/short.lua
 local r, now = {}, nil
 for i = 1, #KEYS do
   local k = KEYS[i]
@@ -30,12 +31,22 @@ for i = 1, #KEYS do
   local hf = holder_field(owner, req)
   local f
   if hf then
-    f = redis.call('hmget', k, 'o' .. owner, 't', hf, 'D')
+    f = redis.pcall('hmget', k, 'o' .. owner, 't', hf, 'D')
+    if f.err then                       -- the short form (lib/short.lua)
+      unshort(k)
+      f = redis.call('hmget', k, 'o' .. owner, 't', hf, 'D')
+    end
     local shares_end = f[4]
     local ended, at = shares_due(k, shares_end)
     now = at or now
     if ended then f = redis.call('hmget', k, 'o' .. owner, 't', hf) end
-  else f = redis.call('hmget', k, 'o' .. owner, 't') end
+  else
+    f = redis.pcall('hmget', k, 'o' .. owner, 't')
+    if f.err then
+      unshort(k)
+      f = redis.call('hmget', k, 'o' .. owner, 't')
+    end
+  end
   local held, t, own = f[1], f[2], f[3]
   if held and t == token then
     if hf and not own then r[i] = 0     -- its owner's, not its own

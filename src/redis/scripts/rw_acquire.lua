@@ -33,10 +33,10 @@ do
   local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]
   if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 then
     local qf, reader = 'q' .. owner, ARGV[7] == 'r'
-    local f = redis.call('hmget', k, 'n', 'o' .. owner, qf, 't', 'x', 'D', 'w', 'e' .. owner)
+    local f = redis.pcall('hmget', k, 'n', 'o' .. owner, qf, 't', 'x', 'D', 'w', 'e' .. owner)
     local n, record, t = f[1], f[3], f[4]
     local last = record and record:byte(-1)
-    if (not n or n == '0') and not f[2] and not f[5] and not f[6] and
+    if not f.err and (not n or n == '0') and not f[2] and not f[5] and not f[6] and
        not f[reader and 7 or 8] and           -- a reader: no writer; a writer: no old lease
        (record and last >= 48 and last <= 57 and
         (#record < #seq or (#record == #seq and record < seq)) or (not record and not t)) then
@@ -71,6 +71,8 @@ end
 --#include lib/holder.lua
 --#include lib/shares.lua
 --#include lib/shares_due.lua
+--#include lib/short.lua
+unshort(KEYS[1])                 -- (lib/short.lua)
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local kind, my_writer = ARGV[7], ARGV[8]

@@ -21,6 +21,7 @@
 --#include lib/holder.lua
 --#include lib/shares.lua
 --#include lib/shares_due.lua
+--#include lib/short.lua
 local now = now_ms()
 local r = {}
 for i = 1, #KEYS do
@@ -29,7 +30,11 @@ for i = 1, #KEYS do
   local chan, pub = ARGV[5 * i - 1], ARGV[5 * i]
   local o = owner_of(req)
   local hf = holder_field(o, req)
-  local f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o, 'b', hf or 'b', hf and 'D' or 'b')
+  local f = redis.pcall('hmget', k, 'o' .. o, 't', 'n', 'e' .. o, 'b', hf or 'b', hf and 'D' or 'b')
+  if f.err then                         -- the short form (lib/short.lua)
+    unshort(k)
+    f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o, 'b', hf or 'b', hf and 'D' or 'b')
+  end
   local shares_end = f[7]
   if hf and shares_due(k, shares_end) then   -- (lib/shares_due.lua)
     f = redis.call('hmget', k, 'o' .. o, 't', 'n', 'e' .. o, 'b', hf)

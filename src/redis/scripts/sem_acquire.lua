@@ -23,6 +23,8 @@
 -- resend: as acquire's; a copy of an attempt that queued ("<seq>w") is
 --   told busy again and changes nothing
 --#include lib/permit.lua
+--#include lib/short.lua
+unshort(KEYS[1])                 -- (lib/short.lua)
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local permits, waits = ARGV[7], ARGV[8]

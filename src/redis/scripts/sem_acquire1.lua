@@ -18,6 +18,8 @@
 -- resend: as sem_acquire's
 --#include lib/permit.lua
 --#include lib/here.lua
+--#include lib/short.lua
+unshort(KEYS[1])                 -- (lib/short.lua)
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local permits, waits = ARGV[7], ARGV[8]

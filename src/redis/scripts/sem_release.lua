@@ -17,6 +17,8 @@
 --#include lib/release.lua
 --#include lib/announce.lua
 --#include lib/wake.lua
+--#include lib/short.lua
+unshort(KEYS[1])                 -- (lib/short.lua)
 local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local keep_ms, chan, pub = tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local k, q = KEYS[1], KEYS[2]

@@ -20,6 +20,8 @@
 --#include lib/announce.lua
 --#include lib/wake.lua
 --#include lib/here.lua
+--#include lib/short.lua
+unshort(KEYS[1])                 -- (lib/short.lua)
 local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local keep_ms, chan, pub = tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local k = KEYS[1]

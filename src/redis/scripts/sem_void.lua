@@ -17,6 +17,8 @@
 --#include lib/cancel.lua
 --#include lib/announce.lua
 --#include lib/wake.lua
+--#include lib/short.lua
+unshort(KEYS[1])                 -- (lib/short.lua)
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
 local keep_ms, chan, pub = tonumber(ARGV[4]), ARGV[5], ARGV[6]
 local k, q = KEYS[1], KEYS[2]
