@@ -147,7 +147,7 @@ end
 -- FORM), as a client that keeps a lock short would be: lock KEYS[1], if
 -- it is a hash the short form can stand for, becomes that string, with
 -- the same TTL.
-local SHORTEN = [[
+local SHORTEN = [==[
 local k = KEYS[1]
 if redis.call('type', k).ok ~= 'hash' then return 0 end
 local all, h, owner = redis.call('hgetall', k), {}, nil
@@ -170,7 +170,7 @@ redis.call('del', k)
 redis.call('set', k, table.concat({ h.n, h.t, q, kv or '', h.g and 'g' or '', owner }, '|'))
 if ttl >= 0 then redis.call('pexpire', k, math.max(ttl, 1)) end
 return 1
-]]
+]==]
 
 --- For `dur` s, lock `name` is turned into its short form wherever and
 --- whenever it is in a state the short form stands for (every 5 ms, on
