@@ -65,8 +65,8 @@ describe("dlock.connect() #binding", function()
       lease = 5, connect_timeout = 0.5, command_timeout = 0.5, db = 2 })
     local l = c:lock("k")
     assert(l:acquire())
-    assert.equals("1", helper.redis().cli("-n", "2", "hget", "app:{k}",
-      "o" .. c.id .. ":1"))
+    local db2 = { cli = function(...) return helper.redis().cli("-n", "2", ...) end }
+    assert.equals("1", helper.lock_field(db2, "app:{k}", "o" .. c.id .. ":1"))
     assert(l:release())
     c:close()
   end)

@@ -96,7 +96,7 @@ describe("fair-lock and semaphore releases while their slot migrates", function(
     local _, d, f, s, id = held(m)
     m.start()
     release_both(f, s, id)
-    assert.equals("0", m.src.cli("hget", m.kf, "n"))     -- freed where the keys are
+    assert.equals("0", helper.lock_field(m.src, m.kf, "n"))     -- freed where the keys are
     assert.equals("1", m.src.cli("exists", m.kf))        -- nothing moved
     local s2 = d:semaphore(m.S, 1)
     local id2 = assert(s2:acquire{ wait = 0 })           -- a permit needs no counter
@@ -126,8 +126,8 @@ describe("fair-lock and semaphore releases while their slot migrates", function(
     assert(s:acquire())
     m.start()
     c:close()
-    assert.equals("0", m.src.cli("hget", m.kf, "n"))
-    assert.equals("0", m.src.cli("hget", m.ks, "n"))
+    assert.equals("0", helper.lock_field(m.src, m.kf, "n"))
+    assert.equals("0", helper.lock_field(m.src, m.ks, "n"))
     fair_waiter_gets_it(m)
   end)
 

@@ -17,11 +17,15 @@ describe("a fresh acquire and a hold its client does not know of", function()
     assert(l:acquire())
     local t1 = l:token()
     -- the hash as it is while held, field by field
-    local fields = srv.cli("hgetall", key(name))
+    local fields = helper.lock_hgetall(srv, key(name))
     assert.same({ true, 0 }, { l:release() })
-    local args = { "hset", key(name) }
-    for line in fields:gmatch("[^\n]+") do args[#args + 1] = line end
-    srv.cli((table.unpack or unpack)(args))
+    local freed = helper.lock_hgetall(srv, key(name))   -- (a short form: as a hash)
+    srv.cli("del", key(name))
+    for _, all in ipairs({ freed, fields }) do
+      local args = { "hset", key(name) }
+      for line in all:gmatch("[^\n]+") do args[#args + 1] = line end
+      srv.cli((table.unpack or unpack)(args))
+    end
     srv.cli("pexpire", key(name), 5000)
     fn(c, l, t1)
     c:close()
@@ -31,10 +35,10 @@ describe("a fresh acquire and a hold its client does not know of", function()
     local srv = helper.redis()
     local name = helper.unique_name("copy")
     put_back(srv, name, function(_, l, t1)
-      assert.equals("1", srv.cli("hget", key(name), "n"))   -- the copy holds
+      assert.equals("1", helper.lock_field(srv, key(name), "n"))   -- the copy holds
       assert(l:acquire())
       assert.is_true(l:token() > t1, "token " .. l:token() .. " after " .. t1)
-      assert.equals("1", srv.cli("hget", key(name), "n"))
+      assert.equals("1", helper.lock_field(srv, key(name), "n"))
       assert.same({ true, 0 }, { l:release() })            -- not true, 1
       assert.is_true(helper.is_free(srv, key(name)))
       local other = helper.client()
@@ -52,7 +56,7 @@ describe("a fresh acquire and a hold its client does not know of", function()
     assert(la:acquire())
     assert(la:acquire())                                     -- counted by a alone
     assert(lb:acquire())                                     -- shares job's hold
-    assert.equals("2", srv.cli("hget", key(name), "n"))      -- one per client
+    assert.equals("2", helper.lock_field(srv, key(name), "n"))      -- one per client
     assert.same({ true, 1 }, { lb:release() })               -- a's, as Redis has it
     assert.same({ true, 1 }, { la:release() })
     assert.is_false(helper.is_free(srv, key(name)))
@@ -145,7 +149,7 @@ describe("a semaphore's permits are kept in Redis", function()
     assert.is_nil(ok)
     assert.matches("keeps 1 permits", err)
     assert.equals(0, s3:available())                       -- Redis's count
-    assert.equals("1", srv.cli("hget", key(name), "n"))
+    assert.equals("1", helper.lock_field(srv, key(name), "n"))
     assert(s1:release(id))
     local id3 = assert(s3:acquire())                      -- free: B sets 3
     ok, err = s1:acquire{ wait = 0 }
@@ -404,7 +408,7 @@ describe("a co-owner's hold never renews a client's own", function()
         local ok, err = la:acquire()
         assert.is_nil(ok)
         assert.matches("^lost", err)
-        assert.is_nil(srv.cli("hget", key(name), "n"):match("^2"))  -- nothing joined
+        assert.is_nil(helper.lock_field(srv, key(name), "n"):match("^2"))  -- nothing joined
       end
       helper.wait_for(function() return not la:held() end, 10, 0.05)  -- (valgrind: slack)
       assert.is_false(la:held())
@@ -499,10 +503,10 @@ describe("a shared owner's hold lost on a fair lock", function()
       assert(la:acquire{ expire = 1 })
       assert(lb:acquire())
       local ha = "h" .. a.id .. "|job"
-      assert.equals("1", srv.cli("hget", key(name), ha))
+      assert.equals("1", helper.lock_field(srv, key(name), ha))
       assert(helper.wait_for(function()
         a:poll()
-        return srv.cli("hget", key(name), ha) == ""
+        return helper.lock_field(srv, key(name), ha) == ""
       end, 5, 0.05), "A's count is still there")
       assert.is_false(la:held())
       assert(lb:release())
@@ -540,10 +544,10 @@ describe("a DROP that comes after the client joined again", function()
       assert.is_nil(ok)
       assert.matches("lost", err)
       assert(la:acquire{ expire = 20 })               -- fresh: joins B's
-      assert.equals("1", srv.cli("hget", key(name), ha))
+      assert.equals("1", helper.lock_field(srv, key(name), ha))
       dlock.sleep(2.2)                                -- the watchdog's passes
       a:poll()
-      assert.equals("1", srv.cli("hget", key(name), ha))
+      assert.equals("1", helper.lock_field(srv, key(name), ha))
       assert.is_true(la:held())
       assert(lb:release())
       assert.is_nil((c[kind](c, name):try_acquire()), "A and C both hold")

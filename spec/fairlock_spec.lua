@@ -18,7 +18,7 @@ describe("fair lock #binding", function()
 
   local function queue(name) return "dlock:{" .. name .. "}:q" end
   -- How many wait on name.
-  local function waiting(name) return tonumber(srv.cli("hget", queue(name), "c")) or 0 end
+  local function waiting(name) return tonumber(helper.lock_field(srv, queue(name), "c")) or 0 end
   local function got(w) return w.output():match("got") end
 
   -- Spawn waiters one by one, each queued before the next starts.
@@ -165,7 +165,7 @@ describe("fair lock #binding", function()
     -- the cancel goes out from the watchdog: the queue empties
     assert.truthy(helper.wait_for(function()
       return not ("\n" .. srv.cli("hkeys", queue(name))):find("\nr")
-    end, 5), srv.cli("hgetall", queue(name)))
+    end, 5), helper.lock_hgetall(srv, queue(name)))
     assert.equals(0, waiting(name))
     local w = { helper.spawn("fair_wait", srv.url, name, 0.1) }
     assert.truthy(helper.wait_for(function() return waiting(name) == 1 end, 10))
@@ -220,9 +220,9 @@ describe("fair lock #binding", function()
     -- real grant is the hold, taken at once (no wait after the release).
     local sc = assert(dlock.connect{ url = srv.url, scheduler = { wait = function(_, t)
       if #forged < 3 then
-        local r = srv.cli("hget", queue(name), "H")
-        local seq = srv.cli("hget", queue(name), "r" .. r):match("^%d+:(%d+):")
-        assert(seq, srv.cli("hgetall", queue(name)))
+        local r = helper.lock_field(srv, queue(name), "H")
+        local seq = helper.lock_field(srv, queue(name), "r" .. r):match("^%d+:(%d+):")
+        assert(seq, helper.lock_hgetall(srv, queue(name)))
         local chan = key .. ":ch:" .. r:match("^[^|:]*")
         for _, m in ipairs({ seq .. ":999999:", seq .. ":999999:0", seq .. ":0:999999",
                              seq .. ":0000000000000000:999999", seq .. ":999999",
@@ -246,7 +246,7 @@ describe("fair lock #binding", function()
     coroutine.wrap(function()
       local w = sc:fair_lock(name)
       assert(w:acquire{ wait = 20 })
-      tok, held = w:token(), srv.cli("hget", key, "t")
+      tok, held = w:token(), helper.lock_field(srv, key, "t")
       events[#events + 1] = tostring(tok) == held and "waiter holds its grant"
         or ("waiter holds forged token %s (the lock's is %s)"):format(tok, held)
       released = w:release()
@@ -265,7 +265,7 @@ describe("fair lock #binding", function()
     assert(b:acquire())                         -- joins: the same owner
     assert.is_true(a:release())
     assert(a:acquire())                         -- joins again: adopts nothing
-    assert.equals("2", srv.cli("hget", "dlock:{" .. name .. "}", "oX"))
+    assert.equals("2", helper.lock_field(srv, "dlock:{" .. name .. "}", "oX"))
     assert.is_true(b:release())
     local third = assert(dlock.connect(srv.url))
     finally(function() third:close() end)

@@ -216,10 +216,10 @@ describe("fork() #fork", function()
     assert.matches("own client: true", out)
     assert.matches("parent's lock from child: nil", out)
     -- the child's exit released nothing of ours, and our watchdog goes on
-    assert.equals("1", srv.cli("hget", key, field))
+    assert.equals("1", helper.lock_field(srv, key, field))
     dlock.sleep(1.2)                             -- > 2 leases
     assert.is_true(l:held())
-    assert.equals("1", srv.cli("hget", key, field))
+    assert.equals("1", helper.lock_field(srv, key, field))
     assert(l:release())
     c:close()
   end)

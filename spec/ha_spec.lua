@@ -71,7 +71,7 @@ local function fair(opts, n, masters)
       return info and info.waiters >= i
     end
     for _, m in ipairs(masters) do
-      if tonumber(m.cli("hget", "dlock:{" .. name .. "}:q", "c")) ~= i then return false end
+      if tonumber(helper.lock_field(m, "dlock:{" .. name .. "}:q", "c")) ~= i then return false end
     end
     return true
   end
@@ -376,8 +376,8 @@ describe("Cluster (cluster)", function()
     assert.is_nil((m:try_acquire()))             -- none taken
     for _, name in ipairs({ picked[1], picked[2] }) do
       assert.is_false(c:lock(name):held())
-      assert.is_nil(topo.nodes[topo.owner(topology.keyslot(topo, "dlock:{" .. name .. "}"))]
-        .cli("hget", "dlock:{" .. name .. "}", "n"):match("^[1-9]"))
+      local node = topo.nodes[topo.owner(topology.keyslot(topo, "dlock:{" .. name .. "}"))]
+      assert.is_nil(helper.lock_field(node, "dlock:{" .. name .. "}", "n"):match("^[1-9]"))
     end
     assert(busy:release())
     c:close(); other:close()

@@ -31,7 +31,7 @@ describe("client:lock() #binding", function()
     assert(l:acquire())
     local srv = helper.redis()
     local key = prefix .. "{a{b}c}"
-    assert.equals("hash", srv.cli("type", key))
+    assert.equals("1", helper.lock_field(srv, key, "n"))   -- the lock is at its key
     local fences = {}
     for k in srv.cli("keys", prefix .. "*:fence"):gmatch("[^\n]+") do
       fences[#fences + 1] = k
@@ -196,7 +196,7 @@ describe("a reentry #binding", function()
   local function scripts_run() return helper.script_calls(srv) end
   local function counted(name)
     local lines = {}
-    for x in srv.cli("hgetall", "dlock:{" .. name .. "}"):gmatch("[^\n]+") do
+    for x in helper.lock_hgetall(srv, "dlock:{" .. name .. "}"):gmatch("[^\n]+") do
       lines[#lines + 1] = x
     end
     local n = 0

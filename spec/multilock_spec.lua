@@ -405,17 +405,17 @@ describe("a lock's acquire ended by an error or a cancel #binding", function()
       local co = coroutine.create(function() return l:acquire{ wait = 30 } end)
       assert(coroutine.resume(co))
       assert.equals("suspended", coroutine.status(co))
-      assert.matches("^%d+:", srv.cli("hget", key, "v"))        -- its claim
+      assert.matches("^%d+:", helper.lock_field(srv, key, "v"))        -- its claim
       if how == "raise" then
         signalled = true
         assert.is_false((coroutine.resume(co)))
       else
         assert.is_true(coroutine.close(co))
       end
-      assert.truthy(helper.wait_for(function() return srv.cli("hget", key, "v") == "" end, 5),
-                    "the claim stayed: " .. srv.cli("hget", key, "v"))
+      assert.truthy(helper.wait_for(function() return helper.lock_field(srv, key, "v") == "" end, 5),
+                    "the claim stayed: " .. helper.lock_field(srv, key, "v"))
       assert(busy:release())
-      assert.equals("", srv.cli("hget", key, "r"))              -- nothing reserved
+      assert.equals("", helper.lock_field(srv, key, "r"))              -- nothing reserved
       local third = other:lock(name, { owner = "third" })
       assert.truthy(third:try_acquire())                        -- nobody kept out
       assert(third:release())

@@ -59,7 +59,7 @@ describe("the scripts, one by one #nocore", function()
     -- acquired again, joining B's tenancy: the DROP it queued at the loss
     -- comes after, and must leave that new hold.
     it("drops nothing where a later request of the requester ran", function()
-      local function h(req) return srv.cli("hget", key, "h" .. req) end
+      local function h(req) return helper.lock_field(srv, key, "h" .. req) end
       assert.same({ 1, 1, 1 }, d.acquire("job", "A|job", 1))
       assert.same({ 1, 2, 1 }, d.acquire("job", "B|job", 1))
       assert.same({ 1, 3, 1 }, d.acquire("job", "A|job", 5))  -- sent after the loss
@@ -70,7 +70,7 @@ describe("the scripts, one by one #nocore", function()
     end)
 
     it("takes out only a requester's own holds of a shared owner: release, drop, void", function()
-      local function h(req) return srv.cli("hget", key, "h" .. req) end
+      local function h(req) return helper.lock_field(srv, key, "h" .. req) end
       assert.same({ 1, 1, 1 }, d.acquire("job", "A|job", 1))
       assert.same({ 1, 2, 1 }, d.acquire("job", "B|job", 1))
       assert.equals("1", h("A|job"))
@@ -155,7 +155,7 @@ describe("the scripts, one by one #nocore", function()
       local t = d.acquire("X", "B|X", 1)[3]            -- B holds; A's acquire never came
       assert.same({ -1 }, d.acquire("X", "A|X", 2, nil, 1, t))  -- (a failover lost it)
       assert.equals(1, d.count("X"))
-      assert.equals("", srv.cli("hget", key, "hA|X"))  -- nothing joined for A
+      assert.equals("", helper.lock_field(srv, key, "hA|X"))  -- nothing joined for A
       assert.same({ 1, 2, t }, d.acquire("X", "A|X", 3))       -- a fresh one joins
       assert.same({ 1, 3, t }, d.acquire("X", "A|X", 4, nil, 1, t))
     end)
@@ -205,7 +205,7 @@ describe("the scripts, one by one #nocore", function()
     -- (after `before`); the reservation is then made to last a minute, so
     -- that the steps that follow need no fast machine to meet it.
     local function reserved_for(who, before)
-      local ms = srv.cli("hget", key, "r"):match("^(%d+):" .. who .. "$")
+      local ms = helper.lock_field(srv, key, "r"):match("^(%d+):" .. who .. "$")
       assert.is_string(ms, "no reservation for " .. who)
       assert.is_true(tonumber(ms) >= before + 250 and tonumber(ms) <= server_ms() + 250, ms)
       srv.cli("hset", key, "r", (server_ms() + 60000) .. ":" .. who)
@@ -215,19 +215,19 @@ describe("the scripts, one by one #nocore", function()
       local t = d.acquire("a", "a", 1)[3]
       assert.equals(0, d.acquire("b", "b", 1, nil, nil, nil, 20000)[1]) -- waited 20 s
       assert.equals(0, d.acquire("c", "c", 1, nil, nil, nil, 5)[1])     -- less: b stays
-      assert.matches(":b$", srv.cli("hget", key, "v"))
+      assert.matches(":b$", helper.lock_field(srv, key, "v"))
       local before = server_ms()
       assert.same({ 1, 0 }, d.release("a", "a", 2, t))
       reserved_for("b", before)                                      -- b's alone
-      assert.equals("", srv.cli("hget", key, "v"))                   -- spent
+      assert.equals("", helper.lock_field(srv, key, "v"))                   -- spent
       local busy = d.acquire("a", "a", 3, nil, nil, nil, 0)             -- the releaser
       assert.equals(0, busy[1])
       assert.is_true(busy[2] > 250 and busy[2] <= 60000, tostring(busy[2]))
       assert.equals(0, d.acquire("c", "c", 2, nil, nil, nil, 20000)[1]) -- c names itself
       t = d.acquire("b", "b", 2, nil, nil, nil, 30)[3]                   -- b takes it
       assert.equals(t, 2)
-      assert.equals("", srv.cli("hget", key, "r"))
-      assert.matches(":c$", srv.cli("hget", key, "v"))               -- c is next
+      assert.equals("", helper.lock_field(srv, key, "r"))
+      assert.matches(":c$", helper.lock_field(srv, key, "v"))               -- c is next
       before = server_ms()
       assert.same({ 1, 0 }, d.release("b", "b", 3, t))
       reserved_for("c", before)
@@ -238,18 +238,18 @@ describe("the scripts, one by one #nocore", function()
     it("reserves nothing for a try, or for a waiter within the bound", function()
       local t = d.acquire("a", "a", 1)[3]
       assert.equals(0, d.acquire("b", "b", 1)[1])                 -- a try: waited -1
-      assert.equals("", srv.cli("hget", key, "v"))
+      assert.equals("", helper.lock_field(srv, key, "v"))
       assert.same({ 1, 0 }, d.release("a", "a", 2, t))
       t = d.acquire("a", "a", 3)[3]                               -- barges: free for all
       srv.cli("hset", key, "v", (server_ms() + 60000) .. ":b")   -- waited less than the bound
       assert.same({ 1, 0 }, d.release("a", "a", 4, t))
-      assert.equals("", srv.cli("hget", key, "r"))
+      assert.equals("", helper.lock_field(srv, key, "r"))
       t = d.acquire("a", "a", 5)[3]
       assert.equals(0, d.acquire("b", "b", 2, nil, nil, nil, 500)[1])  -- starves...
       assert.equals(0, d.acquire("b", "b", 3)[1])                 -- ...times out
-      assert.equals("", srv.cli("hget", key, "v"))              -- withdrawn
+      assert.equals("", helper.lock_field(srv, key, "v"))              -- withdrawn
       assert.same({ 1, 0 }, d.release("a", "a", 6, t))
-      assert.equals("", srv.cli("hget", key, "r"))
+      assert.equals("", helper.lock_field(srv, key, "r"))
     end)
 
     -- A wait that ends in an error cancels its last attempt (void.lua),
@@ -260,25 +260,25 @@ describe("the scripts, one by one #nocore", function()
       local t = d.acquire("a", "a", 1)[3]
       assert.equals(0, d.acquire("b", "b", 1, nil, nil, nil, 500)[1])  -- starves...
       assert.same({ 1 }, d.void("b", "b", 2))                          -- ...its wait errs
-      assert.equals("", srv.cli("hget", key, "v"))                   -- withdrawn
+      assert.equals("", helper.lock_field(srv, key, "v"))                   -- withdrawn
       assert.same({ 1, 0 }, d.release("a", "a", 2, t))
-      assert.equals("", srv.cli("hget", key, "r"))                   -- free for all
+      assert.equals("", helper.lock_field(srv, key, "r"))                   -- free for all
       t = d.acquire("a", "a", 3)[3]
       assert.equals(0, d.acquire("b", "b", 3, nil, nil, nil, 20000)[1])
       assert.equals(0, d.acquire("c", "c", 1, nil, nil, nil, 100)[1])
       assert.same({ 1, 0 }, d.release("a", "a", 4, t))
       reserved_for("b", 0)                                           -- b's now
       assert.same({ 1 }, d.void("b", "b", 4))                          -- and b's wait errs
-      assert.equals("", srv.cli("hget", key, "r"))
+      assert.equals("", helper.lock_field(srv, key, "r"))
       assert.same({ 1, 1, 3 }, d.acquire("a", "a", 5))                 -- nobody kept out
       assert.equals(0, d.acquire("c", "c", 2, nil, nil, nil, 200)[1])  -- c looks again
-      assert.matches(":c$", srv.cli("hget", key, "v"))
+      assert.matches(":c$", helper.lock_field(srv, key, "v"))
       assert.same({ 1 }, d.void("c", "c", 3))                          -- c's wait errs too
-      assert.equals("", srv.cli("hget", key, "v"))
+      assert.equals("", helper.lock_field(srv, key, "v"))
       assert.equals(0, d.acquire("c", "c", 4, nil, nil, nil, 0)[1])    -- a new wait
-      assert.matches(":c$", srv.cli("hget", key, "v"))
+      assert.matches(":c$", helper.lock_field(srv, key, "v"))
       assert.same({ 1 }, d.void("c", "c", 3))                          -- the cancel's late copy:
-      assert.matches(":c$", srv.cli("hget", key, "v"))               -- it changes nothing
+      assert.matches(":c$", helper.lock_field(srv, key, "v"))               -- it changes nothing
     end)
 
     it("lets anyone take a reservation that ran out", function()
@@ -288,7 +288,7 @@ describe("the scripts, one by one #nocore", function()
       assert.equals(0, d.acquire("a", "a", 3)[1])
       srv.cli("hset", key, "r", (server_ms() - 1) .. ":b")      -- b never came
       assert.equals(1, d.acquire("a", "a", 4)[1])
-      assert.equals("", srv.cli("hget", key, "r"))
+      assert.equals("", helper.lock_field(srv, key, "r"))
     end)
   end)
 
@@ -319,7 +319,7 @@ describe("the scripts, one by one #nocore", function()
       t = d.acquire("a", "a", 3, 10000)[3]
       local busy = d.acquire("b", "b", 1)                       -- b waits, told pttl
       assert.equals(0, busy[1])
-      local until_ms = tonumber(srv.cli("hget", key, "b"))
+      local until_ms = tonumber(helper.lock_field(srv, key, "b"))
       local now = tonumber(srv.cli("time"):match("^(%d+)")) * 1000
       assert.is_true(until_ms > now + 9000 and until_ms <= now + 11000, until_ms - now)
       assert.same({ 1, 0 }, d.release("a", "a", 4, t))        -- announced
@@ -407,10 +407,10 @@ describe("the scripts, one by one #nocore", function()
       -- n, t, and q<req>, k<req> per requester: o33's acquire found 66
       -- fields and pruned. A release writes its k without the clock
       -- ("20e99"); that prune stamped them (now + 40 ms) and dropped none.
-      assert.matches("^%d+$", srv.cli("hget", key, "ko1"))
-      assert.equals("20e99", srv.cli("hget", key, "ko40"))
+      assert.matches("^%d+$", helper.lock_field(srv, key, "ko1"))
+      assert.equals("20e99", helper.lock_field(srv, key, "ko40"))
       -- (an older client's prune compares k with the clock: far ahead)
-      assert.is_true(tonumber(srv.cli("hget", key, "ko40")) > 1e15)
+      assert.is_true(tonumber(helper.lock_field(srv, key, "ko40")) > 1e15)
       for i = 1, 40 do                               -- each resend: as it ran
         assert.same({ 1, 0 }, d.release("o" .. i, "o" .. i, 2, tokens[i], 20))
       end
@@ -419,10 +419,10 @@ describe("the scripts, one by one #nocore", function()
       -- stamps the others.
       require("dlock").sleep(1.1)
       cycle(41)
-      assert.equals("", srv.cli("hget", key, "qo1"))
-      assert.equals("", srv.cli("hget", key, "ko1"))
-      assert.matches("^%d+$", srv.cli("hget", key, "ko40"))
-      assert.equals("20e99", srv.cli("hget", key, "ko41"))
+      assert.equals("", helper.lock_field(srv, key, "qo1"))
+      assert.equals("", helper.lock_field(srv, key, "ko1"))
+      assert.matches("^%d+$", helper.lock_field(srv, key, "ko40"))
+      assert.equals("20e99", helper.lock_field(srv, key, "ko41"))
       assert.is_true(tonumber(srv.cli("hlen", key)) <= 64, srv.cli("hlen", key))
     end)
 
@@ -460,7 +460,7 @@ describe("the scripts, one by one #nocore", function()
     it("never drops more holds than the owner has: the count stays >= 0", function()
       d.acquire("a", "a", 1)
       assert.equals(1, d.drop("a", 2))                 -- asked for one too many
-      assert.equals("0", srv.cli("hget", key, "n"))
+      assert.equals("0", helper.lock_field(srv, key, "n"))
       assert.same({ 1, 1, 2 }, d.acquire("y", "y", 1))
       assert.same({ 0 }, { d.acquire("z", "z", 1)[1] })  -- y holds it: z waits
     end)
@@ -476,21 +476,21 @@ describe("the scripts, one by one #nocore", function()
       local q = key .. ":q"
       assert.same({ 1, 1, 1 }, d.fair_acquire("h", "h", 1))          -- h holds it
       assert.equals(0, d.fair_acquire("w", "w", 1, S1)[1])            -- w queues
-      assert.matches("^%d+:1:10000$", srv.cli("hget", q, "rw"))
-      assert.equals(S1, srv.cli("hget", q, "sw"))
+      assert.matches("^%d+:1:10000$", helper.lock_field(srv, q, "rw"))
+      assert.equals(S1, helper.lock_field(srv, q, "sw"))
       assert.equals(0, d.fair_acquire("w", "w", 1, S1)[1])            -- a resend: the same
-      assert.matches("^%d+:1:10000$", srv.cli("hget", q, "rw"))
-      assert.equals(S1, srv.cli("hget", q, "sw"))
+      assert.matches("^%d+:1:10000$", helper.lock_field(srv, q, "rw"))
+      assert.equals(S1, helper.lock_field(srv, q, "sw"))
       assert.equals(0, d.fair_acquire("w", "w", 2, S2)[1])            -- a retry: its own
-      assert.matches("^%d+:2:10000$", srv.cli("hget", q, "rw"))
-      assert.equals(S2, srv.cli("hget", q, "sw"))
-      assert.equals("1", srv.cli("hget", q, "c"))                  -- one place still
+      assert.matches("^%d+:2:10000$", helper.lock_field(srv, q, "rw"))
+      assert.equals(S2, helper.lock_field(srv, q, "sw"))
+      assert.equals("1", helper.lock_field(srv, q, "c"))                  -- one place still
       assert.same({ 1 }, d.fair_void("w", "w", 2))                     -- cancelled
-      assert.equals("", srv.cli("hget", q, "rw"))
-      assert.equals("", srv.cli("hget", q, "sw"))
-      assert.equals("0", srv.cli("hget", q, "c"))
+      assert.equals("", helper.lock_field(srv, q, "rw"))
+      assert.equals("", helper.lock_field(srv, q, "sw"))
+      assert.equals("0", helper.lock_field(srv, q, "c"))
       assert.same({ -2 }, d.fair_acquire("w", "w", 2, S2))            -- arrives late: refused
-      assert.equals("", srv.cli("hget", q, "sw"))                   -- registers nothing
+      assert.equals("", helper.lock_field(srv, q, "sw"))                   -- registers nothing
       assert.same({ 1, 0 }, d.fair_release("h", "h", 2, 1))
       assert.is_true(helper.is_free(srv, key))                       -- nobody to pass on to
     end)
@@ -517,13 +517,13 @@ describe("the scripts, one by one #nocore", function()
       assert.is_true(n > 64)
       assert.same({ 1, 1, t + 1 }, d.fair_acquire("a", "a", 3))   -- a's record: no prune
       assert.equals(n + 2, tonumber(srv.cli("hlen", key)))        -- its hold: oa and g
-      assert.equals("a", srv.cli("hget", key, "g"))
-      assert.equals("10000e99", srv.cli("hget", key, "ka"))       -- the release's, as it was
+      assert.equals("a", helper.lock_field(srv, key, "g"))
+      assert.equals("10000e99", helper.lock_field(srv, key, "ka"))       -- the release's, as it was
       assert.same({ 1, 0 }, d.fair_release("a", "a", 4, t + 1))
       assert.same({ 1, 1, t + 2 }, d.fair_acquire("b", "b", 1))   -- a new requester prunes
-      assert.equals("", srv.cli("hget", key, "qold1"))
+      assert.equals("", helper.lock_field(srv, key, "qold1"))
       assert.is_true(tonumber(srv.cli("hlen", key)) <= 64, srv.cli("hlen", key))
-      assert.equals("4", srv.cli("hget", key, "qa"))                 -- a resend may come
+      assert.equals("4", helper.lock_field(srv, key, "qa"))                 -- a resend may come
       assert.same({ 1, 0 }, d.fair_release("b", "b", 2, t + 2))
     end)
 
@@ -534,8 +534,8 @@ describe("the scripts, one by one #nocore", function()
       old_records("3!")
       assert.equals(0, d.fair_acquire("z", "z", 1, S1)[1])      -- busy: queued
       assert.same({ 1 }, d.fair_void("z", "z", 1))                  -- gives up
-      assert.equals("", srv.cli("hget", key, "qold1"))
-      assert.equals("1!", srv.cli("hget", key, "qz"))
+      assert.equals("", helper.lock_field(srv, key, "qold1"))
+      assert.equals("1!", helper.lock_field(srv, key, "qz"))
       assert.is_true(tonumber(srv.cli("hlen", key)) <= 64, srv.cli("hlen", key))
       assert.same({ 1, 0 }, d.fair_release("a", "a", 2, t))
     end)
@@ -552,13 +552,13 @@ describe("the scripts, one by one #nocore", function()
       assert.same({ 1, 0 }, d.fair_release("h", "h", 2, 1))           -- granted to W1:1
       assert.truthy(helper.wait_for(function() return #msgs() >= 1 end, 10))
       assert.same({ "2:" .. S2 .. ":2" }, msgs())                    -- seq 2's secret, not seq 1's
-      assert.equals("W1:1", srv.cli("hget", key, "g"))
-      assert.equals("2", srv.cli("hget", key, "qW1:1"))
-      assert.equals("", srv.cli("hget", key .. ":q", "sW1:1"))       -- unqueued, secret and all
+      assert.equals("W1:1", helper.lock_field(srv, key, "g"))
+      assert.equals("2", helper.lock_field(srv, key, "qW1:1"))
+      assert.equals("", helper.lock_field(srv, key .. ":q", "sW1:1"))       -- unqueued, secret and all
       -- a waiter that did not take the message claims it with a new attempt
       assert.same({ 1, 1, 2 }, d.fair_acquire("W1:1", "W1:1", 3, S3))
       assert.same({ -2 }, d.fair_acquire("W1:1", "W1:1", 1, S1))      -- a stale copy: refused
-      assert.equals("", srv.cli("hget", key .. ":q", "sW1:1"))
+      assert.equals("", helper.lock_field(srv, key .. ":q", "sW1:1"))
       assert.same({ 1, 0 }, d.fair_release("W1:1", "W1:1", 4, 2))
       assert.same({ "2:" .. S2 .. ":2" }, msgs())                    -- no other grant
     end)
@@ -570,8 +570,8 @@ describe("the scripts, one by one #nocore", function()
       srv.cli("hset", q, "rw", "1:1:10000")                          -- ran out long ago
       assert.same({ 1, 0 }, d.fair_release("h", "h", 2, 1))
       assert.is_true(helper.is_free(srv, key))                       -- granted to nobody
-      assert.equals("", srv.cli("hget", q, "rw"))
-      assert.equals("", srv.cli("hget", q, "sw"))
+      assert.equals("", helper.lock_field(srv, q, "rw"))
+      assert.equals("", helper.lock_field(srv, q, "sw"))
     end)
 
     it("grants a fair registration without a secret (an older client's) as before", function()

@@ -351,8 +351,42 @@ end
 --- Whether lock `key` is free on server handle `srv` (a free lock's hash
 --- may stay a while, with n = 0, as a record for resent requests).
 function helper.is_free(srv, key)
-  local n = srv.cli("hget", key, "n")
+  local n = helper.lock_field(srv, key, "n")
   return n == "" or n == "0"
+end
+
+--- The hash a lock's short form `v` stands for, field -> value
+--- (src/redis/scripts/README.md, THE SHORT FORM: the specs' own reading
+--- of the format), or nil when v is none.
+function helper.short_fields(v)
+  local n, t, q, kv, g, owner = v:match("^(%d+)|(%d+)|(%d+)|([%de]*)|(g?)|(.+)$")
+  if not n then return nil end
+  local h = { n = n, t = t, ["q" .. owner] = q }
+  if n ~= "0" then h["o" .. owner] = n end
+  if kv ~= "" then h["k" .. owner] = kv end
+  if g == "g" then h.g = owner end
+  return h
+end
+
+--- Field `field` of lock `key` on srv as redis-cli prints it ("" when
+--- there is none), whether the lock is a hash or in its short form.
+--- (Any hash's field: a queue's too.)
+function helper.lock_field(srv, key, field)
+  local h = helper.short_fields(srv.cli("get", key))
+  if h then return h[field] or "" end
+  return srv.cli("hget", key, field)
+end
+
+--- Lock `key` on srv as HGETALL prints it, one line per field and value,
+--- whether it is a hash or in its short form (fields sorted then).
+function helper.lock_hgetall(srv, key)
+  local h = helper.short_fields(srv.cli("get", key))
+  if not h then return srv.cli("hgetall", key) end
+  local names, out = {}, {}
+  for f in pairs(h) do names[#names + 1] = f end
+  table.sort(names)
+  for _, f in ipairs(names) do out[#out + 1] = f; out[#out + 1] = h[f] end
+  return table.concat(out, "\n")
 end
 
 --- The hash tag of lock `name`'s keys (src/redis/lockid.c): the name itself,

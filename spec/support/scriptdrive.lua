@@ -43,13 +43,13 @@ function drive.new(srv, sha, key)
 
   --- The whole hash `k` (default: the lock's) as field -> value.
   function d.hash(k)
-    local out, h, lines = srv.cli("hgetall", k or d.key), {}, {}
+    local out, h, lines = helper.lock_hgetall(srv, k or d.key), {}, {}
     for l in (out .. "\n"):gmatch("([^\n]*)\n") do lines[#lines + 1] = l end
     if out == "" then return h end
     for i = 1, #lines - 1, 2 do h[lines[i]] = lines[i + 1] end
     return h
   end
-  function d.field(f, k) return srv.cli("hget", k or d.key, f) end
+  function d.field(f, k) return helper.lock_field(srv, k or d.key, f) end
   function d.pttl(k) return tonumber(srv.cli("pttl", k or d.key)) end
   function d.exists(k) return srv.cli("exists", k or d.key) == "1" end
   function d.get(k) return tonumber(srv.cli("get", k)) end

@@ -168,7 +168,7 @@ if kv and not kv:match('^[%de]+$') then return 0 end
 local ttl = redis.call('pttl', k)
 redis.call('del', k)
 redis.call('set', k, table.concat({ h.n, h.t, q, kv or '', h.g and 'g' or '', owner }, '|'))
-if ttl >= 0 then redis.call('pexpire', k, math.max(ttl, 1)) end
+if ttl >= 0 then redis.call('pexpire', k, string.format('%d', math.min(math.max(ttl, 1), 2 ^ 52))) end
 return 1
 ]==]
 

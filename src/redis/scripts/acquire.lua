@@ -27,9 +27,48 @@
 -- reservation, shares, a new requester on a lock with a past tenancy
 -- (which prunes). Request ids and tokens are decimal integers, so one
 -- that is shorter, or as long and sorts before, is smaller.
+-- In the short form (README.md, THE SHORT FORM, written only where the
+-- server is Redis 7 or later) it takes a fresh hold where there is no
+-- key or the owner's own last record, and a reentry of the owner's hold.
 do
   local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]
-  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 then
+  local fresh = ARGV[5] == '0'
+  if ARGV[2] == owner and seq:byte(1) ~= 48 then
+    local v = redis.pcall('get', k)
+    if v == false and fresh and (redis.REDIS_VERSION_NUM or 0) >= 458752 then
+      local c = redis.call('incr', KEYS[2])
+      if c <= 0 then
+        c = 1                                 -- the counter was behind (lib/mint.lua)
+        redis.call('set', KEYS[2], '1')
+      end
+      redis.call('set', k, '1|' .. string.format('%d', c) .. '|' .. seq .. '|||' .. owner,
+                 'px', ARGV[4])
+      return {1, 1, c}
+    elseif type(v) == 'string' then
+      local n, t, q, kv, g, o = v:match('^(%d+)|(%d+)|(%d+)|([%de]*)|(g?)|(.+)$')
+      if o == owner and (#q < #seq or (#q == #seq and q < seq)) then
+        if fresh and n == '0' then
+          local c = redis.call('incr', KEYS[2])
+          local ct = string.format('%d', c)
+          if c <= 0 or #ct < #t or (#ct == #t and ct <= t) then
+            c = tonumber(t) + 1
+            ct = string.format('%d', c)
+            redis.call('set', KEYS[2], ct)
+          end
+          redis.call('set', k, '1|' .. ct .. '|' .. seq .. '|' .. kv .. '|' .. g .. '|' .. owner,
+                     'px', ARGV[4])
+          return {1, 1, c}
+        elseif not fresh and n ~= '0' and ARGV[5] == n and ARGV[6] == t then
+          local m = tonumber(n) + 1
+          redis.call('set', k, string.format('%d', m) .. '|' .. t .. '|' .. seq .. '|' .. kv ..
+                     '|' .. g .. '|' .. owner, 'keepttl')
+          redis.call('pexpire', k, ARGV[4], 'gt')
+          return {1, m, tonumber(t)}
+        end
+      end
+    end
+  end
+  if fresh and ARGV[2] == owner and seq:byte(1) ~= 48 then
     local qf = 'q' .. owner
     local f = redis.pcall('hmget', k, 'n', 'o' .. owner, qf, 't', 'v', 'r', 'D')
     local n, record, t = f[1], f[3], f[4]

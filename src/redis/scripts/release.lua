@@ -22,9 +22,24 @@
 -- every other case: a resend, a hold not the last, a waiter, a shared
 -- owner. (Request ids are decimal integers: one that is shorter, or as
 -- long and sorts before, is smaller.)
+-- In the short form (README.md, THE SHORT FORM) it takes any hold of the
+-- owner's, its record kept in that form.
 do
   local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]
   if ARGV[2] == owner and seq:byte(1) ~= 48 then
+    local v = redis.pcall('get', k)
+    if type(v) == 'string' then
+      local n, t, q, _, g, o = v:match('^(%d+)|(%d+)|(%d+)|([%de]*)|(g?)|(.+)$')
+      if o == owner and n ~= '0' and t == ARGV[4] and (#q < #seq or (#q == #seq and q < seq)) then
+        -- (refused out of memory, as a script's first write that may
+        -- grow the data is where EVALSHA checks: the rest deletes first)
+        local m = tonumber(n) - 1
+        if not redis.pcall('set', k, string.format('%d', m) .. '|' .. t .. '|' .. seq .. '|' ..
+                           ARGV[5] .. 'e99|' .. g .. '|' .. owner, 'keepttl').err then
+          return {1, m}
+        end
+      end
+    end
     local of, qf = 'o' .. owner, 'q' .. owner
     local f = redis.pcall('hmget', k, of, qf, 'n', 't', 'b', 'v')
     local record = f[2]

@@ -29,36 +29,47 @@ for i = 1, #KEYS do
   local req, lease, token = ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i]
   local owner = owner_of(req)
   local hf = holder_field(owner, req)
-  local f
-  if hf then
-    f = redis.pcall('hmget', k, 'o' .. owner, 't', hf, 'D')
-    if f.err then                       -- the short form (lib/short.lua)
-      unshort(k)
-      f = redis.call('hmget', k, 'o' .. owner, 't', hf, 'D')
-    end
-    local shares_end = f[4]
-    local ended, at = shares_due(k, shares_end)
-    now = at or now
-    if ended then f = redis.call('hmget', k, 'o' .. owner, 't', hf) end
-  else
-    f = redis.pcall('hmget', k, 'o' .. owner, 't')
-    if f.err then
-      unshort(k)
-      f = redis.call('hmget', k, 'o' .. owner, 't')
-    end
-  end
-  local held, t, own = f[1], f[2], f[3]
-  if held and t == token then
-    if hf and not own then r[i] = 0     -- its owner's, not its own
-    else
+  local v = not hf and redis.pcall('get', k)
+  local sn, st, so
+  if type(v) == 'string' then sn, st, so = v:match('^(%d+)|(%d+)|%d+|[%de]*|g?|(.+)$') end
+  if sn then                            -- the short form: renewed as it is
+    if sn ~= '0' and so == owner and st == token then
       raise_ttl(k, lease)
-      if hf then
-        now = now or now_ms()
-        share_until(k, hf, now + tonumber(lease))
-      end
       r[i] = 1
+    elseif sn ~= '0' then r[i] = -1
+    else r[i] = 0 end
+  else
+    local f
+    if hf then
+      f = redis.pcall('hmget', k, 'o' .. owner, 't', hf, 'D')
+      if f.err then                       -- the short form (lib/short.lua)
+        unshort(k)
+        f = redis.call('hmget', k, 'o' .. owner, 't', hf, 'D')
+      end
+      local shares_end = f[4]
+      local ended, at = shares_due(k, shares_end)
+      now = at or now
+      if ended then f = redis.call('hmget', k, 'o' .. owner, 't', hf) end
+    else
+      f = redis.pcall('hmget', k, 'o' .. owner, 't')
+      if f.err then
+        unshort(k)
+        f = redis.call('hmget', k, 'o' .. owner, 't')
+      end
     end
-  elseif tonumber(redis.call('hget', k, 'n') or '0') > 0 then r[i] = -1
-  else r[i] = 0 end
+    local held, t, own = f[1], f[2], f[3]
+    if held and t == token then
+      if hf and not own then r[i] = 0     -- its owner's, not its own
+      else
+        raise_ttl(k, lease)
+        if hf then
+          now = now or now_ms()
+          share_until(k, hf, now + tonumber(lease))
+        end
+        r[i] = 1
+      end
+    elseif tonumber(redis.call('hget', k, 'n') or '0') > 0 then r[i] = -1
+    else r[i] = 0 end
+  end
 end
 return r
