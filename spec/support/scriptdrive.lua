@@ -97,9 +97,12 @@ function drive.new(srv, sha, key)
     return d.call("acquire1", { owner = owner, req = req, seq = seq, lease_ms = lease_ms or 10000,
                                 expect = expect or 0, token = token or 1 })
   end
+  --- release(...): count, the client's guess of the owner's holds, is
+  --- what Redis has (or 1)
   function d.release(owner, req, seq, token, keep_ms)
+    local count = tonumber(d.field("o" .. owner)) or 1
     return d.call("release", freeing({ owner = owner, req = req, seq = seq, token = token,
-                                       keep_ms = keep_ms }))
+                                       keep_ms = keep_ms, count = count }))
   end
   function d.void(owner, req, seq)
     return d.call("void", freeing({ owner = owner, req = req, seq = seq }))

@@ -37,6 +37,7 @@ void dl_pending_copy(const dl_hold *h, dl_pending *p)
     p->kind = h->pend;
     p->seq = h->pend_seq;
     p->token = h->pend_token;
+    p->count = h->pend_count;
     p->ms = h->pend_ms;
     p->fresh = h->pend_fresh;
     dl_state_lockref(h, &p->l);
@@ -49,7 +50,8 @@ dl_status dl_pending_io(dl_client *c, int wd, const dl_pending *p,
     dl_op op;
     dl_result res;
     if (p->kind == DL_PEND_RELEASE)
-        dl_op_release(&op, &p->l, p->seq, p->token, p->ms, c->pubverb);
+        dl_op_release(&op, &p->l, p->seq, p->token, p->count, p->ms,
+                      c->pubverb);
     else
         dl_op_void(&op, &p->l, p->seq, p->ms, c->pubverb, p->fresh);
     op.wd = wd;
@@ -116,6 +118,7 @@ void dl_pending_begin(dl_client *c, dl_hold *h, int kind, int64_t ms,
     /* (read by the watchdog too, in dl_lost_mark) */
     h->pend_seq = __atomic_add_fetch(&c->next_seq, 1, __ATOMIC_RELAXED);
     h->pend_token = h->token;
+    h->pend_count = h->count;
     h->pend_ms = ms;
     h->pend_until_us = until_us;
     h->pend_fresh = fresh;

@@ -16,6 +16,7 @@ typedef struct dl_pending {
     int kind;                   /* DL_PEND_VOID or DL_PEND_RELEASE */
     uint64_t seq;
     int64_t token, ms;
+    int64_t count;              /* a release's: hold.pend_count */
     int fresh;                  /* a VOID's: hold.pend_fresh */
     dl_lockref l;               /* strings of the hold, which outlives the
                                    call (holds are freed on the Lua thread,

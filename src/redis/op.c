@@ -344,7 +344,8 @@ static void may_grant(dl_op *op)
 }
 
 void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
-                   int64_t token, int64_t keep_ms, const char *pub)
+                   int64_t token, int64_t count, int64_t keep_ms,
+                   const char *pub)
 {
     int sem = l->kind == DL_KIND_SEM, fair = l->kind == DL_KIND_FAIR;
     init(op, "release", sem ? DL_S_SEM_RELEASE : fair ? DL_S_FAIR_RELEASE
@@ -354,6 +355,8 @@ void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
     add_request(op, l, seq);
     arg_i(op, DL_ARG_TOKEN, token);
     add_freeing(op, l, keep_ms, pub);
+    if (layout(op)->arg[DL_ARG_COUNT])  /* the short form's guess */
+        arg_i(op, DL_ARG_COUNT, count);
     done(op);
     if (fair)
         may_grant(op);

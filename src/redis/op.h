@@ -125,10 +125,12 @@ int dl_op_one_key(const dl_op *op, dl_op *alt);
  * fence.lua) to token: 1 when op's grants carry tokens that must agree. */
 int dl_op_unify(const dl_op *op, int64_t token, dl_op *fence);
 
-/* Release one hold of l with token; a freed lock keeps its record keep_ms
- * and announces it with pub ("publish" or "spublish"). */
+/* Release one hold of l with token, of the count its client had; a freed
+ * lock keeps its record keep_ms and announces it with pub ("publish" or
+ * "spublish"). */
 void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
-                   int64_t token, int64_t keep_ms, const char *pub);
+                   int64_t token, int64_t count, int64_t keep_ms,
+                   const char *pub);
 /* Cancel acquire seq of l: undo it if it ran, refuse it if it comes;
  * fresh: that attempt expected no hold (a fair grant to it that its
  * client never saw is taken back too). */

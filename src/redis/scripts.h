@@ -157,11 +157,11 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
     [DL_S_INSPECT] = { "inspect", 2, 2, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_QUEUE] = 2 },
         { [DL_ARG_CHAN] = 1, [DL_ARG_VERB] = 2 } },
-    [DL_S_RELEASE] = { "release", 1, 7, 0,
+    [DL_S_RELEASE] = { "release", 1, 8, 0,
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
           [DL_ARG_TOKEN] = 4, [DL_ARG_KEEP_MS] = 5, [DL_ARG_CHAN] = 6,
-          [DL_ARG_PUB] = 7 } },
+          [DL_ARG_PUB] = 7, [DL_ARG_COUNT] = 8 } },
     [DL_S_RENEW] = { "renew", 1, 3, 1,
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_REQ] = 1, [DL_ARG_LEASE_MS] = 2, [DL_ARG_TOKEN] = 3 } },
@@ -1261,19 +1261,32 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
     /* src/redis/scripts/release.lua */
     [DL_S_RELEASE] =
         "do\n"
-        "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
-        "  if ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
-        "    local v = redis.pcall('get', k)\n"
+        "  local k, owner, seq, c = KEYS[1], ARGV[1], ARGV[3], ARGV[8]\n"
+        "  if ARGV[2] == owner and seq:byte(1) ~= 48 and (redis.REDIS_VERSION_NUM or 0) >= 458752 then\n"
+        "    local m = c == '1' and '0' or string.format('%d', (tonumber(c) or 1) - 1)\n"
+        "    local v = redis.pcall('set', k, m .. '|' .. ARGV[4] .. '|' .. seq .. '|' .. ARGV[5] ..\n"
+        "                          'e99||' .. owner, 'xx', 'keepttl', 'get')\n"
+        "    local n, t, q, g, o\n"
         "    if type(v) == 'string' then\n"
-        "      local n, t, q, _, g, o = v:match('^(%d+)|(%d+)|(%d+)|([%de]*)|(g?)|(.+)$')\n"
-        "      if o == owner and n ~= '0' and t == ARGV[4] and (#q < #seq or (#q == #seq and q < seq)) then\n"
-        "        local m = tonumber(n) - 1\n"
-        "        if not redis.pcall('set', k, string.format('%d', m) .. '|' .. t .. '|' .. seq .. '|' ..\n"
-        "                           ARGV[5] .. 'e99|' .. g .. '|' .. owner, 'keepttl').err then\n"
-        "          return {1, m}\n"
-        "        end\n"
+        "      n, t, q, g, o = v:match('^(%d+)|(%d+)|(%d+)|[%de]*|(g?)|(.+)$')\n"
+        "    end\n"
+        "    local mine = o == owner and n ~= '0' and t == ARGV[4] and\n"
+        "                 (#q < #seq or (#q == #seq and q < seq))\n"
+        "    if mine and n == c and g == '' then return {1, c == '1' and 0 or tonumber(m)} end\n"
+        "    if type(v) == 'string' then\n"
+        "      redis.call('set', k, v, 'keepttl')  -- not as counted: as it was\n"
+        "      if mine then                        -- then as it is\n"
+        "        local left = tonumber(n) - 1\n"
+        "        redis.call('set', k, string.format('%d', left) .. '|' .. t .. '|' .. seq .. '|' ..\n"
+        "                   ARGV[5] .. 'e99|' .. g .. '|' .. owner, 'keepttl')\n"
+        "        return {1, left}\n"
         "      end\n"
         "    end\n"
+        "  end\n"
+        "end\n"
+        "do\n"
+        "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
+        "  if ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
         "    local of, qf = 'o' .. owner, 'q' .. owner\n"
         "    local f = redis.pcall('hmget', k, of, qf, 'n', 't', 'b', 'v')\n"
         "    local record = f[2]\n"
@@ -1614,7 +1627,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
 /* The same scripts as one function library: each helper made once, at
  * FUNCTION LOAD; each script the function dl_script_functions[id]. */
 static const char dl_script_library[] =
-    "#!lua name=dlock_d3b195839c0ec8\n"
+    "#!lua name=dlock_e60004f36b94c7\n"
     DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
     DL_LIB_MINT DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
     DL_LIB_RAISE_TTL DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
@@ -1623,7 +1636,7 @@ static const char dl_script_library[] =
     DL_LIB_FAIR_JOIN DL_LIB_HERE DL_LIB_HAND_OVER DL_LIB_RESERVE
     DL_LIB_RELEASE DL_LIB_CLEAR_GRANT DL_LIB_CANCEL DL_LIB_LEASES
     DL_LIB_PERMIT DL_LIB_WAKE DL_LIB_WITHDRAW
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_acquire',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1690,7 +1703,7 @@ static const char dl_script_library[] =
     "local waited = tonumber(ARGV[7])\n"
     "return acquire_exclusive(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, waited)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1714,7 +1727,7 @@ static const char dl_script_library[] =
     "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
     "return acquire_exclusive(KEYS[1], nil, owner, req, seq, lease, expect, token, -1)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_drop',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_drop',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
@@ -1725,7 +1738,7 @@ static const char dl_script_library[] =
     "if left == 0 then announce(k, keep_ms, chan, pub, 'drop') end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_extend',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_extend',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local req, lease, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
@@ -1746,7 +1759,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 0\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_fair_acquire',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_fair_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1839,7 +1852,7 @@ static const char dl_script_library[] =
     "unqueue(q, req)\n"
     "return {1, mine, t}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_fair_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_fair_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -1861,7 +1874,7 @@ static const char dl_script_library[] =
     "if q then unqueue(q, req) end\n"
     "return {1, mine, t}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_fair_drop',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_fair_drop',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
@@ -1875,7 +1888,7 @@ static const char dl_script_library[] =
     "if left == 0 then hand_over(k, counter, q, keep_ms, pub, nil) end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_fair_drop1',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_fair_drop1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
@@ -1892,7 +1905,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_fair_release',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_fair_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1921,7 +1934,7 @@ static const char dl_script_library[] =
     "elseif left then clear_grant(k, req) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_fair_release1',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_fair_release1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
@@ -1934,7 +1947,7 @@ static const char dl_script_library[] =
     "elseif left then clear_grant(k, req) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_fair_void',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_fair_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -1949,7 +1962,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_fair_void1',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_fair_void1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -1966,7 +1979,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_fence',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_fence',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[2])                 -- (lib/short.lua)\n"
     "local token, req, seq = tonumber(ARGV[1]), ARGV[2], ARGV[3]\n"
@@ -1983,7 +1996,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_force',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_force',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local req, seq, keep_ms, chan, pub = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]\n"
@@ -2010,7 +2023,7 @@ static const char dl_script_library[] =
     "redis.call('pexpire', k, keep_ms)\n"
     "return held and 1 or 0\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_guard',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_guard',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "local owner, token, cmd = ARGV[1], ARGV[2], ARGV[3]\n"
     "local k = KEYS[1]\n"
@@ -2031,7 +2044,7 @@ static const char dl_script_library[] =
     "end\n"
     "return redis.pcall(cmd, unpack(ARGV, 4))\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_inspect',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_inspect',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local chan, verb = ARGV[1], ARGV[2]\n"
     "local k, q = KEYS[1], KEYS[2]\n"
@@ -2066,22 +2079,35 @@ static const char dl_script_library[] =
     "return {1, h.t or '0', redis.call('pttl', k), owners, reqs, queued,\n"
     "        subs, h.w or ''}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_release',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
+    "do\n"
+    "  local k, owner, seq, c = KEYS[1], ARGV[1], ARGV[3], ARGV[8]\n"
+    "  if ARGV[2] == owner and seq:byte(1) ~= 48 and (redis.REDIS_VERSION_NUM or 0) >= 458752 then\n"
+    "    local m = c == '1' and '0' or string.format('%d', (tonumber(c) or 1) - 1)\n"
+    "    local v = redis.pcall('set', k, m .. '|' .. ARGV[4] .. '|' .. seq .. '|' .. ARGV[5] ..\n"
+    "                          'e99||' .. owner, 'xx', 'keepttl', 'get')\n"
+    "    local n, t, q, g, o\n"
+    "    if type(v) == 'string' then\n"
+    "      n, t, q, g, o = v:match('^(%d+)|(%d+)|(%d+)|[%de]*|(g?)|(.+)$')\n"
+    "    end\n"
+    "    local mine = o == owner and n ~= '0' and t == ARGV[4] and\n"
+    "                 (#q < #seq or (#q == #seq and q < seq))\n"
+    "    if mine and n == c and g == '' then return {1, c == '1' and 0 or tonumber(m)} end\n"
+    "    if type(v) == 'string' then\n"
+    "      redis.call('set', k, v, 'keepttl')  -- not as counted: as it was\n"
+    "      if mine then                        -- then as it is\n"
+    "        local left = tonumber(n) - 1\n"
+    "        redis.call('set', k, string.format('%d', left) .. '|' .. t .. '|' .. seq .. '|' ..\n"
+    "                   ARGV[5] .. 'e99|' .. g .. '|' .. owner, 'keepttl')\n"
+    "        return {1, left}\n"
+    "      end\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
     "  if ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
-    "    local v = redis.pcall('get', k)\n"
-    "    if type(v) == 'string' then\n"
-    "      local n, t, q, _, g, o = v:match('^(%d+)|(%d+)|(%d+)|([%de]*)|(g?)|(.+)$')\n"
-    "      if o == owner and n ~= '0' and t == ARGV[4] and (#q < #seq or (#q == #seq and q < seq)) then\n"
-    "        local m = tonumber(n) - 1\n"
-    "        if not redis.pcall('set', k, string.format('%d', m) .. '|' .. t .. '|' .. seq .. '|' ..\n"
-    "                           ARGV[5] .. 'e99|' .. g .. '|' .. owner, 'keepttl').err then\n"
-    "          return {1, m}\n"
-    "        end\n"
-    "      end\n"
-    "    end\n"
     "    local of, qf = 'o' .. owner, 'q' .. owner\n"
     "    local f = redis.pcall('hmget', k, of, qf, 'n', 't', 'b', 'v')\n"
     "    local record = f[2]\n"
@@ -2103,7 +2129,7 @@ static const char dl_script_library[] =
     "if left == 0 and waiters then redis.call(pub, chan, token) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_renew',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_renew',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local r, now = {}, nil\n"
     "for i = 1, #KEYS do\n"
@@ -2156,7 +2182,7 @@ static const char dl_script_library[] =
     "end\n"
     "return r\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_rw_acquire',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_rw_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -2257,7 +2283,7 @@ static const char dl_script_library[] =
     "end\n"
     "return {1, mine, t}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_rw_renew',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_rw_renew',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local now = now_ms()\n"
     "local r = {}\n"
@@ -2304,7 +2330,7 @@ static const char dl_script_library[] =
     "end\n"
     "return r\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_sem_acquire',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_sem_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2312,7 +2338,7 @@ static const char dl_script_library[] =
     "local permits, waits = ARGV[7], ARGV[8]\n"
     "return acquire_permit(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, permits, waits)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_sem_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_sem_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2321,7 +2347,7 @@ static const char dl_script_library[] =
     "return acquire_permit(KEYS[1], here(KEYS[1] .. ':q'), owner, req, seq, lease, expect,\n"
     "                      token, permits, waits)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_sem_free',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_sem_free',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local permits = tonumber(ARGV[1])\n"
     "local now = now_ms()\n"
@@ -2333,7 +2359,7 @@ static const char dl_script_library[] =
     "if tonumber(h.n or '0') > 0 and h.l then permits = tonumber(h.l) end\n"
     "return math.max(permits - used, 0)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_sem_release',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_sem_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
@@ -2344,7 +2370,7 @@ static const char dl_script_library[] =
     "if left then wake(k, q, pub) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_sem_release1',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_sem_release1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
@@ -2356,7 +2382,7 @@ static const char dl_script_library[] =
     "if q then wake(k, q, pub) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_sem_void',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_sem_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2370,7 +2396,7 @@ static const char dl_script_library[] =
     "if left then wake(k, q, pub) end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_ttl',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_ttl',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local k = KEYS[1]\n"
     "local n = redis.pcall('hget', k, 'n')\n"
@@ -2380,7 +2406,7 @@ static const char dl_script_library[] =
     "end\n"
     "return -2\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d3b195839c0ec8_void',\n"
+    "redis.register_function{function_name = 'dlock_e60004f36b94c7_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2395,34 +2421,34 @@ static const char dl_script_library[] =
     "return 1\n"
     "end}\n";
 static const char *const dl_script_functions[DL_S_COUNT] = {
-    [DL_S_ACQUIRE] = "dlock_d3b195839c0ec8_acquire",
-    [DL_S_ACQUIRE1] = "dlock_d3b195839c0ec8_acquire1",
-    [DL_S_DROP] = "dlock_d3b195839c0ec8_drop",
-    [DL_S_EXTEND] = "dlock_d3b195839c0ec8_extend",
-    [DL_S_FAIR_ACQUIRE] = "dlock_d3b195839c0ec8_fair_acquire",
-    [DL_S_FAIR_ACQUIRE1] = "dlock_d3b195839c0ec8_fair_acquire1",
-    [DL_S_FAIR_DROP] = "dlock_d3b195839c0ec8_fair_drop",
-    [DL_S_FAIR_DROP1] = "dlock_d3b195839c0ec8_fair_drop1",
-    [DL_S_FAIR_RELEASE] = "dlock_d3b195839c0ec8_fair_release",
-    [DL_S_FAIR_RELEASE1] = "dlock_d3b195839c0ec8_fair_release1",
-    [DL_S_FAIR_VOID] = "dlock_d3b195839c0ec8_fair_void",
-    [DL_S_FAIR_VOID1] = "dlock_d3b195839c0ec8_fair_void1",
-    [DL_S_FENCE] = "dlock_d3b195839c0ec8_fence",
-    [DL_S_FORCE] = "dlock_d3b195839c0ec8_force",
-    [DL_S_GUARD] = "dlock_d3b195839c0ec8_guard",
-    [DL_S_INSPECT] = "dlock_d3b195839c0ec8_inspect",
-    [DL_S_RELEASE] = "dlock_d3b195839c0ec8_release",
-    [DL_S_RENEW] = "dlock_d3b195839c0ec8_renew",
-    [DL_S_RW_ACQUIRE] = "dlock_d3b195839c0ec8_rw_acquire",
-    [DL_S_RW_RENEW] = "dlock_d3b195839c0ec8_rw_renew",
-    [DL_S_SEM_ACQUIRE] = "dlock_d3b195839c0ec8_sem_acquire",
-    [DL_S_SEM_ACQUIRE1] = "dlock_d3b195839c0ec8_sem_acquire1",
-    [DL_S_SEM_FREE] = "dlock_d3b195839c0ec8_sem_free",
-    [DL_S_SEM_RELEASE] = "dlock_d3b195839c0ec8_sem_release",
-    [DL_S_SEM_RELEASE1] = "dlock_d3b195839c0ec8_sem_release1",
-    [DL_S_SEM_VOID] = "dlock_d3b195839c0ec8_sem_void",
-    [DL_S_TTL] = "dlock_d3b195839c0ec8_ttl",
-    [DL_S_VOID] = "dlock_d3b195839c0ec8_void",
+    [DL_S_ACQUIRE] = "dlock_e60004f36b94c7_acquire",
+    [DL_S_ACQUIRE1] = "dlock_e60004f36b94c7_acquire1",
+    [DL_S_DROP] = "dlock_e60004f36b94c7_drop",
+    [DL_S_EXTEND] = "dlock_e60004f36b94c7_extend",
+    [DL_S_FAIR_ACQUIRE] = "dlock_e60004f36b94c7_fair_acquire",
+    [DL_S_FAIR_ACQUIRE1] = "dlock_e60004f36b94c7_fair_acquire1",
+    [DL_S_FAIR_DROP] = "dlock_e60004f36b94c7_fair_drop",
+    [DL_S_FAIR_DROP1] = "dlock_e60004f36b94c7_fair_drop1",
+    [DL_S_FAIR_RELEASE] = "dlock_e60004f36b94c7_fair_release",
+    [DL_S_FAIR_RELEASE1] = "dlock_e60004f36b94c7_fair_release1",
+    [DL_S_FAIR_VOID] = "dlock_e60004f36b94c7_fair_void",
+    [DL_S_FAIR_VOID1] = "dlock_e60004f36b94c7_fair_void1",
+    [DL_S_FENCE] = "dlock_e60004f36b94c7_fence",
+    [DL_S_FORCE] = "dlock_e60004f36b94c7_force",
+    [DL_S_GUARD] = "dlock_e60004f36b94c7_guard",
+    [DL_S_INSPECT] = "dlock_e60004f36b94c7_inspect",
+    [DL_S_RELEASE] = "dlock_e60004f36b94c7_release",
+    [DL_S_RENEW] = "dlock_e60004f36b94c7_renew",
+    [DL_S_RW_ACQUIRE] = "dlock_e60004f36b94c7_rw_acquire",
+    [DL_S_RW_RENEW] = "dlock_e60004f36b94c7_rw_renew",
+    [DL_S_SEM_ACQUIRE] = "dlock_e60004f36b94c7_sem_acquire",
+    [DL_S_SEM_ACQUIRE1] = "dlock_e60004f36b94c7_sem_acquire1",
+    [DL_S_SEM_FREE] = "dlock_e60004f36b94c7_sem_free",
+    [DL_S_SEM_RELEASE] = "dlock_e60004f36b94c7_sem_release",
+    [DL_S_SEM_RELEASE1] = "dlock_e60004f36b94c7_sem_release1",
+    [DL_S_SEM_VOID] = "dlock_e60004f36b94c7_sem_void",
+    [DL_S_TTL] = "dlock_e60004f36b94c7_ttl",
+    [DL_S_VOID] = "dlock_e60004f36b94c7_void",
 };
 #endif /* DL_SCRIPT_DATA */
 

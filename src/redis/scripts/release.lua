@@ -11,6 +11,8 @@
 -- ARGV[5] keep_ms: the hold's lease (ms): its record outlives prunes 2x that
 -- ARGV[6] chan: where a freed lock is announced, P{name}:ch
 -- ARGV[7] pub: PUBLISH or SPUBLISH (Cluster)
+-- ARGV[8] count: the owner's holds as its client counted them before
+--   this release (the short form's guess; absent: 1)
 -- returns: {1, count left} | {-1} lost
 -- resend: finds its seq recorded: answers {1, the owner's holds now}
 --   and changes nothing (no second announcement); once the record's
@@ -23,23 +25,36 @@
 -- owner. (Request ids are decimal integers: one that is shorter, or as
 -- long and sorts before, is smaller.)
 -- In the short form (README.md, THE SHORT FORM) it takes any hold of the
--- owner's, its record kept in that form.
+-- owner's, its record kept in that form, in one call where the lock is
+-- as its client counted (SET GET: the value it had comes back, and goes
+-- back if it was not that); only Redis 7 and later has it.
+do
+  local k, owner, seq, c = KEYS[1], ARGV[1], ARGV[3], ARGV[8]
+  if ARGV[2] == owner and seq:byte(1) ~= 48 and (redis.REDIS_VERSION_NUM or 0) >= 458752 then
+    local m = c == '1' and '0' or string.format('%d', (tonumber(c) or 1) - 1)
+    local v = redis.pcall('set', k, m .. '|' .. ARGV[4] .. '|' .. seq .. '|' .. ARGV[5] ..
+                          'e99||' .. owner, 'xx', 'keepttl', 'get')
+    local n, t, q, g, o
+    if type(v) == 'string' then
+      n, t, q, g, o = v:match('^(%d+)|(%d+)|(%d+)|[%de]*|(g?)|(.+)$')
+    end
+    local mine = o == owner and n ~= '0' and t == ARGV[4] and
+                 (#q < #seq or (#q == #seq and q < seq))
+    if mine and n == c and g == '' then return {1, c == '1' and 0 or tonumber(m)} end
+    if type(v) == 'string' then
+      redis.call('set', k, v, 'keepttl')  -- not as counted: as it was
+      if mine then                        -- then as it is
+        local left = tonumber(n) - 1
+        redis.call('set', k, string.format('%d', left) .. '|' .. t .. '|' .. seq .. '|' ..
+                   ARGV[5] .. 'e99|' .. g .. '|' .. owner, 'keepttl')
+        return {1, left}
+      end
+    end
+  end
+end
 do
   local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]
   if ARGV[2] == owner and seq:byte(1) ~= 48 then
-    local v = redis.pcall('get', k)
-    if type(v) == 'string' then
-      local n, t, q, _, g, o = v:match('^(%d+)|(%d+)|(%d+)|([%de]*)|(g?)|(.+)$')
-      if o == owner and n ~= '0' and t == ARGV[4] and (#q < #seq or (#q == #seq and q < seq)) then
-        -- (refused out of memory, as a script's first write that may
-        -- grow the data is where EVALSHA checks: the rest deletes first)
-        local m = tonumber(n) - 1
-        if not redis.pcall('set', k, string.format('%d', m) .. '|' .. t .. '|' .. seq .. '|' ..
-                           ARGV[5] .. 'e99|' .. g .. '|' .. owner, 'keepttl').err then
-          return {1, m}
-        end
-      end
-    end
     local of, qf = 'o' .. owner, 'q' .. owner
     local f = redis.pcall('hmget', k, of, qf, 'n', 't', 'b', 'v')
     local record = f[2]
