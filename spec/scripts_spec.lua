@@ -120,6 +120,9 @@ describe("the scripts, one by one #nocore", function()
         cmds[1] = try(a, 2)
         for i = 1, 1000 do cmds[#cmds + 1] = try(("b%d.%d"):format(round, i), 10000) end
         local r = helper.pipeline(srv, cmds)
+        for i, x in ipairs(r) do      -- a hold of count 1 is its token alone
+          if type(x) == "number" then r[i] = { 1, 1, x } end
+        end
         assert.equals(1, r[1][1])
         local t, winner = r[1][3], nil
         for i = 2, #r do

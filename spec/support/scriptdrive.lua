@@ -20,8 +20,20 @@ function drive.new(srv, sha, key)
     return helper.evalsha(srv, sha, name, keys or
       { lock = d.key, counter = d.fence, queue = d.queue }, args)
   end
-  --- The reply's integers.
-  function d.call(name, args, keys) return ints(d.raw(name, args, keys)) end
+  --- The reply's integers; an acquire's or a release's integer reply as
+  --- the array it stands for ({1, 1, token}, {1, holds left}).
+  local whole = { acquire = { 1, 1 }, acquire1 = { 1, 1 }, rw_acquire = { 1, 1 },
+                  fair_acquire = { 1, 1 }, fair_acquire1 = { 1, 1 }, release = { 1 },
+                  fair_release = { 1 }, fair_release1 = { 1 }, sem_release = { 1 },
+                  sem_release1 = { 1 } }
+  function d.call(name, args, keys)
+    local out = d.raw(name, args, keys)
+    local r, pre = ints(out), whole[name]
+    if pre and #r == 1 and r[1] >= 0 then   -- (no array of theirs is one such)
+      return { pre[1], pre[2] or r[1], pre[2] and r[1] or nil }
+    end
+    return r
+  end
 
   --- A script that takes one group (KEYS[i], ARGV[3i-2..3i], or as its
   --- header says) per hold (renew, rw_renew): groups = { { lock, owner,

@@ -131,11 +131,16 @@ static int shaped(const redisReply *r, size_t n, int64_t *code)
            (size_t)(*code == 1 ? n : *code == 0 && n == 3 ? 2 : 1);
 }
 
-/* {1, count, token} | {0, pttl} | {-1} lost | {-2} refused: try again */
+/* token (> 0: a hold of count 1) | {1, count, token} | {0, pttl} | {-1}
+ * lost | {-2} refused: try again */
 static void acquire_vote(const redisReply *r, dl_vote *v)
 {
     int64_t code;
     v->kind = DL_V_BAD;
+    if (is_int(r) && r->integer > 0) {
+        v->kind = DL_V_YES, v->x = 1, v->y = r->integer;
+        return;
+    }
     if (!shaped(r, 3, &code))
         return;
     if (code == 1 && !dl_reply_int(r, 1, &v->x) && !dl_reply_int(r, 2, &v->y))
@@ -148,11 +153,17 @@ static void acquire_vote(const redisReply *r, dl_vote *v)
         v->kind = DL_V_BUSY;            /* x 0: at once */
 }
 
-/* {1, remaining} | {-1} lost */
+/* remaining (>= 0) | -1 lost; or {1, remaining} | {-1} */
 static void release_vote(const redisReply *r, dl_vote *v)
 {
     int64_t code;
     v->kind = DL_V_BAD;
+    if (is_int(r)) {
+        v->kind = r->integer >= 0 ? DL_V_YES : r->integer == -1 ? DL_V_NO
+                  : DL_V_BAD;
+        v->x = r->integer >= 0 ? r->integer : 0;
+        return;
+    }
     if (!shaped(r, 2, &code))
         return;
     if (code == 1 && !dl_reply_int(r, 1, &v->x))

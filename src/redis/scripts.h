@@ -292,7 +292,7 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
     "    f, mine, t, answer = read_request(k, of, qf, seq, 'b', 'v', 'r', 'D')\n" \
     "    shares_end = f[8]\n" \
     "  end\n" \
-    "  if answer then return answer end\n" \
+    "  if answer then return answer[1] == 1 and granted(answer[2], answer[3]) or answer end\n" \
     "  if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end\n" \
     "  local n, record, last_t = tonumber(f[1] or '0'), f[3], f[4]\n" \
     "  local busy, longest, reserve = f[5], f[6], f[7]\n" \
@@ -328,7 +328,7 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
     "    end\n" \
     "    if #done > 0 then redis.call('hdel', k, unpack(done)) end\n" \
     "    redis.call('pexpire', k, lease)\n" \
-    "    return {1, mine, t}\n" \
+    "    return granted(mine, t)\n" \
     "  end\n" \
     "  mine = redis.call('hincrby', k, of, 1)\n" \
     "  if hf then\n" \
@@ -337,7 +337,7 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
     "  end\n" \
     "  redis.call('hset', k, 'n', n + 1, qf, seq)\n" \
     "  raise_ttl(k, lease)\n" \
-    "  return {1, mine, t}\n" \
+    "  return granted(mine, t)\n" \
     "end\n"
 
 #define DL_LIB_FAIR_JOIN \
@@ -351,6 +351,12 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
     "  if g == req then redis.call('hdel', k, 'g') end\n" \
     "  raise_ttl(k, lease)\n" \
     "  return mine\n" \
+    "end\n"
+
+#define DL_LIB_GRANTED \
+    "local function granted(mine, t)\n" \
+    "  if mine == 1 then return t end\n" \
+    "  return {1, mine, t}\n" \
     "end\n"
 
 #define DL_LIB_HAND_OVER \
@@ -587,10 +593,10 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
     "  else f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v') end\n" \
     "  local mine, record = tonumber(f[1] or '0'), f[2]\n" \
     "  local last = tonumber((record or '0'):match('^%d+'))\n" \
-    "  if last >= tonumber(seq) then return {1, mine} end\n" \
+    "  if last >= tonumber(seq) then return mine end\n" \
     "  local n, t, busy, longest = tonumber(f[3] or '1'), f[4], f[5], f[6]\n" \
     "  local hmine = hf and tonumber(f[7] or '0')\n" \
-    "  if mine == 0 or t ~= token or hmine == 0 then return {-1} end\n" \
+    "  if mine == 0 or t ~= token or hmine == 0 then return -1 end\n" \
     "  local now = (busy or longest) and now_ms()\n" \
     "  local left\n" \
     "  if n <= 1 and longest then\n" \
@@ -599,7 +605,7 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
     "  else\n" \
     "    left = take_out(k, of, mine, hf, hmine, 1, n, qf, seq, 'k' .. req, keep_ms .. 'e99')\n" \
     "  end\n" \
-    "  return {1, mine - 1}, left, busy and tonumber(busy) > now\n" \
+    "  return mine - 1, left, busy and tonumber(busy) > now\n" \
     "end\n"
 
 #define DL_LIB_REQUEST \
@@ -801,7 +807,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "      end\n"
         "      redis.call('set', k, '1|' .. string.format('%d', c) .. '|' .. seq .. '|||' .. owner,\n"
         "                 'px', ARGV[4])\n"
-        "      return {1, 1, c}\n"
+        "      return c\n"
         "    elseif type(v) == 'string' then\n"
         "      local n, t, q, kv, g, o = v:match('^(%d+)|(%d+)|(%d+)|([%de]*)|(g?)|(.+)$')\n"
         "      if o == owner and (#q < #seq or (#q == #seq and q < seq)) then\n"
@@ -815,7 +821,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "          end\n"
         "          redis.call('set', k, '1|' .. ct .. '|' .. seq .. '|' .. kv .. '|' .. g .. '|' .. owner,\n"
         "                     'px', ARGV[4])\n"
-        "          return {1, 1, c}\n"
+        "          return c\n"
         "        elseif not fresh and n ~= '0' and ARGV[5] == n and ARGV[6] == t then\n"
         "          local m = tonumber(n) + 1\n"
         "          redis.call('set', k, string.format('%d', m) .. '|' .. t .. '|' .. seq .. '|' .. kv ..\n"
@@ -843,14 +849,14 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "      end\n"
         "      redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct)\n"
         "      redis.call('pexpire', k, ARGV[4])\n"
-        "      return {1, 1, c}\n"
+        "      return c\n"
         "    end\n"
         "  end\n"
         "end\n"
         DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
         DL_LIB_MINT DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
         DL_LIB_RAISE_TTL DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
-        DL_LIB_SHARES_DUE DL_LIB_EXCLUSIVE DL_LIB_SHORT
+        DL_LIB_SHARES_DUE DL_LIB_GRANTED DL_LIB_EXCLUSIVE DL_LIB_SHORT
         "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
@@ -878,7 +884,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
         DL_LIB_MINT DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
         DL_LIB_RAISE_TTL DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
-        DL_LIB_SHARES_DUE DL_LIB_EXCLUSIVE DL_LIB_SHORT
+        DL_LIB_SHARES_DUE DL_LIB_GRANTED DL_LIB_EXCLUSIVE DL_LIB_SHORT
         "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
@@ -940,14 +946,15 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "      end\n"
         "      redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct, 'g', owner)\n"
         "      redis.call('pexpire', k, ARGV[4])\n"
-        "      return {1, 1, c}\n"
+        "      return c\n"
         "    end\n"
         "  end\n"
         "end\n"
         DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
         DL_LIB_MINT DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
         DL_LIB_RAISE_TTL DL_LIB_UNQUEUE DL_LIB_HOLDER DL_LIB_SHARES
-        DL_LIB_PASS_ON DL_LIB_SHARES_DUE DL_LIB_FAIR_JOIN DL_LIB_SHORT
+        DL_LIB_PASS_ON DL_LIB_SHARES_DUE DL_LIB_FAIR_JOIN DL_LIB_GRANTED
+        DL_LIB_SHORT
         "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
@@ -973,7 +980,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  f, mine, t, answer = read_request(k, of, qf, seq, 'g', hf or 'g', 'D')\n"
         "  shares_end = f[7]\n"
         "end\n"
-        "if answer then return answer end\n"
+        "if answer then return answer[1] == 1 and granted(answer[2], answer[3]) or answer end\n"
         "local now = now_ms()\n"
         "if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end\n"
         "local n, grant, own = tonumber(f[1] or '0'), f[5], f[6]\n"
@@ -983,7 +990,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  if hf then share_until(k, hf, now + lease) end\n"
         "  raise_ttl(k, lease)\n"
         "  unqueue(q, req)\n"
-        "  return {1, mine, t}\n"
+        "  return granted(mine, t)\n"
         "end\n"
         "n, mine = drop_unknown(k, owner, req, expect, mine, n)\n"
         "if n <= 0 then\n"
@@ -1000,7 +1007,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "    share_until(k, hf, now + lease)\n"
         "  end\n"
         "  redis.call('pexpire', k, lease)\n"
-        "  return {1, 1, c}\n"
+        "  return c\n"
         "end\n"
         "if mine == 0 then\n"
         "  local p = redis.call('pttl', k)\n"
@@ -1013,13 +1020,13 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "end\n"
         "mine = fair_join(k, of, hf, qf, req, seq, n, lease, now, grant)\n"
         "unqueue(q, req)\n"
-        "return {1, mine, t}\n",
+        "return granted(mine, t)\n",
     /* src/redis/scripts/fair_acquire1.lua */
     [DL_S_FAIR_ACQUIRE1] =
         DL_LIB_NOW DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_UNQUEUE
         DL_LIB_HOLDER DL_LIB_HERE DL_LIB_SHORT_VIEW DL_LIB_HASH
         DL_LIB_REQUESTER DL_LIB_SHARES_DUE DL_LIB_RAISE_TTL DL_LIB_SHARES
-        DL_LIB_FAIR_JOIN DL_LIB_SHORT
+        DL_LIB_FAIR_JOIN DL_LIB_GRANTED DL_LIB_SHORT
         "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
@@ -1031,14 +1038,14 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "if shares_due(k, shares_end) then          -- (lib/shares_due.lua)\n"
         "  f, mine, t, answer = read_request(k, of, qf, seq, 'g', 'D')\n"
         "end\n"
-        "if answer then return answer end\n"
+        "if answer then return answer[1] == 1 and granted(answer[2], answer[3]) or answer end\n"
         "if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end\n"
         "local n, grant = tonumber(f[1] or '0'), f[5]\n"
         "if expect <= 0 or n <= 0 then return {0, 10} end\n"
         "mine = fair_join(k, of, hf, qf, req, seq, n, lease, now_ms(), grant)\n"
         "local q = here(k .. ':q')\n"
         "if q then unqueue(q, req) end\n"
-        "return {1, mine, t}\n",
+        "return granted(mine, t)\n",
     /* src/redis/scripts/fair_drop.lua */
     [DL_S_FAIR_DROP] =
         DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH
@@ -1090,7 +1097,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "      redis.call('hdel', k, of, 'g')\n"
         "      redis.call('hset', k, 'n', '0', qf, seq, 'k' .. owner, ARGV[5] .. 'e99')\n"
         "      redis.call('pexpire', k, ARGV[5])\n"
-        "      return {1, 0}\n"
+        "      return 0\n"
         "    end\n"
         "  end\n"
         "end\n"
@@ -1272,14 +1279,14 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "    end\n"
         "    local mine = o == owner and n ~= '0' and t == ARGV[4] and\n"
         "                 (#q < #seq or (#q == #seq and q < seq))\n"
-        "    if mine and n == c and g == '' then return {1, c == '1' and 0 or tonumber(m)} end\n"
+        "    if mine and n == c and g == '' then return c == '1' and 0 or tonumber(m) end\n"
         "    if type(v) == 'string' then\n"
         "      redis.call('set', k, v, 'keepttl')  -- not as counted: as it was\n"
         "      if mine then                        -- then as it is\n"
         "        local left = tonumber(n) - 1\n"
         "        redis.call('set', k, string.format('%d', left) .. '|' .. t .. '|' .. seq .. '|' ..\n"
         "                   ARGV[5] .. 'e99|' .. g .. '|' .. owner, 'keepttl')\n"
-        "        return {1, left}\n"
+        "        return left\n"
         "      end\n"
         "    end\n"
         "  end\n"
@@ -1296,7 +1303,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "                       (#record < #seq or (#record == #seq and record < seq)))) then\n"
         "      redis.call('hdel', k, of)\n"
         "      redis.call('hset', k, 'n', '0', qf, seq, 'k' .. owner, ARGV[5] .. 'e99')\n"
-        "      return {1, 0}\n"
+        "      return 0\n"
         "    end\n"
         "  end\n"
         "end\n"
@@ -1394,14 +1401,14 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "        redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct, 'w', owner)\n"
         "      end\n"
         "      redis.call('pexpire', k, ARGV[4])\n"
-        "      return {1, 1, c}\n"
+        "      return c\n"
         "    end\n"
         "  end\n"
         "end\n"
         DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
         DL_LIB_MINT DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
         DL_LIB_LEASES DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
-        DL_LIB_SHARES_DUE DL_LIB_SHORT
+        DL_LIB_SHARES_DUE DL_LIB_GRANTED DL_LIB_SHORT
         "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
@@ -1414,7 +1421,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  f, mine, t, answer = read_request(k, of, qf, seq, 'w', 'x', 'b', 'D')\n"
         "  shares_end = f[8]\n"
         "end\n"
-        "if answer then return answer end\n"
+        "if answer then return answer[1] == 1 and granted(answer[2], answer[3]) or answer end\n"
         "local n, w, x, busy = tonumber(f[1] or '0'), f[5], tonumber(f[6] or '0'), f[7]\n"
         "local now = now_ms()\n"
         "local function by_share(p)\n"
@@ -1468,7 +1475,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "if n <= 0 or redis.call('pttl', k) < lease then\n"
         "  redis.call('pexpire', k, lease)   -- a new tenancy: its own\n"
         "end\n"
-        "return {1, mine, t}\n",
+        "return granted(mine, t)\n",
     /* src/redis/scripts/rw_renew.lua */
     [DL_S_RW_RENEW] =
         DL_LIB_NOW DL_LIB_RAISE_TTL DL_LIB_REQUESTER DL_LIB_HOLDER
@@ -1627,16 +1634,16 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
 /* The same scripts as one function library: each helper made once, at
  * FUNCTION LOAD; each script the function dl_script_functions[id]. */
 static const char dl_script_library[] =
-    "#!lua name=dlock_e60004f36b94c7\n"
+    "#!lua name=dlock_ce473b2381b246\n"
     DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
     DL_LIB_MINT DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
     DL_LIB_RAISE_TTL DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
-    DL_LIB_SHARES_DUE DL_LIB_EXCLUSIVE DL_LIB_SHORT DL_LIB_TAKE_OUT
-    DL_LIB_DROP DL_LIB_ANNOUNCE DL_LIB_UNQUEUE DL_LIB_PASS_ON
-    DL_LIB_FAIR_JOIN DL_LIB_HERE DL_LIB_HAND_OVER DL_LIB_RESERVE
-    DL_LIB_RELEASE DL_LIB_CLEAR_GRANT DL_LIB_CANCEL DL_LIB_LEASES
-    DL_LIB_PERMIT DL_LIB_WAKE DL_LIB_WITHDRAW
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_acquire',\n"
+    DL_LIB_SHARES_DUE DL_LIB_GRANTED DL_LIB_EXCLUSIVE DL_LIB_SHORT
+    DL_LIB_TAKE_OUT DL_LIB_DROP DL_LIB_ANNOUNCE DL_LIB_UNQUEUE
+    DL_LIB_PASS_ON DL_LIB_FAIR_JOIN DL_LIB_HERE DL_LIB_HAND_OVER
+    DL_LIB_RESERVE DL_LIB_RELEASE DL_LIB_CLEAR_GRANT DL_LIB_CANCEL
+    DL_LIB_LEASES DL_LIB_PERMIT DL_LIB_WAKE DL_LIB_WITHDRAW
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1651,7 +1658,7 @@ static const char dl_script_library[] =
     "      end\n"
     "      redis.call('set', k, '1|' .. string.format('%d', c) .. '|' .. seq .. '|||' .. owner,\n"
     "                 'px', ARGV[4])\n"
-    "      return {1, 1, c}\n"
+    "      return c\n"
     "    elseif type(v) == 'string' then\n"
     "      local n, t, q, kv, g, o = v:match('^(%d+)|(%d+)|(%d+)|([%de]*)|(g?)|(.+)$')\n"
     "      if o == owner and (#q < #seq or (#q == #seq and q < seq)) then\n"
@@ -1665,7 +1672,7 @@ static const char dl_script_library[] =
     "          end\n"
     "          redis.call('set', k, '1|' .. ct .. '|' .. seq .. '|' .. kv .. '|' .. g .. '|' .. owner,\n"
     "                     'px', ARGV[4])\n"
-    "          return {1, 1, c}\n"
+    "          return c\n"
     "        elseif not fresh and n ~= '0' and ARGV[5] == n and ARGV[6] == t then\n"
     "          local m = tonumber(n) + 1\n"
     "          redis.call('set', k, string.format('%d', m) .. '|' .. t .. '|' .. seq .. '|' .. kv ..\n"
@@ -1693,7 +1700,7 @@ static const char dl_script_library[] =
     "      end\n"
     "      redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct)\n"
     "      redis.call('pexpire', k, ARGV[4])\n"
-    "      return {1, 1, c}\n"
+    "      return c\n"
     "    end\n"
     "  end\n"
     "end\n"
@@ -1703,7 +1710,7 @@ static const char dl_script_library[] =
     "local waited = tonumber(ARGV[7])\n"
     "return acquire_exclusive(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, waited)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1727,7 +1734,7 @@ static const char dl_script_library[] =
     "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
     "return acquire_exclusive(KEYS[1], nil, owner, req, seq, lease, expect, token, -1)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_drop',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_drop',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
@@ -1738,7 +1745,7 @@ static const char dl_script_library[] =
     "if left == 0 then announce(k, keep_ms, chan, pub, 'drop') end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_extend',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_extend',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local req, lease, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
@@ -1759,7 +1766,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 0\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_fair_acquire',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_fair_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1781,7 +1788,7 @@ static const char dl_script_library[] =
     "      end\n"
     "      redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct, 'g', owner)\n"
     "      redis.call('pexpire', k, ARGV[4])\n"
-    "      return {1, 1, c}\n"
+    "      return c\n"
     "    end\n"
     "  end\n"
     "end\n"
@@ -1810,7 +1817,7 @@ static const char dl_script_library[] =
     "  f, mine, t, answer = read_request(k, of, qf, seq, 'g', hf or 'g', 'D')\n"
     "  shares_end = f[7]\n"
     "end\n"
-    "if answer then return answer end\n"
+    "if answer then return answer[1] == 1 and granted(answer[2], answer[3]) or answer end\n"
     "local now = now_ms()\n"
     "if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end\n"
     "local n, grant, own = tonumber(f[1] or '0'), f[5], f[6]\n"
@@ -1820,7 +1827,7 @@ static const char dl_script_library[] =
     "  if hf then share_until(k, hf, now + lease) end\n"
     "  raise_ttl(k, lease)\n"
     "  unqueue(q, req)\n"
-    "  return {1, mine, t}\n"
+    "  return granted(mine, t)\n"
     "end\n"
     "n, mine = drop_unknown(k, owner, req, expect, mine, n)\n"
     "if n <= 0 then\n"
@@ -1837,7 +1844,7 @@ static const char dl_script_library[] =
     "    share_until(k, hf, now + lease)\n"
     "  end\n"
     "  redis.call('pexpire', k, lease)\n"
-    "  return {1, 1, c}\n"
+    "  return c\n"
     "end\n"
     "if mine == 0 then\n"
     "  local p = redis.call('pttl', k)\n"
@@ -1850,9 +1857,9 @@ static const char dl_script_library[] =
     "end\n"
     "mine = fair_join(k, of, hf, qf, req, seq, n, lease, now, grant)\n"
     "unqueue(q, req)\n"
-    "return {1, mine, t}\n"
+    "return granted(mine, t)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_fair_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_fair_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -1865,16 +1872,16 @@ static const char dl_script_library[] =
     "if shares_due(k, shares_end) then          -- (lib/shares_due.lua)\n"
     "  f, mine, t, answer = read_request(k, of, qf, seq, 'g', 'D')\n"
     "end\n"
-    "if answer then return answer end\n"
+    "if answer then return answer[1] == 1 and granted(answer[2], answer[3]) or answer end\n"
     "if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end\n"
     "local n, grant = tonumber(f[1] or '0'), f[5]\n"
     "if expect <= 0 or n <= 0 then return {0, 10} end\n"
     "mine = fair_join(k, of, hf, qf, req, seq, n, lease, now_ms(), grant)\n"
     "local q = here(k .. ':q')\n"
     "if q then unqueue(q, req) end\n"
-    "return {1, mine, t}\n"
+    "return granted(mine, t)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_fair_drop',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_fair_drop',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
@@ -1888,7 +1895,7 @@ static const char dl_script_library[] =
     "if left == 0 then hand_over(k, counter, q, keep_ms, pub, nil) end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_fair_drop1',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_fair_drop1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
@@ -1905,7 +1912,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_fair_release',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_fair_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1921,7 +1928,7 @@ static const char dl_script_library[] =
     "      redis.call('hdel', k, of, 'g')\n"
     "      redis.call('hset', k, 'n', '0', qf, seq, 'k' .. owner, ARGV[5] .. 'e99')\n"
     "      redis.call('pexpire', k, ARGV[5])\n"
-    "      return {1, 0}\n"
+    "      return 0\n"
     "    end\n"
     "  end\n"
     "end\n"
@@ -1934,7 +1941,7 @@ static const char dl_script_library[] =
     "elseif left then clear_grant(k, req) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_fair_release1',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_fair_release1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
@@ -1947,7 +1954,7 @@ static const char dl_script_library[] =
     "elseif left then clear_grant(k, req) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_fair_void',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_fair_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -1962,7 +1969,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_fair_void1',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_fair_void1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -1979,7 +1986,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_fence',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_fence',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[2])                 -- (lib/short.lua)\n"
     "local token, req, seq = tonumber(ARGV[1]), ARGV[2], ARGV[3]\n"
@@ -1996,7 +2003,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_force',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_force',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local req, seq, keep_ms, chan, pub = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]\n"
@@ -2023,7 +2030,7 @@ static const char dl_script_library[] =
     "redis.call('pexpire', k, keep_ms)\n"
     "return held and 1 or 0\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_guard',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_guard',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "local owner, token, cmd = ARGV[1], ARGV[2], ARGV[3]\n"
     "local k = KEYS[1]\n"
@@ -2044,7 +2051,7 @@ static const char dl_script_library[] =
     "end\n"
     "return redis.pcall(cmd, unpack(ARGV, 4))\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_inspect',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_inspect',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local chan, verb = ARGV[1], ARGV[2]\n"
     "local k, q = KEYS[1], KEYS[2]\n"
@@ -2079,7 +2086,7 @@ static const char dl_script_library[] =
     "return {1, h.t or '0', redis.call('pttl', k), owners, reqs, queued,\n"
     "        subs, h.w or ''}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_release',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq, c = KEYS[1], ARGV[1], ARGV[3], ARGV[8]\n"
@@ -2093,14 +2100,14 @@ static const char dl_script_library[] =
     "    end\n"
     "    local mine = o == owner and n ~= '0' and t == ARGV[4] and\n"
     "                 (#q < #seq or (#q == #seq and q < seq))\n"
-    "    if mine and n == c and g == '' then return {1, c == '1' and 0 or tonumber(m)} end\n"
+    "    if mine and n == c and g == '' then return c == '1' and 0 or tonumber(m) end\n"
     "    if type(v) == 'string' then\n"
     "      redis.call('set', k, v, 'keepttl')  -- not as counted: as it was\n"
     "      if mine then                        -- then as it is\n"
     "        local left = tonumber(n) - 1\n"
     "        redis.call('set', k, string.format('%d', left) .. '|' .. t .. '|' .. seq .. '|' ..\n"
     "                   ARGV[5] .. 'e99|' .. g .. '|' .. owner, 'keepttl')\n"
-    "        return {1, left}\n"
+    "        return left\n"
     "      end\n"
     "    end\n"
     "  end\n"
@@ -2117,7 +2124,7 @@ static const char dl_script_library[] =
     "                       (#record < #seq or (#record == #seq and record < seq)))) then\n"
     "      redis.call('hdel', k, of)\n"
     "      redis.call('hset', k, 'n', '0', qf, seq, 'k' .. owner, ARGV[5] .. 'e99')\n"
-    "      return {1, 0}\n"
+    "      return 0\n"
     "    end\n"
     "  end\n"
     "end\n"
@@ -2129,7 +2136,7 @@ static const char dl_script_library[] =
     "if left == 0 and waiters then redis.call(pub, chan, token) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_renew',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_renew',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local r, now = {}, nil\n"
     "for i = 1, #KEYS do\n"
@@ -2182,7 +2189,7 @@ static const char dl_script_library[] =
     "end\n"
     "return r\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_rw_acquire',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_rw_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -2211,7 +2218,7 @@ static const char dl_script_library[] =
     "        redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct, 'w', owner)\n"
     "      end\n"
     "      redis.call('pexpire', k, ARGV[4])\n"
-    "      return {1, 1, c}\n"
+    "      return c\n"
     "    end\n"
     "  end\n"
     "end\n"
@@ -2227,7 +2234,7 @@ static const char dl_script_library[] =
     "  f, mine, t, answer = read_request(k, of, qf, seq, 'w', 'x', 'b', 'D')\n"
     "  shares_end = f[8]\n"
     "end\n"
-    "if answer then return answer end\n"
+    "if answer then return answer[1] == 1 and granted(answer[2], answer[3]) or answer end\n"
     "local n, w, x, busy = tonumber(f[1] or '0'), f[5], tonumber(f[6] or '0'), f[7]\n"
     "local now = now_ms()\n"
     "local function by_share(p)\n"
@@ -2281,9 +2288,9 @@ static const char dl_script_library[] =
     "if n <= 0 or redis.call('pttl', k) < lease then\n"
     "  redis.call('pexpire', k, lease)   -- a new tenancy: its own\n"
     "end\n"
-    "return {1, mine, t}\n"
+    "return granted(mine, t)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_rw_renew',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_rw_renew',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local now = now_ms()\n"
     "local r = {}\n"
@@ -2330,7 +2337,7 @@ static const char dl_script_library[] =
     "end\n"
     "return r\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_sem_acquire',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_sem_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2338,7 +2345,7 @@ static const char dl_script_library[] =
     "local permits, waits = ARGV[7], ARGV[8]\n"
     "return acquire_permit(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, permits, waits)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_sem_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_sem_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2347,7 +2354,7 @@ static const char dl_script_library[] =
     "return acquire_permit(KEYS[1], here(KEYS[1] .. ':q'), owner, req, seq, lease, expect,\n"
     "                      token, permits, waits)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_sem_free',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_sem_free',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local permits = tonumber(ARGV[1])\n"
     "local now = now_ms()\n"
@@ -2359,7 +2366,7 @@ static const char dl_script_library[] =
     "if tonumber(h.n or '0') > 0 and h.l then permits = tonumber(h.l) end\n"
     "return math.max(permits - used, 0)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_sem_release',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_sem_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
@@ -2370,7 +2377,7 @@ static const char dl_script_library[] =
     "if left then wake(k, q, pub) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_sem_release1',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_sem_release1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
@@ -2382,7 +2389,7 @@ static const char dl_script_library[] =
     "if q then wake(k, q, pub) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_sem_void',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_sem_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2396,7 +2403,7 @@ static const char dl_script_library[] =
     "if left then wake(k, q, pub) end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_ttl',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_ttl',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local k = KEYS[1]\n"
     "local n = redis.pcall('hget', k, 'n')\n"
@@ -2406,7 +2413,7 @@ static const char dl_script_library[] =
     "end\n"
     "return -2\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_e60004f36b94c7_void',\n"
+    "redis.register_function{function_name = 'dlock_ce473b2381b246_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2421,34 +2428,34 @@ static const char dl_script_library[] =
     "return 1\n"
     "end}\n";
 static const char *const dl_script_functions[DL_S_COUNT] = {
-    [DL_S_ACQUIRE] = "dlock_e60004f36b94c7_acquire",
-    [DL_S_ACQUIRE1] = "dlock_e60004f36b94c7_acquire1",
-    [DL_S_DROP] = "dlock_e60004f36b94c7_drop",
-    [DL_S_EXTEND] = "dlock_e60004f36b94c7_extend",
-    [DL_S_FAIR_ACQUIRE] = "dlock_e60004f36b94c7_fair_acquire",
-    [DL_S_FAIR_ACQUIRE1] = "dlock_e60004f36b94c7_fair_acquire1",
-    [DL_S_FAIR_DROP] = "dlock_e60004f36b94c7_fair_drop",
-    [DL_S_FAIR_DROP1] = "dlock_e60004f36b94c7_fair_drop1",
-    [DL_S_FAIR_RELEASE] = "dlock_e60004f36b94c7_fair_release",
-    [DL_S_FAIR_RELEASE1] = "dlock_e60004f36b94c7_fair_release1",
-    [DL_S_FAIR_VOID] = "dlock_e60004f36b94c7_fair_void",
-    [DL_S_FAIR_VOID1] = "dlock_e60004f36b94c7_fair_void1",
-    [DL_S_FENCE] = "dlock_e60004f36b94c7_fence",
-    [DL_S_FORCE] = "dlock_e60004f36b94c7_force",
-    [DL_S_GUARD] = "dlock_e60004f36b94c7_guard",
-    [DL_S_INSPECT] = "dlock_e60004f36b94c7_inspect",
-    [DL_S_RELEASE] = "dlock_e60004f36b94c7_release",
-    [DL_S_RENEW] = "dlock_e60004f36b94c7_renew",
-    [DL_S_RW_ACQUIRE] = "dlock_e60004f36b94c7_rw_acquire",
-    [DL_S_RW_RENEW] = "dlock_e60004f36b94c7_rw_renew",
-    [DL_S_SEM_ACQUIRE] = "dlock_e60004f36b94c7_sem_acquire",
-    [DL_S_SEM_ACQUIRE1] = "dlock_e60004f36b94c7_sem_acquire1",
-    [DL_S_SEM_FREE] = "dlock_e60004f36b94c7_sem_free",
-    [DL_S_SEM_RELEASE] = "dlock_e60004f36b94c7_sem_release",
-    [DL_S_SEM_RELEASE1] = "dlock_e60004f36b94c7_sem_release1",
-    [DL_S_SEM_VOID] = "dlock_e60004f36b94c7_sem_void",
-    [DL_S_TTL] = "dlock_e60004f36b94c7_ttl",
-    [DL_S_VOID] = "dlock_e60004f36b94c7_void",
+    [DL_S_ACQUIRE] = "dlock_ce473b2381b246_acquire",
+    [DL_S_ACQUIRE1] = "dlock_ce473b2381b246_acquire1",
+    [DL_S_DROP] = "dlock_ce473b2381b246_drop",
+    [DL_S_EXTEND] = "dlock_ce473b2381b246_extend",
+    [DL_S_FAIR_ACQUIRE] = "dlock_ce473b2381b246_fair_acquire",
+    [DL_S_FAIR_ACQUIRE1] = "dlock_ce473b2381b246_fair_acquire1",
+    [DL_S_FAIR_DROP] = "dlock_ce473b2381b246_fair_drop",
+    [DL_S_FAIR_DROP1] = "dlock_ce473b2381b246_fair_drop1",
+    [DL_S_FAIR_RELEASE] = "dlock_ce473b2381b246_fair_release",
+    [DL_S_FAIR_RELEASE1] = "dlock_ce473b2381b246_fair_release1",
+    [DL_S_FAIR_VOID] = "dlock_ce473b2381b246_fair_void",
+    [DL_S_FAIR_VOID1] = "dlock_ce473b2381b246_fair_void1",
+    [DL_S_FENCE] = "dlock_ce473b2381b246_fence",
+    [DL_S_FORCE] = "dlock_ce473b2381b246_force",
+    [DL_S_GUARD] = "dlock_ce473b2381b246_guard",
+    [DL_S_INSPECT] = "dlock_ce473b2381b246_inspect",
+    [DL_S_RELEASE] = "dlock_ce473b2381b246_release",
+    [DL_S_RENEW] = "dlock_ce473b2381b246_renew",
+    [DL_S_RW_ACQUIRE] = "dlock_ce473b2381b246_rw_acquire",
+    [DL_S_RW_RENEW] = "dlock_ce473b2381b246_rw_renew",
+    [DL_S_SEM_ACQUIRE] = "dlock_ce473b2381b246_sem_acquire",
+    [DL_S_SEM_ACQUIRE1] = "dlock_ce473b2381b246_sem_acquire1",
+    [DL_S_SEM_FREE] = "dlock_ce473b2381b246_sem_free",
+    [DL_S_SEM_RELEASE] = "dlock_ce473b2381b246_sem_release",
+    [DL_S_SEM_RELEASE1] = "dlock_ce473b2381b246_sem_release1",
+    [DL_S_SEM_VOID] = "dlock_ce473b2381b246_sem_void",
+    [DL_S_TTL] = "dlock_ce473b2381b246_ttl",
+    [DL_S_VOID] = "dlock_ce473b2381b246_void",
 };
 #endif /* DL_SCRIPT_DATA */
 

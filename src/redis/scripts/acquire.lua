@@ -12,14 +12,15 @@
 -- ARGV[6] token: the token of the hold a reentry joins
 -- ARGV[7] waited: how long (ms) the caller has waited so far; -1: it
 --   will not wait (lib/waiter.lua)
--- returns: {1, count, token} | {0, wait_ms} busy (the holder's TTL, or
+-- returns: token, a hold of count 1 (an integer: no table to reply
+--   with) | {1, count, token} | {0, wait_ms} busy (the holder's TTL, or
 --   a reservation's for another waiter) | {-1} lost (the hold
 --   the client believes in is gone, or another tenancy's) | {-2}
 --   cancelled or stale
 -- resend: finds its seq recorded once it took a hold: answers {1, count,
---   token} again ({-1} if that hold is gone since) and changes nothing;
---   a later request's record makes it {-2}; a busy run leaves no record
---   of its seq, so a copy of it tries again
+--   token} again (the token alone at count 1; {-1} if that hold is gone
+--   since) and changes nothing; a later request's record makes it {-2};
+--   a busy run leaves no record of its seq, so a copy of it tries again
 -- The fast path: a fresh hold of a free lock by an owner of one client
 -- (a coroutine's), before any helper is made and parsing no number:
 -- what acquire_exclusive (lib/exclusive.lua) does there. It takes every
@@ -43,7 +44,7 @@ do
       end
       redis.call('set', k, '1|' .. string.format('%d', c) .. '|' .. seq .. '|||' .. owner,
                  'px', ARGV[4])
-      return {1, 1, c}
+      return c
     elseif type(v) == 'string' then
       local n, t, q, kv, g, o = v:match('^(%d+)|(%d+)|(%d+)|([%de]*)|(g?)|(.+)$')
       if o == owner and (#q < #seq or (#q == #seq and q < seq)) then
@@ -57,7 +58,7 @@ do
           end
           redis.call('set', k, '1|' .. ct .. '|' .. seq .. '|' .. kv .. '|' .. g .. '|' .. owner,
                      'px', ARGV[4])
-          return {1, 1, c}
+          return c
         elseif not fresh and n ~= '0' and ARGV[5] == n and ARGV[6] == t then
           local m = tonumber(n) + 1
           redis.call('set', k, string.format('%d', m) .. '|' .. t .. '|' .. seq .. '|' .. kv ..
@@ -85,7 +86,7 @@ do
       end
       redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct)
       redis.call('pexpire', k, ARGV[4])
-      return {1, 1, c}
+      return c
     end
   end
 end

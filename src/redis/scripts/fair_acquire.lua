@@ -48,7 +48,7 @@ do
       end
       redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct, 'g', owner)
       redis.call('pexpire', k, ARGV[4])
-      return {1, 1, c}
+      return c
     end
   end
 end
@@ -65,6 +65,7 @@ end
 --#include lib/shares.lua
 --#include lib/shares_due.lua
 --#include lib/fair_join.lua
+--#include lib/granted.lua
 --#include lib/short.lua
 unshort(KEYS[1])                 -- (lib/short.lua)
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
@@ -99,7 +100,7 @@ if shares_due(k, shares_end) then          -- (lib/shares.lua)
   f, mine, t, answer = read_request(k, of, qf, seq, 'g', hf or 'g', 'D')
   shares_end = f[7]
 end
-if answer then return answer end
+if answer then return answer[1] == 1 and granted(answer[2], answer[3]) or answer end
 local now = now_ms()
 if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
 local n, grant, own = tonumber(f[1] or '0'), f[5], f[6]
@@ -112,7 +113,7 @@ if mine > 0 and expect == 0 and grant == req and t ~= tonumber(token) and
   if hf then share_until(k, hf, now + lease) end
   raise_ttl(k, lease)
   unqueue(q, req)
-  return {1, mine, t}
+  return granted(mine, t)
 end
 n, mine = drop_unknown(k, owner, req, expect, mine, n)
 if n <= 0 then
@@ -129,7 +130,7 @@ if n <= 0 then
     share_until(k, hf, now + lease)
   end
   redis.call('pexpire', k, lease)
-  return {1, 1, c}
+  return c
 end
 if mine == 0 then
   local p = redis.call('pttl', k)
@@ -142,4 +143,4 @@ if mine == 0 then
 end
 mine = fair_join(k, of, hf, qf, req, seq, n, lease, now, grant)
 unqueue(q, req)
-return {1, mine, t}
+return granted(mine, t)

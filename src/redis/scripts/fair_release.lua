@@ -35,7 +35,7 @@ do
       redis.call('hdel', k, of, 'g')
       redis.call('hset', k, 'n', '0', qf, seq, 'k' .. owner, ARGV[5] .. 'e99')
       redis.call('pexpire', k, ARGV[5])
-      return {1, 0}
+      return 0
     end
   end
 end

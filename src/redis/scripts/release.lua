@@ -13,10 +13,10 @@
 -- ARGV[7] pub: PUBLISH or SPUBLISH (Cluster)
 -- ARGV[8] count: the owner's holds as its client counted them before
 --   this release (the short form's guess; absent: 1)
--- returns: {1, count left} | {-1} lost
--- resend: finds its seq recorded: answers {1, the owner's holds now}
---   and changes nothing (no second announcement); once the record's
---   TTL ran out, {-1} lost
+-- returns: the owner's holds left (an integer, 0 and up) | -1 lost
+-- resend: finds its seq recorded: answers the owner's holds now and
+--   changes nothing (no second announcement); once the record's TTL
+--   ran out, -1 lost
 --#flags allow-oom
 -- The fast path: the last hold of a lock nobody waits for, released by
 -- an owner of one client (a coroutine's), before any helper is made and
@@ -40,14 +40,14 @@ do
     end
     local mine = o == owner and n ~= '0' and t == ARGV[4] and
                  (#q < #seq or (#q == #seq and q < seq))
-    if mine and n == c and g == '' then return {1, c == '1' and 0 or tonumber(m)} end
+    if mine and n == c and g == '' then return c == '1' and 0 or tonumber(m) end
     if type(v) == 'string' then
       redis.call('set', k, v, 'keepttl')  -- not as counted: as it was
       if mine then                        -- then as it is
         local left = tonumber(n) - 1
         redis.call('set', k, string.format('%d', left) .. '|' .. t .. '|' .. seq .. '|' ..
                    ARGV[5] .. 'e99|' .. g .. '|' .. owner, 'keepttl')
-        return {1, left}
+        return left
       end
     end
   end
@@ -64,7 +64,7 @@ do
                        (#record < #seq or (#record == #seq and record < seq)))) then
       redis.call('hdel', k, of)
       redis.call('hset', k, 'n', '0', qf, seq, 'k' .. owner, ARGV[5] .. 'e99')
-      return {1, 0}
+      return 0
     end
   end
 end

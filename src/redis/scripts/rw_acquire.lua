@@ -56,7 +56,7 @@ do
         redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct, 'w', owner)
       end
       redis.call('pexpire', k, ARGV[4])
-      return {1, 1, c}
+      return c
     end
   end
 end
@@ -71,6 +71,7 @@ end
 --#include lib/holder.lua
 --#include lib/shares.lua
 --#include lib/shares_due.lua
+--#include lib/granted.lua
 --#include lib/short.lua
 unshort(KEYS[1])                 -- (lib/short.lua)
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
@@ -84,7 +85,7 @@ if shares_due(k, shares_end) then          -- (lib/shares_due.lua)
   f, mine, t, answer = read_request(k, of, qf, seq, 'w', 'x', 'b', 'D')
   shares_end = f[8]
 end
-if answer then return answer end
+if answer then return answer[1] == 1 and granted(answer[2], answer[3]) or answer end
 local n, w, x, busy = tonumber(f[1] or '0'), f[5], tonumber(f[6] or '0'), f[7]
 local now = now_ms()
 -- a shared owner's share may end first (lib/shares.lua)
@@ -141,4 +142,4 @@ end
 if n <= 0 or redis.call('pttl', k) < lease then
   redis.call('pexpire', k, lease)   -- a new tenancy: its own
 end
-return {1, mine, t}
+return granted(mine, t)

@@ -5,7 +5,7 @@
 --#include lib/shares_due.lua
 -- release(k, owner, req, seq, token, keep_ms): take one hold of owner out
 -- of lock k, as request seq of requester req, if its tenancy is token's.
--- Returns the reply ({1, holds of owner left} | {-1} lost), and, if a
+-- Returns the reply (the holds of owner left | -1 lost), and, if a
 -- hold was taken out, the holds left in all (0: the lock is free) and
 -- whether someone may wait for it. A release that frees the lock
 -- reserves it for a starving waiter (lib/waiter.lua). Its record's k is
@@ -22,11 +22,11 @@ local function release(k, owner, req, seq, token, keep_ms)
   else f = redis.call('hmget', k, of, qf, 'n', 't', 'b', 'v') end
   local mine, record = tonumber(f[1] or '0'), f[2]
   local last = tonumber((record or '0'):match('^%d+'))
-  if last >= tonumber(seq) then return {1, mine} end
+  if last >= tonumber(seq) then return mine end
   local n, t, busy, longest = tonumber(f[3] or '1'), f[4], f[5], f[6]
   -- (a shared owner's holds of other clients are theirs, not this one's)
   local hmine = hf and tonumber(f[7] or '0')
-  if mine == 0 or t ~= token or hmine == 0 then return {-1} end
+  if mine == 0 or t ~= token or hmine == 0 then return -1 end
   local now = (busy or longest) and now_ms()
   local left
   if n <= 1 and longest then
@@ -35,5 +35,5 @@ local function release(k, owner, req, seq, token, keep_ms)
   else
     left = take_out(k, of, mine, hf, hmine, 1, n, qf, seq, 'k' .. req, keep_ms .. 'e99')
   end
-  return {1, mine - 1}, left, busy and tonumber(busy) > now
+  return mine - 1, left, busy and tonumber(busy) > now
 end
