@@ -506,6 +506,7 @@ describe("the scripts, one by one #nocore", function()
         old[#old + 1] = "qold" .. j; old[#old + 1] = record
         old[#old + 1] = "kold" .. j; old[#old + 1] = "1000"
       end
+      helper.lock_unshort(srv, key)
       srv.cli("hset", key, table.unpack(old))
     end
 

@@ -377,6 +377,18 @@ function helper.lock_field(srv, key, field)
   return srv.cli("hget", key, field)
 end
 
+--- Lock `key` on srv, if in its short form, made the hash it stands for,
+--- with its TTL (for a spec that then adds fields by hand).
+function helper.lock_unshort(srv, key)
+  local h = helper.short_fields(srv.cli("get", key))
+  if not h then return end
+  local ttl, args = tonumber(srv.cli("pttl", key)), {}
+  for f, v in pairs(h) do args[#args + 1] = f; args[#args + 1] = v end
+  srv.cli("del", key)
+  srv.cli("hset", key, (table.unpack or unpack)(args))
+  if ttl > 0 then srv.cli("pexpire", key, tostring(ttl)) end
+end
+
 --- Lock `key` on srv as HGETALL prints it, one line per field and value,
 --- whether it is a hash or in its short form (fields sorted then).
 function helper.lock_hgetall(srv, key)

@@ -891,6 +891,27 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return acquire_exclusive(KEYS[1], nil, owner, req, seq, lease, expect, token, -1)\n",
     /* src/redis/scripts/drop.lua */
     [DL_S_DROP] =
+        "do\n"
+        "  local k, owner, token, after = KEYS[1], ARGV[1], ARGV[3], ARGV[8]\n"
+        "  local v = ARGV[7] == owner and redis.pcall('get', k)\n"
+        "  local n, t, q, kv, g, o\n"
+        "  if type(v) == 'string' then\n"
+        "    n, t, q, kv, g, o = v:match('^(%d+)|(%d+)|(%d+)|([%de]*)|(g?)|(.+)$')\n"
+        "  end\n"
+        "  if o then\n"
+        "    if o ~= owner or n == '0' or (token ~= '0' and t ~= token) or\n"
+        "       (after ~= '0' and (#q > #after or (#q == #after and q > after))) then\n"
+        "      return 0\n"
+        "    end\n"
+        "    local left = math.max(tonumber(n) - tonumber(ARGV[2]), 0)\n"
+        "    local v2 = string.format('%d', left) .. '|' .. t .. '|' .. q .. '|' .. kv .. '|' .. g ..\n"
+        "               '|' .. owner\n"
+        "    if left == 0 then redis.call('set', k, v2, 'px', ARGV[4])\n"
+        "    else redis.call('set', k, v2, 'keepttl') end\n"
+        "        if left == 0 then redis.call(ARGV[6], ARGV[5], 'drop') end\n"
+        "    return 1\n"
+        "  end\n"
+        "end\n"
         DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH
         DL_LIB_REQUESTER DL_LIB_SHARES_DUE DL_LIB_DROP DL_LIB_ANNOUNCE
         DL_LIB_SHORT
@@ -928,6 +949,27 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
     [DL_S_FAIR_ACQUIRE] =
         "do\n"
         "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
+        "  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 and\n"
+        "     (redis.REDIS_VERSION_NUM or 0) >= 458752 then\n"
+        "    local v = redis.pcall('get', k)\n"
+        "    local n, t, q, kv, o\n"
+        "    if type(v) == 'string' then\n"
+        "      n, t, q, kv, o = v:match('^(%d+)|(%d+)|(%d+)|([%de]*)|g?|(.+)$')\n"
+        "    end\n"
+        "    if (v == false or (o == owner and n == '0' and (#q < #seq or (#q == #seq and q < seq)))) and\n"
+        "       (redis.call('hget', KEYS[3], 'H') or '') == '' then\n"
+        "      local c = redis.call('incr', KEYS[2])\n"
+        "      local ct = string.format('%d', c)\n"
+        "      if c <= 0 or (t and (#ct < #t or (#ct == #t and ct <= t))) then\n"
+        "        c = (t and tonumber(t) or 0) + 1      -- the counter was behind (lib/mint.lua)\n"
+        "        ct = string.format('%d', c)\n"
+        "        redis.call('set', KEYS[2], ct)\n"
+        "      end\n"
+        "      redis.call('set', k, '1|' .. ct .. '|' .. seq .. '|' .. (kv or '') .. '|g|' .. owner,\n"
+        "                 'px', ARGV[4])\n"
+        "      return c\n"
+        "    end\n"
+        "  end\n"
         "  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
         "    local qf = 'q' .. owner\n"
         "    local f = redis.pcall('hmget', k, 'n', 'o' .. owner, qf, 't', 'D')\n"
@@ -1065,6 +1107,25 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return 1\n",
     /* src/redis/scripts/fair_drop1.lua */
     [DL_S_FAIR_DROP1] =
+        "do\n"
+        "  local k, owner, token, after = KEYS[1], ARGV[1], ARGV[3], ARGV[6]\n"
+        "  local v = ARGV[5] == owner and redis.pcall('get', k)\n"
+        "  local n, t, q, kv, o\n"
+        "  if type(v) == 'string' then\n"
+        "    n, t, q, kv, o = v:match('^(%d+)|(%d+)|(%d+)|([%de]*)|g?|(.+)$')  -- (g: none left to adopt)\n"
+        "  end\n"
+        "  if o then\n"
+        "    if o ~= owner or n == '0' or (token ~= '0' and t ~= token) or\n"
+        "       (after ~= '0' and (#q > #after or (#q == #after and q > after))) then\n"
+        "      return 0\n"
+        "    end\n"
+        "    local left = math.max(tonumber(n) - tonumber(ARGV[2]), 0)\n"
+        "    local v2 = string.format('%d', left) .. '|' .. t .. '|' .. q .. '|' .. kv .. '||' .. owner\n"
+        "    if left == 0 then redis.call('set', k, v2, 'px', ARGV[4])\n"
+        "    else redis.call('set', k, v2, 'keepttl') end\n"
+        "    return 1\n"
+        "  end\n"
+        "end\n"
         DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH
         DL_LIB_REQUESTER DL_LIB_SHARES_DUE DL_LIB_DROP DL_LIB_SHORT
         "unshort(KEYS[1])                 -- (lib/short.lua)\n"
@@ -1083,6 +1144,20 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return 1\n",
     /* src/redis/scripts/fair_release.lua */
     [DL_S_FAIR_RELEASE] =
+        "do\n"
+        "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
+        "  if ARGV[2] == owner and seq:byte(1) ~= 48 and (redis.REDIS_VERSION_NUM or 0) >= 458752 then\n"
+        "    local v = redis.pcall('get', k)\n"
+        "    local t, q, o\n"
+        "    if type(v) == 'string' then t, q, o = v:match('^1|(%d+)|(%d+)|[%de]*|g?|(.+)$') end\n"
+        "    if o == owner and t == ARGV[4] and (#q < #seq or (#q == #seq and q < seq)) and\n"
+        "       (redis.call('hget', KEYS[3], 'H') or '') == '' then\n"
+        "      redis.call('set', k, '0|' .. t .. '|' .. seq .. '|' .. ARGV[5] .. 'e99||' .. owner,\n"
+        "                 'px', ARGV[5])\n"
+        "      return 0\n"
+        "    end\n"
+        "  end\n"
+        "end\n"
         "do\n"
         "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
         "  if ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
@@ -1115,6 +1190,24 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return reply\n",
     /* src/redis/scripts/fair_release1.lua */
     [DL_S_FAIR_RELEASE1] =
+        "do\n"
+        "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
+        "  if ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
+        "    local v = redis.pcall('get', k)\n"
+        "    local n, t, q, o\n"
+        "    if type(v) == 'string' then n, t, q, o = v:match('^(%d+)|(%d+)|(%d+)|[%de]*|g?|(.+)$') end\n"
+        "    if o == owner and n ~= '0' and t == ARGV[4] and (#q < #seq or (#q == #seq and q < seq)) then\n"
+        "      local rest = '|' .. t .. '|' .. seq .. '|' .. ARGV[5] .. 'e99||' .. owner\n"
+        "      if n == '1' then\n"
+        "        redis.call('set', k, '0' .. rest, 'px', ARGV[5])\n"
+        "        return 0\n"
+        "      end\n"
+        "      local left = tonumber(n) - 1\n"
+        "      redis.call('set', k, string.format('%d', left) .. rest, 'keepttl')\n"
+        "      return left\n"
+        "    end\n"
+        "  end\n"
+        "end\n"
         DL_LIB_NOW DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_RESERVE
         DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_SHARES_DUE
         DL_LIB_RELEASE DL_LIB_CLEAR_GRANT DL_LIB_SHORT
@@ -1634,7 +1727,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
 /* The same scripts as one function library: each helper made once, at
  * FUNCTION LOAD; each script the function dl_script_functions[id]. */
 static const char dl_script_library[] =
-    "#!lua name=dlock_ce473b2381b246\n"
+    "#!lua name=dlock_81c4f9eadeee0a\n"
     DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
     DL_LIB_MINT DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
     DL_LIB_RAISE_TTL DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
@@ -1643,7 +1736,7 @@ static const char dl_script_library[] =
     DL_LIB_PASS_ON DL_LIB_FAIR_JOIN DL_LIB_HERE DL_LIB_HAND_OVER
     DL_LIB_RESERVE DL_LIB_RELEASE DL_LIB_CLEAR_GRANT DL_LIB_CANCEL
     DL_LIB_LEASES DL_LIB_PERMIT DL_LIB_WAKE DL_LIB_WITHDRAW
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_acquire',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1710,7 +1803,7 @@ static const char dl_script_library[] =
     "local waited = tonumber(ARGV[7])\n"
     "return acquire_exclusive(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, waited)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1734,8 +1827,29 @@ static const char dl_script_library[] =
     "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
     "return acquire_exclusive(KEYS[1], nil, owner, req, seq, lease, expect, token, -1)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_drop',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_drop',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
+    "do\n"
+    "  local k, owner, token, after = KEYS[1], ARGV[1], ARGV[3], ARGV[8]\n"
+    "  local v = ARGV[7] == owner and redis.pcall('get', k)\n"
+    "  local n, t, q, kv, g, o\n"
+    "  if type(v) == 'string' then\n"
+    "    n, t, q, kv, g, o = v:match('^(%d+)|(%d+)|(%d+)|([%de]*)|(g?)|(.+)$')\n"
+    "  end\n"
+    "  if o then\n"
+    "    if o ~= owner or n == '0' or (token ~= '0' and t ~= token) or\n"
+    "       (after ~= '0' and (#q > #after or (#q == #after and q > after))) then\n"
+    "      return 0\n"
+    "    end\n"
+    "    local left = math.max(tonumber(n) - tonumber(ARGV[2]), 0)\n"
+    "    local v2 = string.format('%d', left) .. '|' .. t .. '|' .. q .. '|' .. kv .. '|' .. g ..\n"
+    "               '|' .. owner\n"
+    "    if left == 0 then redis.call('set', k, v2, 'px', ARGV[4])\n"
+    "    else redis.call('set', k, v2, 'keepttl') end\n"
+    "        if left == 0 then redis.call(ARGV[6], ARGV[5], 'drop') end\n"
+    "    return 1\n"
+    "  end\n"
+    "end\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
     "local keep_ms, chan, pub, req = tonumber(ARGV[4]), ARGV[5], ARGV[6], ARGV[7]\n"
@@ -1745,7 +1859,7 @@ static const char dl_script_library[] =
     "if left == 0 then announce(k, keep_ms, chan, pub, 'drop') end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_extend',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_extend',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local req, lease, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
@@ -1766,10 +1880,31 @@ static const char dl_script_library[] =
     "end\n"
     "return 0\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_fair_acquire',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_fair_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
+    "  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 and\n"
+    "     (redis.REDIS_VERSION_NUM or 0) >= 458752 then\n"
+    "    local v = redis.pcall('get', k)\n"
+    "    local n, t, q, kv, o\n"
+    "    if type(v) == 'string' then\n"
+    "      n, t, q, kv, o = v:match('^(%d+)|(%d+)|(%d+)|([%de]*)|g?|(.+)$')\n"
+    "    end\n"
+    "    if (v == false or (o == owner and n == '0' and (#q < #seq or (#q == #seq and q < seq)))) and\n"
+    "       (redis.call('hget', KEYS[3], 'H') or '') == '' then\n"
+    "      local c = redis.call('incr', KEYS[2])\n"
+    "      local ct = string.format('%d', c)\n"
+    "      if c <= 0 or (t and (#ct < #t or (#ct == #t and ct <= t))) then\n"
+    "        c = (t and tonumber(t) or 0) + 1      -- the counter was behind (lib/mint.lua)\n"
+    "        ct = string.format('%d', c)\n"
+    "        redis.call('set', KEYS[2], ct)\n"
+    "      end\n"
+    "      redis.call('set', k, '1|' .. ct .. '|' .. seq .. '|' .. (kv or '') .. '|g|' .. owner,\n"
+    "                 'px', ARGV[4])\n"
+    "      return c\n"
+    "    end\n"
+    "  end\n"
     "  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
     "    local qf = 'q' .. owner\n"
     "    local f = redis.pcall('hmget', k, 'n', 'o' .. owner, qf, 't', 'D')\n"
@@ -1859,7 +1994,7 @@ static const char dl_script_library[] =
     "unqueue(q, req)\n"
     "return granted(mine, t)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_fair_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_fair_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -1881,7 +2016,7 @@ static const char dl_script_library[] =
     "if q then unqueue(q, req) end\n"
     "return granted(mine, t)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_fair_drop',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_fair_drop',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
@@ -1895,8 +2030,27 @@ static const char dl_script_library[] =
     "if left == 0 then hand_over(k, counter, q, keep_ms, pub, nil) end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_fair_drop1',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_fair_drop1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
+    "do\n"
+    "  local k, owner, token, after = KEYS[1], ARGV[1], ARGV[3], ARGV[6]\n"
+    "  local v = ARGV[5] == owner and redis.pcall('get', k)\n"
+    "  local n, t, q, kv, o\n"
+    "  if type(v) == 'string' then\n"
+    "    n, t, q, kv, o = v:match('^(%d+)|(%d+)|(%d+)|([%de]*)|g?|(.+)$')  -- (g: none left to adopt)\n"
+    "  end\n"
+    "  if o then\n"
+    "    if o ~= owner or n == '0' or (token ~= '0' and t ~= token) or\n"
+    "       (after ~= '0' and (#q > #after or (#q == #after and q > after))) then\n"
+    "      return 0\n"
+    "    end\n"
+    "    local left = math.max(tonumber(n) - tonumber(ARGV[2]), 0)\n"
+    "    local v2 = string.format('%d', left) .. '|' .. t .. '|' .. q .. '|' .. kv .. '||' .. owner\n"
+    "    if left == 0 then redis.call('set', k, v2, 'px', ARGV[4])\n"
+    "    else redis.call('set', k, v2, 'keepttl') end\n"
+    "    return 1\n"
+    "  end\n"
+    "end\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
     "local keep_ms, req = tonumber(ARGV[4]), ARGV[5]\n"
@@ -1912,8 +2066,22 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_fair_release',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_fair_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
+    "do\n"
+    "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
+    "  if ARGV[2] == owner and seq:byte(1) ~= 48 and (redis.REDIS_VERSION_NUM or 0) >= 458752 then\n"
+    "    local v = redis.pcall('get', k)\n"
+    "    local t, q, o\n"
+    "    if type(v) == 'string' then t, q, o = v:match('^1|(%d+)|(%d+)|[%de]*|g?|(.+)$') end\n"
+    "    if o == owner and t == ARGV[4] and (#q < #seq or (#q == #seq and q < seq)) and\n"
+    "       (redis.call('hget', KEYS[3], 'H') or '') == '' then\n"
+    "      redis.call('set', k, '0|' .. t .. '|' .. seq .. '|' .. ARGV[5] .. 'e99||' .. owner,\n"
+    "                 'px', ARGV[5])\n"
+    "      return 0\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
     "  if ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
@@ -1941,8 +2109,26 @@ static const char dl_script_library[] =
     "elseif left then clear_grant(k, req) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_fair_release1',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_fair_release1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
+    "do\n"
+    "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
+    "  if ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
+    "    local v = redis.pcall('get', k)\n"
+    "    local n, t, q, o\n"
+    "    if type(v) == 'string' then n, t, q, o = v:match('^(%d+)|(%d+)|(%d+)|[%de]*|g?|(.+)$') end\n"
+    "    if o == owner and n ~= '0' and t == ARGV[4] and (#q < #seq or (#q == #seq and q < seq)) then\n"
+    "      local rest = '|' .. t .. '|' .. seq .. '|' .. ARGV[5] .. 'e99||' .. owner\n"
+    "      if n == '1' then\n"
+    "        redis.call('set', k, '0' .. rest, 'px', ARGV[5])\n"
+    "        return 0\n"
+    "      end\n"
+    "      local left = tonumber(n) - 1\n"
+    "      redis.call('set', k, string.format('%d', left) .. rest, 'keepttl')\n"
+    "      return left\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
     "local keep_ms = tonumber(ARGV[5])\n"
@@ -1954,7 +2140,7 @@ static const char dl_script_library[] =
     "elseif left then clear_grant(k, req) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_fair_void',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_fair_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -1969,7 +2155,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_fair_void1',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_fair_void1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -1986,7 +2172,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_fence',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_fence',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[2])                 -- (lib/short.lua)\n"
     "local token, req, seq = tonumber(ARGV[1]), ARGV[2], ARGV[3]\n"
@@ -2003,7 +2189,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_force',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_force',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local req, seq, keep_ms, chan, pub = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]\n"
@@ -2030,7 +2216,7 @@ static const char dl_script_library[] =
     "redis.call('pexpire', k, keep_ms)\n"
     "return held and 1 or 0\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_guard',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_guard',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "local owner, token, cmd = ARGV[1], ARGV[2], ARGV[3]\n"
     "local k = KEYS[1]\n"
@@ -2051,7 +2237,7 @@ static const char dl_script_library[] =
     "end\n"
     "return redis.pcall(cmd, unpack(ARGV, 4))\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_inspect',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_inspect',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local chan, verb = ARGV[1], ARGV[2]\n"
     "local k, q = KEYS[1], KEYS[2]\n"
@@ -2086,7 +2272,7 @@ static const char dl_script_library[] =
     "return {1, h.t or '0', redis.call('pttl', k), owners, reqs, queued,\n"
     "        subs, h.w or ''}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_release',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq, c = KEYS[1], ARGV[1], ARGV[3], ARGV[8]\n"
@@ -2136,7 +2322,7 @@ static const char dl_script_library[] =
     "if left == 0 and waiters then redis.call(pub, chan, token) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_renew',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_renew',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local r, now = {}, nil\n"
     "for i = 1, #KEYS do\n"
@@ -2189,7 +2375,7 @@ static const char dl_script_library[] =
     "end\n"
     "return r\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_rw_acquire',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_rw_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -2290,7 +2476,7 @@ static const char dl_script_library[] =
     "end\n"
     "return granted(mine, t)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_rw_renew',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_rw_renew',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local now = now_ms()\n"
     "local r = {}\n"
@@ -2337,7 +2523,7 @@ static const char dl_script_library[] =
     "end\n"
     "return r\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_sem_acquire',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_sem_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2345,7 +2531,7 @@ static const char dl_script_library[] =
     "local permits, waits = ARGV[7], ARGV[8]\n"
     "return acquire_permit(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, permits, waits)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_sem_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_sem_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2354,7 +2540,7 @@ static const char dl_script_library[] =
     "return acquire_permit(KEYS[1], here(KEYS[1] .. ':q'), owner, req, seq, lease, expect,\n"
     "                      token, permits, waits)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_sem_free',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_sem_free',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local permits = tonumber(ARGV[1])\n"
     "local now = now_ms()\n"
@@ -2366,7 +2552,7 @@ static const char dl_script_library[] =
     "if tonumber(h.n or '0') > 0 and h.l then permits = tonumber(h.l) end\n"
     "return math.max(permits - used, 0)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_sem_release',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_sem_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
@@ -2377,7 +2563,7 @@ static const char dl_script_library[] =
     "if left then wake(k, q, pub) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_sem_release1',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_sem_release1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
@@ -2389,7 +2575,7 @@ static const char dl_script_library[] =
     "if q then wake(k, q, pub) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_sem_void',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_sem_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2403,7 +2589,7 @@ static const char dl_script_library[] =
     "if left then wake(k, q, pub) end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_ttl',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_ttl',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local k = KEYS[1]\n"
     "local n = redis.pcall('hget', k, 'n')\n"
@@ -2413,7 +2599,7 @@ static const char dl_script_library[] =
     "end\n"
     "return -2\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_ce473b2381b246_void',\n"
+    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2428,34 +2614,34 @@ static const char dl_script_library[] =
     "return 1\n"
     "end}\n";
 static const char *const dl_script_functions[DL_S_COUNT] = {
-    [DL_S_ACQUIRE] = "dlock_ce473b2381b246_acquire",
-    [DL_S_ACQUIRE1] = "dlock_ce473b2381b246_acquire1",
-    [DL_S_DROP] = "dlock_ce473b2381b246_drop",
-    [DL_S_EXTEND] = "dlock_ce473b2381b246_extend",
-    [DL_S_FAIR_ACQUIRE] = "dlock_ce473b2381b246_fair_acquire",
-    [DL_S_FAIR_ACQUIRE1] = "dlock_ce473b2381b246_fair_acquire1",
-    [DL_S_FAIR_DROP] = "dlock_ce473b2381b246_fair_drop",
-    [DL_S_FAIR_DROP1] = "dlock_ce473b2381b246_fair_drop1",
-    [DL_S_FAIR_RELEASE] = "dlock_ce473b2381b246_fair_release",
-    [DL_S_FAIR_RELEASE1] = "dlock_ce473b2381b246_fair_release1",
-    [DL_S_FAIR_VOID] = "dlock_ce473b2381b246_fair_void",
-    [DL_S_FAIR_VOID1] = "dlock_ce473b2381b246_fair_void1",
-    [DL_S_FENCE] = "dlock_ce473b2381b246_fence",
-    [DL_S_FORCE] = "dlock_ce473b2381b246_force",
-    [DL_S_GUARD] = "dlock_ce473b2381b246_guard",
-    [DL_S_INSPECT] = "dlock_ce473b2381b246_inspect",
-    [DL_S_RELEASE] = "dlock_ce473b2381b246_release",
-    [DL_S_RENEW] = "dlock_ce473b2381b246_renew",
-    [DL_S_RW_ACQUIRE] = "dlock_ce473b2381b246_rw_acquire",
-    [DL_S_RW_RENEW] = "dlock_ce473b2381b246_rw_renew",
-    [DL_S_SEM_ACQUIRE] = "dlock_ce473b2381b246_sem_acquire",
-    [DL_S_SEM_ACQUIRE1] = "dlock_ce473b2381b246_sem_acquire1",
-    [DL_S_SEM_FREE] = "dlock_ce473b2381b246_sem_free",
-    [DL_S_SEM_RELEASE] = "dlock_ce473b2381b246_sem_release",
-    [DL_S_SEM_RELEASE1] = "dlock_ce473b2381b246_sem_release1",
-    [DL_S_SEM_VOID] = "dlock_ce473b2381b246_sem_void",
-    [DL_S_TTL] = "dlock_ce473b2381b246_ttl",
-    [DL_S_VOID] = "dlock_ce473b2381b246_void",
+    [DL_S_ACQUIRE] = "dlock_81c4f9eadeee0a_acquire",
+    [DL_S_ACQUIRE1] = "dlock_81c4f9eadeee0a_acquire1",
+    [DL_S_DROP] = "dlock_81c4f9eadeee0a_drop",
+    [DL_S_EXTEND] = "dlock_81c4f9eadeee0a_extend",
+    [DL_S_FAIR_ACQUIRE] = "dlock_81c4f9eadeee0a_fair_acquire",
+    [DL_S_FAIR_ACQUIRE1] = "dlock_81c4f9eadeee0a_fair_acquire1",
+    [DL_S_FAIR_DROP] = "dlock_81c4f9eadeee0a_fair_drop",
+    [DL_S_FAIR_DROP1] = "dlock_81c4f9eadeee0a_fair_drop1",
+    [DL_S_FAIR_RELEASE] = "dlock_81c4f9eadeee0a_fair_release",
+    [DL_S_FAIR_RELEASE1] = "dlock_81c4f9eadeee0a_fair_release1",
+    [DL_S_FAIR_VOID] = "dlock_81c4f9eadeee0a_fair_void",
+    [DL_S_FAIR_VOID1] = "dlock_81c4f9eadeee0a_fair_void1",
+    [DL_S_FENCE] = "dlock_81c4f9eadeee0a_fence",
+    [DL_S_FORCE] = "dlock_81c4f9eadeee0a_force",
+    [DL_S_GUARD] = "dlock_81c4f9eadeee0a_guard",
+    [DL_S_INSPECT] = "dlock_81c4f9eadeee0a_inspect",
+    [DL_S_RELEASE] = "dlock_81c4f9eadeee0a_release",
+    [DL_S_RENEW] = "dlock_81c4f9eadeee0a_renew",
+    [DL_S_RW_ACQUIRE] = "dlock_81c4f9eadeee0a_rw_acquire",
+    [DL_S_RW_RENEW] = "dlock_81c4f9eadeee0a_rw_renew",
+    [DL_S_SEM_ACQUIRE] = "dlock_81c4f9eadeee0a_sem_acquire",
+    [DL_S_SEM_ACQUIRE1] = "dlock_81c4f9eadeee0a_sem_acquire1",
+    [DL_S_SEM_FREE] = "dlock_81c4f9eadeee0a_sem_free",
+    [DL_S_SEM_RELEASE] = "dlock_81c4f9eadeee0a_sem_release",
+    [DL_S_SEM_RELEASE1] = "dlock_81c4f9eadeee0a_sem_release1",
+    [DL_S_SEM_VOID] = "dlock_81c4f9eadeee0a_sem_void",
+    [DL_S_TTL] = "dlock_81c4f9eadeee0a_ttl",
+    [DL_S_VOID] = "dlock_81c4f9eadeee0a_void",
 };
 #endif /* DL_SCRIPT_DATA */
 

@@ -18,6 +18,31 @@
 --   had, so a copy finds none: 0, nothing changed), and none once a
 --   request of the requester later than after ran
 --#flags allow-oom
+-- The fast path: a lock in its short form (README.md, THE SHORT FORM),
+-- which stays in that form, as the rest does it on the hash: the rest
+-- would make the hash first, which a slot mid-migration refuses
+-- (lib/short.lua).
+do
+  local k, owner, token, after = KEYS[1], ARGV[1], ARGV[3], ARGV[8]
+  local v = ARGV[7] == owner and redis.pcall('get', k)
+  local n, t, q, kv, g, o
+  if type(v) == 'string' then
+    n, t, q, kv, g, o = v:match('^(%d+)|(%d+)|(%d+)|([%de]*)|(g?)|(.+)$')
+  end
+  if o then
+    if o ~= owner or n == '0' or (token ~= '0' and t ~= token) or
+       (after ~= '0' and (#q > #after or (#q == #after and q > after))) then
+      return 0
+    end
+    local left = math.max(tonumber(n) - tonumber(ARGV[2]), 0)
+    local v2 = string.format('%d', left) .. '|' .. t .. '|' .. q .. '|' .. kv .. '|' .. g ..
+               '|' .. owner
+    if left == 0 then redis.call('set', k, v2, 'px', ARGV[4])
+    else redis.call('set', k, v2, 'keepttl') end
+        if left == 0 then redis.call(ARGV[6], ARGV[5], 'drop') end
+    return 1
+  end
+end
 --#include lib/drop.lua
 --#include lib/announce.lua
 --#include lib/short.lua

@@ -28,8 +28,31 @@
 -- takes every other case: a queue, a resend, a reentry, a busy lock, a
 -- grant to adopt, shares, a new requester on a lock with a past tenancy
 -- (which prunes). As acquire.lua's fast path compares request ids.
+-- Where the server is Redis 7 or later it writes the short form (README.md,
+-- THE SHORT FORM) where there is no key or the owner's own last record.
 do
   local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]
+  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 and
+     (redis.REDIS_VERSION_NUM or 0) >= 458752 then
+    local v = redis.pcall('get', k)
+    local n, t, q, kv, o
+    if type(v) == 'string' then
+      n, t, q, kv, o = v:match('^(%d+)|(%d+)|(%d+)|([%de]*)|g?|(.+)$')
+    end
+    if (v == false or (o == owner and n == '0' and (#q < #seq or (#q == #seq and q < seq)))) and
+       (redis.call('hget', KEYS[3], 'H') or '') == '' then
+      local c = redis.call('incr', KEYS[2])
+      local ct = string.format('%d', c)
+      if c <= 0 or (t and (#ct < #t or (#ct == #t and ct <= t))) then
+        c = (t and tonumber(t) or 0) + 1      -- the counter was behind (lib/mint.lua)
+        ct = string.format('%d', c)
+        redis.call('set', KEYS[2], ct)
+      end
+      redis.call('set', k, '1|' .. ct .. '|' .. seq .. '|' .. (kv or '') .. '|g|' .. owner,
+                 'px', ARGV[4])
+      return c
+    end
+  end
   if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 then
     local qf = 'q' .. owner
     local f = redis.pcall('hmget', k, 'n', 'o' .. owner, qf, 't', 'D')

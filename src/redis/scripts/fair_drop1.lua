@@ -13,6 +13,29 @@
 -- returns: as drop's
 -- resend: as drop's
 --#flags allow-oom
+-- The fast path: a lock in its short form (README.md, THE SHORT FORM),
+-- which stays in that form, as the rest does it on the hash: the rest
+-- would make the hash first, which a slot mid-migration refuses
+-- (lib/short.lua).
+do
+  local k, owner, token, after = KEYS[1], ARGV[1], ARGV[3], ARGV[6]
+  local v = ARGV[5] == owner and redis.pcall('get', k)
+  local n, t, q, kv, o
+  if type(v) == 'string' then
+    n, t, q, kv, o = v:match('^(%d+)|(%d+)|(%d+)|([%de]*)|g?|(.+)$')  -- (g: none left to adopt)
+  end
+  if o then
+    if o ~= owner or n == '0' or (token ~= '0' and t ~= token) or
+       (after ~= '0' and (#q > #after or (#q == #after and q > after))) then
+      return 0
+    end
+    local left = math.max(tonumber(n) - tonumber(ARGV[2]), 0)
+    local v2 = string.format('%d', left) .. '|' .. t .. '|' .. q .. '|' .. kv .. '||' .. owner
+    if left == 0 then redis.call('set', k, v2, 'px', ARGV[4])
+    else redis.call('set', k, v2, 'keepttl') end
+    return 1
+  end
+end
 --#include lib/drop.lua
 --#include lib/short.lua
 unshort(KEYS[1])                 -- (lib/short.lua)

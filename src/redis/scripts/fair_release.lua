@@ -21,6 +21,22 @@
 -- helper is made and parsing no number: what release (lib/release.lua)
 -- and hand_over (lib/hand_over.lua) do there. It takes every other case,
 -- as release.lua's fast path does, and a queue (a grant to pass on).
+-- In the short form (README.md, THE SHORT FORM) it takes the owner's one
+-- hold, its record kept in that form.
+do
+  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]
+  if ARGV[2] == owner and seq:byte(1) ~= 48 and (redis.REDIS_VERSION_NUM or 0) >= 458752 then
+    local v = redis.pcall('get', k)
+    local t, q, o
+    if type(v) == 'string' then t, q, o = v:match('^1|(%d+)|(%d+)|[%de]*|g?|(.+)$') end
+    if o == owner and t == ARGV[4] and (#q < #seq or (#q == #seq and q < seq)) and
+       (redis.call('hget', KEYS[3], 'H') or '') == '' then
+      redis.call('set', k, '0|' .. t .. '|' .. seq .. '|' .. ARGV[5] .. 'e99||' .. owner,
+                 'px', ARGV[5])
+      return 0
+    end
+  end
+end
 do
   local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]
   if ARGV[2] == owner and seq:byte(1) ~= 48 then
