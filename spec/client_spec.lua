@@ -3,7 +3,7 @@ local helper = require "helper"
 
 describe("dlock #binding", function()
   it("has a _VERSION", function()
-    assert.equals("dlock 1.0.0", dlock._VERSION)
+    assert.equals("dlock 2.0.0", dlock._VERSION)
   end)
 
   -- Luanti (Minetest) mod security, as spec/luanti_spec.lua meets it in a
@@ -49,7 +49,7 @@ describe("dlock #binding", function()
       print(require("dlock")._VERSION)
     ]])
     assert.is_true(ok, out)
-    assert.matches("^false\tmodule 'dlock.core' not found:\tnil\ndlock 1%.0%.0\n", out)
+    assert.matches("^false\tmodule 'dlock.core' not found:\tnil\ndlock 2%.0%.0\n", out)
   end)
 end)
 

@@ -37,7 +37,7 @@ local VERSION = assert(assert(helper.read_file(root .. "/src/binding/lua_dlock.c
   :match('#define%s+DLOCK_VERSION%s+"dlock ([^"]+)"'), "no DLOCK_VERSION")
 local ROCKSPECS = lines(must("cd " .. q(root) .. " && ls dlock-*.rockspec"))
 local ROCKSPEC = ROCKSPECS[1]
-local REL = ROCKSPEC:match("^dlock%-(.*)%.rockspec$")            -- "1.0.0-1"
+local REL = ROCKSPEC:match("^dlock%-(.*)%.rockspec$")            -- "2.0.0-1"
 
 --- The lines of README.md's "## Install" section, and its ```sh blocks.
 local function install_section()

@@ -1,7 +1,7 @@
 #!/bin/sh
 # make dist: the release in dist/, from the checkout's working tree.
 #
-# One version: DLOCK_VERSION in src/binding/lua_dlock.c ("dlock 1.0.0" -> 1.0.0).
+# One version: DLOCK_VERSION in src/binding/lua_dlock.c ("dlock 2.0.0" -> 2.0.0).
 # The rockspec's file name, its version, source.url and source.dir, and
 # the built module's _VERSION must all agree with it, or nothing is written.
 #

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DLOCK_VERSION "dlock 1.0.0"
+#define DLOCK_VERSION "dlock 2.0.0"
 
 /* ---- module helpers for tests, examples and benchmarks ------------- */
 

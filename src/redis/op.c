@@ -366,8 +366,9 @@ void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
     add_request(op, l, seq);
     arg_i(op, DL_ARG_TOKEN, token);
     add_freeing(op, l, keep_ms, pub);
-    if (layout(op)->arg[DL_ARG_COUNT])  /* the short form's guess */
-        arg_i(op, DL_ARG_COUNT, count);
+    if (layout(op)->arg[DL_ARG_COUNT])  /* the short form's guess; 0: a */
+        arg_i(op, DL_ARG_COUNT,         /* reader's or writer's, never */
+              l->kind == DL_KIND_LOCK ? count : 0);   /* in that form */
     done(op);
     if (fair)
         may_grant(op);

@@ -1361,9 +1361,10 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
     /* src/redis/scripts/release.lua */
     [DL_S_RELEASE] =
         "do\n"
-        "  local k, owner, seq, c = KEYS[1], ARGV[1], ARGV[3], ARGV[8]\n"
-        "  if ARGV[2] == owner and seq:byte(1) ~= 48 and (redis.REDIS_VERSION_NUM or 0) >= 458752 then\n"
-        "    local m = c == '1' and '0' or string.format('%d', (tonumber(c) or 1) - 1)\n"
+        "  local k, owner, seq, c = KEYS[1], ARGV[1], ARGV[3], ARGV[8] or '1'\n"
+        "  if ARGV[2] == owner and c ~= '0' and seq:byte(1) ~= 48 and\n"
+        "     (redis.REDIS_VERSION_NUM or 0) >= 458752 then\n"
+        "    local m = c == '1' and '0' or string.format('%d', tonumber(c) - 1)\n"
         "    local v = redis.pcall('set', k, m .. '|' .. ARGV[4] .. '|' .. seq .. '|' .. ARGV[5] ..\n"
         "                          'e99||' .. owner, 'xx', 'keepttl', 'get')\n"
         "    local n, t, q, g, o\n"
@@ -1727,7 +1728,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
 /* The same scripts as one function library: each helper made once, at
  * FUNCTION LOAD; each script the function dl_script_functions[id]. */
 static const char dl_script_library[] =
-    "#!lua name=dlock_81c4f9eadeee0a\n"
+    "#!lua name=dlock_d0f57e60ec9f1d\n"
     DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
     DL_LIB_MINT DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
     DL_LIB_RAISE_TTL DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
@@ -1736,7 +1737,7 @@ static const char dl_script_library[] =
     DL_LIB_PASS_ON DL_LIB_FAIR_JOIN DL_LIB_HERE DL_LIB_HAND_OVER
     DL_LIB_RESERVE DL_LIB_RELEASE DL_LIB_CLEAR_GRANT DL_LIB_CANCEL
     DL_LIB_LEASES DL_LIB_PERMIT DL_LIB_WAKE DL_LIB_WITHDRAW
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_acquire',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1803,7 +1804,7 @@ static const char dl_script_library[] =
     "local waited = tonumber(ARGV[7])\n"
     "return acquire_exclusive(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, waited)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1827,7 +1828,7 @@ static const char dl_script_library[] =
     "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
     "return acquire_exclusive(KEYS[1], nil, owner, req, seq, lease, expect, token, -1)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_drop',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_drop',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, token, after = KEYS[1], ARGV[1], ARGV[3], ARGV[8]\n"
@@ -1859,7 +1860,7 @@ static const char dl_script_library[] =
     "if left == 0 then announce(k, keep_ms, chan, pub, 'drop') end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_extend',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_extend',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local req, lease, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
@@ -1880,7 +1881,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 0\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_fair_acquire',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_fair_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1994,7 +1995,7 @@ static const char dl_script_library[] =
     "unqueue(q, req)\n"
     "return granted(mine, t)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_fair_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_fair_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2016,7 +2017,7 @@ static const char dl_script_library[] =
     "if q then unqueue(q, req) end\n"
     "return granted(mine, t)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_fair_drop',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_fair_drop',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
@@ -2030,7 +2031,7 @@ static const char dl_script_library[] =
     "if left == 0 then hand_over(k, counter, q, keep_ms, pub, nil) end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_fair_drop1',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_fair_drop1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, token, after = KEYS[1], ARGV[1], ARGV[3], ARGV[6]\n"
@@ -2066,7 +2067,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_fair_release',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_fair_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -2109,7 +2110,7 @@ static const char dl_script_library[] =
     "elseif left then clear_grant(k, req) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_fair_release1',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_fair_release1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -2140,7 +2141,7 @@ static const char dl_script_library[] =
     "elseif left then clear_grant(k, req) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_fair_void',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_fair_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2155,7 +2156,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_fair_void1',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_fair_void1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2172,7 +2173,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_fence',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_fence',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[2])                 -- (lib/short.lua)\n"
     "local token, req, seq = tonumber(ARGV[1]), ARGV[2], ARGV[3]\n"
@@ -2189,7 +2190,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_force',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_force',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local req, seq, keep_ms, chan, pub = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]\n"
@@ -2216,7 +2217,7 @@ static const char dl_script_library[] =
     "redis.call('pexpire', k, keep_ms)\n"
     "return held and 1 or 0\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_guard',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_guard',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "local owner, token, cmd = ARGV[1], ARGV[2], ARGV[3]\n"
     "local k = KEYS[1]\n"
@@ -2237,7 +2238,7 @@ static const char dl_script_library[] =
     "end\n"
     "return redis.pcall(cmd, unpack(ARGV, 4))\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_inspect',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_inspect',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local chan, verb = ARGV[1], ARGV[2]\n"
     "local k, q = KEYS[1], KEYS[2]\n"
@@ -2272,12 +2273,13 @@ static const char dl_script_library[] =
     "return {1, h.t or '0', redis.call('pttl', k), owners, reqs, queued,\n"
     "        subs, h.w or ''}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_release',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
-    "  local k, owner, seq, c = KEYS[1], ARGV[1], ARGV[3], ARGV[8]\n"
-    "  if ARGV[2] == owner and seq:byte(1) ~= 48 and (redis.REDIS_VERSION_NUM or 0) >= 458752 then\n"
-    "    local m = c == '1' and '0' or string.format('%d', (tonumber(c) or 1) - 1)\n"
+    "  local k, owner, seq, c = KEYS[1], ARGV[1], ARGV[3], ARGV[8] or '1'\n"
+    "  if ARGV[2] == owner and c ~= '0' and seq:byte(1) ~= 48 and\n"
+    "     (redis.REDIS_VERSION_NUM or 0) >= 458752 then\n"
+    "    local m = c == '1' and '0' or string.format('%d', tonumber(c) - 1)\n"
     "    local v = redis.pcall('set', k, m .. '|' .. ARGV[4] .. '|' .. seq .. '|' .. ARGV[5] ..\n"
     "                          'e99||' .. owner, 'xx', 'keepttl', 'get')\n"
     "    local n, t, q, g, o\n"
@@ -2322,7 +2324,7 @@ static const char dl_script_library[] =
     "if left == 0 and waiters then redis.call(pub, chan, token) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_renew',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_renew',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local r, now = {}, nil\n"
     "for i = 1, #KEYS do\n"
@@ -2375,7 +2377,7 @@ static const char dl_script_library[] =
     "end\n"
     "return r\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_rw_acquire',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_rw_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -2476,7 +2478,7 @@ static const char dl_script_library[] =
     "end\n"
     "return granted(mine, t)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_rw_renew',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_rw_renew',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local now = now_ms()\n"
     "local r = {}\n"
@@ -2523,7 +2525,7 @@ static const char dl_script_library[] =
     "end\n"
     "return r\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_sem_acquire',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_sem_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2531,7 +2533,7 @@ static const char dl_script_library[] =
     "local permits, waits = ARGV[7], ARGV[8]\n"
     "return acquire_permit(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, permits, waits)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_sem_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_sem_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2540,7 +2542,7 @@ static const char dl_script_library[] =
     "return acquire_permit(KEYS[1], here(KEYS[1] .. ':q'), owner, req, seq, lease, expect,\n"
     "                      token, permits, waits)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_sem_free',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_sem_free',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local permits = tonumber(ARGV[1])\n"
     "local now = now_ms()\n"
@@ -2552,7 +2554,7 @@ static const char dl_script_library[] =
     "if tonumber(h.n or '0') > 0 and h.l then permits = tonumber(h.l) end\n"
     "return math.max(permits - used, 0)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_sem_release',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_sem_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
@@ -2563,7 +2565,7 @@ static const char dl_script_library[] =
     "if left then wake(k, q, pub) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_sem_release1',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_sem_release1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
@@ -2575,7 +2577,7 @@ static const char dl_script_library[] =
     "if q then wake(k, q, pub) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_sem_void',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_sem_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2589,7 +2591,7 @@ static const char dl_script_library[] =
     "if left then wake(k, q, pub) end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_ttl',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_ttl',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local k = KEYS[1]\n"
     "local n = redis.pcall('hget', k, 'n')\n"
@@ -2599,7 +2601,7 @@ static const char dl_script_library[] =
     "end\n"
     "return -2\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_81c4f9eadeee0a_void',\n"
+    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2614,34 +2616,34 @@ static const char dl_script_library[] =
     "return 1\n"
     "end}\n";
 static const char *const dl_script_functions[DL_S_COUNT] = {
-    [DL_S_ACQUIRE] = "dlock_81c4f9eadeee0a_acquire",
-    [DL_S_ACQUIRE1] = "dlock_81c4f9eadeee0a_acquire1",
-    [DL_S_DROP] = "dlock_81c4f9eadeee0a_drop",
-    [DL_S_EXTEND] = "dlock_81c4f9eadeee0a_extend",
-    [DL_S_FAIR_ACQUIRE] = "dlock_81c4f9eadeee0a_fair_acquire",
-    [DL_S_FAIR_ACQUIRE1] = "dlock_81c4f9eadeee0a_fair_acquire1",
-    [DL_S_FAIR_DROP] = "dlock_81c4f9eadeee0a_fair_drop",
-    [DL_S_FAIR_DROP1] = "dlock_81c4f9eadeee0a_fair_drop1",
-    [DL_S_FAIR_RELEASE] = "dlock_81c4f9eadeee0a_fair_release",
-    [DL_S_FAIR_RELEASE1] = "dlock_81c4f9eadeee0a_fair_release1",
-    [DL_S_FAIR_VOID] = "dlock_81c4f9eadeee0a_fair_void",
-    [DL_S_FAIR_VOID1] = "dlock_81c4f9eadeee0a_fair_void1",
-    [DL_S_FENCE] = "dlock_81c4f9eadeee0a_fence",
-    [DL_S_FORCE] = "dlock_81c4f9eadeee0a_force",
-    [DL_S_GUARD] = "dlock_81c4f9eadeee0a_guard",
-    [DL_S_INSPECT] = "dlock_81c4f9eadeee0a_inspect",
-    [DL_S_RELEASE] = "dlock_81c4f9eadeee0a_release",
-    [DL_S_RENEW] = "dlock_81c4f9eadeee0a_renew",
-    [DL_S_RW_ACQUIRE] = "dlock_81c4f9eadeee0a_rw_acquire",
-    [DL_S_RW_RENEW] = "dlock_81c4f9eadeee0a_rw_renew",
-    [DL_S_SEM_ACQUIRE] = "dlock_81c4f9eadeee0a_sem_acquire",
-    [DL_S_SEM_ACQUIRE1] = "dlock_81c4f9eadeee0a_sem_acquire1",
-    [DL_S_SEM_FREE] = "dlock_81c4f9eadeee0a_sem_free",
-    [DL_S_SEM_RELEASE] = "dlock_81c4f9eadeee0a_sem_release",
-    [DL_S_SEM_RELEASE1] = "dlock_81c4f9eadeee0a_sem_release1",
-    [DL_S_SEM_VOID] = "dlock_81c4f9eadeee0a_sem_void",
-    [DL_S_TTL] = "dlock_81c4f9eadeee0a_ttl",
-    [DL_S_VOID] = "dlock_81c4f9eadeee0a_void",
+    [DL_S_ACQUIRE] = "dlock_d0f57e60ec9f1d_acquire",
+    [DL_S_ACQUIRE1] = "dlock_d0f57e60ec9f1d_acquire1",
+    [DL_S_DROP] = "dlock_d0f57e60ec9f1d_drop",
+    [DL_S_EXTEND] = "dlock_d0f57e60ec9f1d_extend",
+    [DL_S_FAIR_ACQUIRE] = "dlock_d0f57e60ec9f1d_fair_acquire",
+    [DL_S_FAIR_ACQUIRE1] = "dlock_d0f57e60ec9f1d_fair_acquire1",
+    [DL_S_FAIR_DROP] = "dlock_d0f57e60ec9f1d_fair_drop",
+    [DL_S_FAIR_DROP1] = "dlock_d0f57e60ec9f1d_fair_drop1",
+    [DL_S_FAIR_RELEASE] = "dlock_d0f57e60ec9f1d_fair_release",
+    [DL_S_FAIR_RELEASE1] = "dlock_d0f57e60ec9f1d_fair_release1",
+    [DL_S_FAIR_VOID] = "dlock_d0f57e60ec9f1d_fair_void",
+    [DL_S_FAIR_VOID1] = "dlock_d0f57e60ec9f1d_fair_void1",
+    [DL_S_FENCE] = "dlock_d0f57e60ec9f1d_fence",
+    [DL_S_FORCE] = "dlock_d0f57e60ec9f1d_force",
+    [DL_S_GUARD] = "dlock_d0f57e60ec9f1d_guard",
+    [DL_S_INSPECT] = "dlock_d0f57e60ec9f1d_inspect",
+    [DL_S_RELEASE] = "dlock_d0f57e60ec9f1d_release",
+    [DL_S_RENEW] = "dlock_d0f57e60ec9f1d_renew",
+    [DL_S_RW_ACQUIRE] = "dlock_d0f57e60ec9f1d_rw_acquire",
+    [DL_S_RW_RENEW] = "dlock_d0f57e60ec9f1d_rw_renew",
+    [DL_S_SEM_ACQUIRE] = "dlock_d0f57e60ec9f1d_sem_acquire",
+    [DL_S_SEM_ACQUIRE1] = "dlock_d0f57e60ec9f1d_sem_acquire1",
+    [DL_S_SEM_FREE] = "dlock_d0f57e60ec9f1d_sem_free",
+    [DL_S_SEM_RELEASE] = "dlock_d0f57e60ec9f1d_sem_release",
+    [DL_S_SEM_RELEASE1] = "dlock_d0f57e60ec9f1d_sem_release1",
+    [DL_S_SEM_VOID] = "dlock_d0f57e60ec9f1d_sem_void",
+    [DL_S_TTL] = "dlock_d0f57e60ec9f1d_ttl",
+    [DL_S_VOID] = "dlock_d0f57e60ec9f1d_void",
 };
 #endif /* DL_SCRIPT_DATA */
 

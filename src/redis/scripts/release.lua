@@ -12,7 +12,8 @@
 -- ARGV[6] chan: where a freed lock is announced, P{name}:ch
 -- ARGV[7] pub: PUBLISH or SPUBLISH (Cluster)
 -- ARGV[8] count: the owner's holds as its client counted them before
---   this release (the short form's guess; absent: 1)
+--   this release (the short form's guess; absent: 1); 0: a read-write
+--   lock's hold, which its client never expects in that form
 -- returns: the owner's holds left (an integer, 0 and up) | -1 lost
 -- resend: finds its seq recorded: answers the owner's holds now and
 --   changes nothing (no second announcement); once the record's TTL
@@ -29,9 +30,10 @@
 -- as its client counted (SET GET: the value it had comes back, and goes
 -- back if it was not that); only Redis 7 and later has it.
 do
-  local k, owner, seq, c = KEYS[1], ARGV[1], ARGV[3], ARGV[8]
-  if ARGV[2] == owner and seq:byte(1) ~= 48 and (redis.REDIS_VERSION_NUM or 0) >= 458752 then
-    local m = c == '1' and '0' or string.format('%d', (tonumber(c) or 1) - 1)
+  local k, owner, seq, c = KEYS[1], ARGV[1], ARGV[3], ARGV[8] or '1'
+  if ARGV[2] == owner and c ~= '0' and seq:byte(1) ~= 48 and
+     (redis.REDIS_VERSION_NUM or 0) >= 458752 then
+    local m = c == '1' and '0' or string.format('%d', tonumber(c) - 1)
     local v = redis.pcall('set', k, m .. '|' .. ARGV[4] .. '|' .. seq .. '|' .. ARGV[5] ..
                           'e99||' .. owner, 'xx', 'keepttl', 'get')
     local n, t, q, g, o

@@ -1,12 +1,12 @@
 rockspec_format = "3.0"
 package = "dlock"
-version = "1.0.0-1"
+version = "2.0.0-1"
 source = {
   -- The release tarball `make dist` writes next to this rockspec (top
-  -- directory dlock-1.0.0/); dist/dlock-1.0.0-1.src.rock holds both.
+  -- directory dlock-2.0.0/); dist/dlock-2.0.0-1.src.rock holds both.
   -- `luarocks make` in a checkout builds from the checkout instead.
-  url = "dlock-1.0.0.tar.gz",
-  dir = "dlock-1.0.0",
+  url = "dlock-2.0.0.tar.gz",
+  dir = "dlock-2.0.0",
 }
 description = {
   summary = "Reentrant distributed locks on Redis for plain Lua",
