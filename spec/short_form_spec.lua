@@ -16,7 +16,7 @@ local function rng(seed)
   local x = seed
   return function(n)
     x = (x * 1103515245 + 12345) % 2147483648
-    return x % n + 1
+    return math.floor(x / 65536) % n + 1      -- (the high bits: the low ones cycle short)
   end
 end
 local function pick(r, t) return t[r(#t)] end
@@ -89,8 +89,8 @@ describe("the short form of a lock #nocore", function()
   end
 
   -- Arguments by the names the headers give them, near the state's.
-  local function value(r, name, st, k)
-    local owner = pick(r, { OWNER, OWNER, OWNER, "other" })
+  -- (owner: the case's, one draw for all its arguments)
+  local function value(r, name, st, k, owner)
     local q = tonumber(st.q)
     local pools = {
       owner = { owner }, req = { owner, owner, "c9|" .. owner },
@@ -109,8 +109,12 @@ describe("the short form of a lock #nocore", function()
   local function run(name, seed, cases)
     local layout, r = LAYOUTS[name], rng(seed)
     local cmds, at, drawn = {}, {}, {}
+    local t = helper.ints(srv.cli("time"))
+    local until_ms = string.format("%d", t[1] * 1000 + math.floor(t[2] / 1000) + 60000)
     for i = 1, cases do
       local st = draw_state(r)
+      -- a fair lock's queue: sometimes a waiter registered, live for 60 s
+      st.waiter = name:match("^fair") and r(2) == 1
       local argv = {}
       local groups = layout.repeats and r(2) or 1
       for _ = 1, groups do
@@ -119,7 +123,8 @@ describe("the short form of a lock #nocore", function()
       drawn[i] = { st = st, argv = {} }
       at[i] = {}
       local base = ("short:%s:%d"):format(name, i)
-      for j, a in ipairs(argv) do drawn[i].argv[j] = value(r, a, st, base .. ":x{t}") end
+      local who = pick(r, { OWNER, OWNER, OWNER, "other" })
+      for j, a in ipairs(argv) do drawn[i].argv[j] = value(r, a, st, base .. ":x{t}", who) end
       if name == "guard" then drawn[i].argv[#argv + 1] = "hi" end
       for _, way in ipairs({ "hash", "short" }) do
         local k = ("%s:%s{t}"):format(base, way)
@@ -129,6 +134,10 @@ describe("the short form of a lock #nocore", function()
         else cmds[#cmds + 1] = { "SET", k, short_of(st) } end
         if st.ttl then cmds[#cmds + 1] = { "PEXPIRE", k, st.ttl } end
         cmds[#cmds + 1] = { "SET", counter, "40" }
+        if st.waiter then
+          cmds[#cmds + 1] = { "HSET", q, "H", "w", "T", "w", "c", "1", "nw", "", "pw", "",
+                              "rw", until_ms .. ":5:10000", "sw", "0123456789abcdef" }
+        end
         local keys = {}
         for j, key in ipairs(layout.keys) do
           keys[j] = ({ lock = k, counter = counter, queue = q, data = k })[key]
@@ -147,7 +156,7 @@ describe("the short form of a lock #nocore", function()
         cmds[#cmds + 1] = { "GET", k }
         cmds[#cmds + 1] = { "PTTL", k }
         cmds[#cmds + 1] = { "GET", counter }
-        cmds[#cmds + 1] = { "TYPE", q }
+        cmds[#cmds + 1] = { "HGETALL", q }
       end
     end
     local res = helper.pipeline(srv, cmds)
@@ -156,8 +165,12 @@ describe("the short form of a lock #nocore", function()
       if res[j + 1] == "string" then h = decode(res[j + 3])
       else for x = 1, #res[j + 2], 2 do h[res[j + 2][x]] = res[j + 2][x + 1] end end
       local ttl = res[j + 4]
+      local q, qh = res[j + 6], {}
+      if type(q) == "table" and not q.err then
+        for x = 1, #q, 2 do qh[q[x]] = q[x + 1] end
+      else qh = q end
       return { hash = h, ttl = ttl > 0 and math.floor((ttl + 500) / 1000) or ttl,
-               counter = res[j + 5], queue = res[j + 6] }
+               counter = res[j + 5], queue = qh }
     end
     local bad, shorts = {}, 0
     for i = 1, cases do
