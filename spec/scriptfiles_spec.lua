@@ -61,7 +61,8 @@ describe("the scripts' files", function()
   it("give every script a layout: its keys and arguments by name", function()
     local y = helper.script_layouts()
     assert.same({ "lock", "counter" }, y.acquire.keys)
-    assert.same({ "owner", "req", "seq", "lease_ms", "expect", "token", "waited" }, y.acquire.args)
+    assert.same({ "owner", "req", "seq", "lease_ms", "expect", "token", "waited", "form" },
+                y.acquire.args)
     assert.same({ "counter", "lock" }, y.fence.keys)
     assert.is_true(y.renew.repeats)                      -- KEYS[i], ARGV[3i-2]...
     assert.same({ "req", "lease_ms", "token" }, y.renew.args)

@@ -49,7 +49,13 @@ local function dump(v)
   return "{" .. table.concat(out, " ") .. "}"
 end
 
+-- (a grant in the short form answers with its token alone, in the hash
+-- {1, 1, token}: the client learns from it which form to look for)
 local function same_reply(a, b)
+  if type(a) == "number" and type(b) == "table" then a, b = b, a end
+  if type(a) == "table" and type(b) == "number" and #a == 3 and a[1] == 1 and a[2] == 1 then
+    return math.abs(a[3] - b) <= 50
+  end
   if type(a) ~= type(b) then return false end
   if type(a) == "number" then return math.abs(a - b) <= 50 end
   if type(a) ~= "table" then return norm(a) == norm(b) end
@@ -90,7 +96,8 @@ describe("the short form of a lock #nocore", function()
 
   -- Arguments by the names the headers give them, near the state's.
   -- (owner: the case's, one draw for all its arguments)
-  local function value(r, name, st, k, owner)
+  local zero_count = { release = true, fair_release = true }   -- (0: a hint)
+  local function value(r, name, st, k, owner, script)
     local q = tonumber(st.q)
     local pools = {
       owner = { owner }, req = { owner, owner, "c9|" .. owner },
@@ -99,9 +106,9 @@ describe("the short form of a lock #nocore", function()
       expect = { "0", "0", st.n }, token = { st.t, st.t, "999" },
       waited = { "-1", "0" }, waits = { "0", "1" }, pub = { "PUBLISH" },
       chan = { k .. ":ch" }, notice = { "notices" }, secret = { "0123456789abcdef" },
-      count = { st.n, "1" }, after = { "0", "1" }, fresh = { "0", "1" },
+      count = { st.n, "1", zero_count[script] and "0" or st.n }, after = { "0", "1" }, fresh = { "0", "1" },
       kind = { "r", "w" }, writer = { "", OWNER }, permits = { "3" },
-      cmd = { "ECHO" }, verb = { "NUMSUB" },
+      cmd = { "ECHO" }, verb = { "NUMSUB" }, form = { "s", "h" },
     }
     return pick(r, assert(pools[name], "no values for " .. name))
   end
@@ -124,7 +131,7 @@ describe("the short form of a lock #nocore", function()
       at[i] = {}
       local base = ("short:%s:%d"):format(name, i)
       local who = pick(r, { OWNER, OWNER, OWNER, "other" })
-      for j, a in ipairs(argv) do drawn[i].argv[j] = value(r, a, st, base .. ":x{t}", who) end
+      for j, a in ipairs(argv) do drawn[i].argv[j] = value(r, a, st, base .. ":x{t}", who, name) end
       if name == "guard" then drawn[i].argv[#argv + 1] = "hi" end
       for _, way in ipairs({ "hash", "short" }) do
         local k = ("%s:%s{t}"):format(base, way)

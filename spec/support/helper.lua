@@ -581,14 +581,20 @@ end
 --- its keys and arguments by the names its header gives them, each where
 --- it takes it: keys, a lock's keys ({ lock =, counter =, queue = }: those
 --- the script takes); args, exactly the arguments it takes. srv.cli's reply.
+-- Arguments a spec may leave out: the client's hint of the lock's form
+-- (the short form looked for first).
+local EVALSHA_DEFAULTS = { acquire = { form = "s" }, fair_acquire = { form = "s" },
+                           fair_release = { count = "1" } }
+
 function helper.evalsha(srv, sha, name, keys, args)
   local y = assert(helper.script_layouts()[name], "no script " .. name)
   local argv = helper.script_head(sha, name, #y.keys)
   for _, k in ipairs(y.keys) do
     argv[#argv + 1] = assert(keys[k], name .. " takes key " .. k)
   end
-  local taken = {}
+  local taken, hint = {}, EVALSHA_DEFAULTS[name] or {}
   for _, a in ipairs(y.args) do
+    if args[a] == nil then args[a] = hint[a] end
     assert(args[a] ~= nil, name .. " takes argument " .. a)
     argv[#argv + 1] = args[a]
     taken[a] = true

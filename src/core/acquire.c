@@ -180,6 +180,7 @@ static int take_grant(dl_client *c, dl_hold *h, const dl_lockref *l,
         return 0;
     dl_grant g = { { op->reg_t0, op->reg_ms, valid, 0, op->reg_watchdog },
                    tok, 0, 1, op->args.ref, &op->args.ref_kept };
+    h->hashed = 1;                      /* (a queue: the lock is a hash) */
     record_grant(c, h, l, &g);
     return 1;
 }
@@ -251,6 +252,7 @@ static int plan_pass(dl_client *c, const dl_lockref *l, dl_acquire *op,
     s->at.waits = args->wait_us != 0 && (fair || dl_now_us() < op->until_us);
     s->at.secret = fair && s->at.waits ? fair_secret() : 0;
     s->at.pub = c->pubverb;
+    s->at.hashed = *dl_state_form_hint(c, l);
     s->at.waited_ms = (dl_now_us() - op->since_us) / 1000;
     dl_op_acquire(&s->try, l, &s->at);
     return 1;
@@ -329,6 +331,8 @@ static int judge_attempt(dl_client *c, const dl_lockref *l, dl_acquire *op,
     int fair = l->kind == DL_KIND_FAIR;
     int64_t now = s->now = dl_now_us(), t0 = a->t0;
     int waiting = args->wait_us != 0 && now < op->until_us;
+    if (a->form)                        /* the form it found (op.h) */
+        *dl_state_form_hint(c, l) = (a->form & DL_FORM_HASH) != 0;
     if (s->st == DL_EAGAIN && !s->granted) {    /* TRYAGAIN: not run */
         if (waiting || !(fair && op->reg_seq)) {
             dl_pending_clear(h); /* nothing to cancel */
@@ -374,6 +378,8 @@ static int judge_attempt(dl_client *c, const dl_lockref *l, dl_acquire *op,
         int64_t drift = dl_exec_drift_us(&c->topo, s->at.ms);
         dl_grant g = { { t0, s->at.ms, s->at.ms, drift, s->at.watchdog },
                        a->y, s->at.expect, a->x, args->ref, &args->ref_kept };
+        if (a->form)                    /* (a reentry's does not say) */
+            h->hashed = (a->form & DL_FORM_HASH) != 0;
         record_grant(c, h, l, &g);
         return 0;
     }

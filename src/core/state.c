@@ -135,3 +135,11 @@ dl_hold *dl_state_hold(dl_client *c, const dl_lockref *l, int create,
         h->kind = l->kind;
     return h;
 }
+
+unsigned char *dl_state_form_hint(dl_client *c, const dl_lockref *l)
+{
+    uint32_t x = 2166136261u;           /* FNV-1a of the key */
+    for (size_t i = 0; i < l->ident.keylen; i++)
+        x = (x ^ (unsigned char)l->ident.key[i]) * 16777619u;
+    return &c->hashed[x % DL_FORM_HINTS];
+}

@@ -56,6 +56,11 @@
 
 struct dl_watchdog;
 
+/* Locks whose form the client remembers (dl_client.hashed): a lock's key
+ * picks one of these, and two that share one cost a probe, never a
+ * wrong answer. */
+#define DL_FORM_HINTS 1024
+
 typedef struct dl_client_opts {
     dl_topo_kind topo;
     dl_endpoint *eps;           /* owned: url | servers | sentinels | seeds */
@@ -95,6 +100,9 @@ typedef struct dl_client {
     int pending;                /* notices or finished holds wait */
     int sweep;                  /* finished holds wait to be freed */
     dl_client_opts opts;
+    unsigned char hashed[DL_FORM_HINTS];    /* by a hash of a lock's key:
+                                   its last acquire found the lock in its
+                                   hash form (a hint only: acquire.c) */
     dl_topology topo;
     struct dl_watchdog *wd;     /* its renewal thread (watchdog.h) */
     dl_scripts scripts;         /* read-only once open */
@@ -158,6 +166,13 @@ void dl_state_tidy(dl_client *c, dl_hold *h, int *unref);
  * absent, or (with *st and err) when it cannot be created. */
 dl_hold *dl_state_hold(dl_client *c, const dl_lockref *l, int create,
                        dl_status *st, char *err, size_t errlen);
+
+/* With c->mu held: the hint of the form l's lock is in (its scripts'
+ * README.md, THE SHORT FORM): 1 when the last acquire of its key found
+ * its hash (it was busy, or had a second requester), and the scripts then
+ * look there first; else, or once it is gone and made anew, the short
+ * form. acquire.c writes it from each reply that shows the form. */
+unsigned char *dl_state_form_hint(dl_client *c, const dl_lockref *l);
 
 #pragma GCC visibility pop
 #endif

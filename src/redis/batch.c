@@ -118,7 +118,7 @@ static void count(dl_batch *b, const dl_chunk *k, const redisReply *r)
     for (size_t i = 0; i < k->m; i++) {
         size_t e = IDX(b->order[k->first + i]);
         const dl_op *op = &b->ops[e];
-        dl_vote v = { r ? DL_V_BAD : DL_V_NONE, 0, 0 };
+        dl_vote v = { r ? DL_V_BAD : DL_V_NONE, 0, 0, 0 };
         if (r && op->batch <= 1)
             op->decode(r, &v);
         else if (r && r->type == REDIS_REPLY_ARRAY && r->elements == k->m)

@@ -106,6 +106,7 @@ const char *dl_exec_numsub_verb(const dl_topology *t)
 
 void dl_exec_tally(dl_tally *tl, const dl_vote *v)
 {
+    tl->form |= v->form;
     switch (v->kind) {
     case DL_V_YES:
         if (!tl->yes || v->y < tl->ymin)
@@ -134,6 +135,7 @@ dl_status dl_exec_verdict(const dl_topology *t, const dl_op *op,
     size_t n = t->kind == DL_TOPO_REDLOCK ? t->nnodes : 1;
     size_t q = (size_t)t->quorum, replied = n - tl->none;
     res->yes = tl->yes;
+    res->form = tl->form;
     res->maybe = n > 1 && (tl->yes > 0 || tl->none > 0);
     if (tl->yes >= q && valid) {
         res->kind = DL_V_YES;
@@ -230,7 +232,7 @@ static dl_status run_one(dl_topology *t, const dl_scripts *s, dl_op *op,
     }
     if (st != DL_OK)
         return st;
-    dl_vote v = { DL_V_BAD, 0, 0 };
+    dl_vote v = { DL_V_BAD, 0, 0, 0 };
     dl_tally tl;
     memset(&tl, 0, sizeof tl);
     op->decode(r, &v);
@@ -271,7 +273,7 @@ static void fan(dl_topology *t, const dl_scripts *s, dl_op *op,
     dl_exec_call_of(op, &call);
     dl_topology_fan(t, s, &call, rs);
     for (size_t i = 0; i < t->nnodes; i++) {
-        dl_vote v = { DL_V_NONE, 0, 0 };
+        dl_vote v = { DL_V_NONE, 0, 0, 0 };
         if (rs[i] && rs[i]->type == REDIS_REPLY_ERROR) {
             dl_reply_error(rs[i], rerr, rerrlen);
             v.kind = DL_V_BAD;

@@ -20,6 +20,7 @@ typedef struct dl_tally {
     uint32_t yes, busy, no, taken, bad, none;
     int64_t busy_min;           /* shortest TTL among busy votes */
     int64_t ymin, ymax;         /* y among yes votes (tokens) */
+    int form;                   /* the votes' forms, or-ed (op.h) */
 } dl_tally;
 
 void dl_exec_tally(dl_tally *tl, const dl_vote *v);
@@ -34,6 +35,7 @@ typedef struct dl_result {
     int maybe;                  /* not YES, yet it ran, or may still run,
                                    on some server: to be cancelled */
     uint32_t yes;               /* servers that said yes */
+    int form;                   /* the votes' forms, or-ed (op.h) */
     int64_t t0;                 /* when it was sent (dl_now_us) */
 } dl_result;
 

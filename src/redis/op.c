@@ -131,22 +131,24 @@ static int shaped(const redisReply *r, size_t n, int64_t *code)
            (size_t)(*code == 1 ? n : *code == 0 && n == 3 ? 2 : 1);
 }
 
-/* token (> 0: a hold of count 1) | {1, count, token} | {0, pttl} | {-1}
- * lost | {-2} refused: try again */
+/* token (> 0: count 1, short) | {1, count, token} | {0, pttl} | {-1} lost
+ * | {-2} refused: try again. The shape shows the form (DL_FORM_*). */
 static void acquire_vote(const redisReply *r, dl_vote *v)
 {
     int64_t code;
     v->kind = DL_V_BAD;
     if (is_int(r) && r->integer > 0) {
         v->kind = DL_V_YES, v->x = 1, v->y = r->integer;
+        v->form = DL_FORM_SHORT;
         return;
     }
     if (!shaped(r, 3, &code))
         return;
     if (code == 1 && !dl_reply_int(r, 1, &v->x) && !dl_reply_int(r, 2, &v->y))
-        v->kind = DL_V_YES;
+        v->kind = DL_V_YES, v->form = v->x == 1 ? DL_FORM_HASH : 0;
     else if (code == 0 && !dl_reply_int(r, 1, &v->x))
-        v->kind = DL_V_BUSY, v->x = v->x < 0 ? 0 : v->x;  /* the TTL */
+        v->kind = DL_V_BUSY, v->x = v->x < 0 ? 0 : v->x,  /* the TTL */
+        v->form = DL_FORM_HASH;
     else if (code == -1)
         v->kind = DL_V_NO;
     else if (code == -2)
@@ -275,6 +277,8 @@ void dl_op_acquire(dl_op *op, const dl_lockref *l, const dl_attempt *a)
         arg(op, DL_ARG_WRITER, l->writer ? l->writer : "",
             l->writer ? l->writerlen : 0);
     }
+    if (layout(op)->arg[DL_ARG_FORM])   /* where to look first */
+        arg_s(op, DL_ARG_FORM, a->hashed ? "h" : "s");
     done(op);
     /* A fresh hold competes (a shortfall: busy); a reentry must be
      * confirmed (a shortfall: not known). */
@@ -366,9 +370,8 @@ void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
     add_request(op, l, seq);
     arg_i(op, DL_ARG_TOKEN, token);
     add_freeing(op, l, keep_ms, pub);
-    if (layout(op)->arg[DL_ARG_COUNT])  /* the short form's guess; 0: a */
-        arg_i(op, DL_ARG_COUNT,         /* reader's or writer's, never */
-              l->kind == DL_KIND_LOCK ? count : 0);   /* in that form */
+    if (layout(op)->arg[DL_ARG_COUNT])  /* 0: looked for in the hash first */
+        arg_i(op, DL_ARG_COUNT, l->kind == DL_KIND_LOCK || fair ? count : 0);
     done(op);
     if (fair)
         may_grant(op);

@@ -35,10 +35,16 @@ enum {
     DL_V_BAD                    /* an error or an unexpected reply */
 };
 
+/* An acquire's reply shows which form its lock is in (its scripts'
+ * README.md, THE SHORT FORM): a bit of each, in dl_vote.form. */
+#define DL_FORM_SHORT 1         /* a hold granted in the short form */
+#define DL_FORM_HASH 2          /* a hold granted, or busy, in the hash */
+
 typedef struct dl_vote {
     int kind;
     int64_t x, y;               /* acquire: count, token; release: count
                                    left; ttl: the TTL (INT64_MAX: none) */
+    int form;                   /* acquire: DL_FORM_*, 0 not known */
 } dl_vote;
 
 typedef void (*dl_decode_fn)(const redisReply *r, dl_vote *v);
@@ -110,6 +116,8 @@ typedef struct dl_attempt {
     const char *pub;            /* the verb that announces a grant */
     int watchdog;               /* (not sent: the hold is renewed by the
                                    watchdog) */
+    int hashed;                 /* its client last saw the lock as its
+                                   hash: the scripts look there first */
 } dl_attempt;
 void dl_op_acquire(dl_op *op, const dl_lockref *l, const dl_attempt *a);
 /* The form of op for a slot mid-migration (its keys not all on one node;
@@ -125,9 +133,10 @@ int dl_op_one_key(const dl_op *op, dl_op *alt);
  * fence.lua) to token: 1 when op's grants carry tokens that must agree. */
 int dl_op_unify(const dl_op *op, int64_t token, dl_op *fence);
 
-/* Release one hold of l with token, of the count its client had; a freed
- * lock keeps its record keep_ms and announces it with pub ("publish" or
- * "spublish"). */
+/* Release one hold of l with token, of the count its client had (0: it
+ * last saw the lock as its hash, where the scripts then look first); a
+ * freed lock keeps its record keep_ms and announces it with pub
+ * ("publish" or "spublish"). */
 void dl_op_release(dl_op *op, const dl_lockref *l, uint64_t seq,
                    int64_t token, int64_t count, int64_t keep_ms,
                    const char *pub);

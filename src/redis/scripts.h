@@ -55,6 +55,7 @@ enum {
     DL_ARG_CMD,
     DL_ARG_COUNT,
     DL_ARG_EXPECT,
+    DL_ARG_FORM,
     DL_ARG_FRESH,
     DL_ARG_KEEP_MS,
     DL_ARG_KIND,
@@ -76,7 +77,7 @@ enum {
 
 /* KEYS and ARGV of one call at most (of one hold, for a script that
  * takes one group per hold). */
-#define DL_SCRIPT_ARGC_MAX 12
+#define DL_SCRIPT_ARGC_MAX 13
 
 #define DL_FAIR_GRANT_MS 3000
 
@@ -93,11 +94,11 @@ typedef struct dl_script_layout {
 
 #ifdef DL_SCRIPT_DATA
 static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
-    [DL_S_ACQUIRE] = { "acquire", 2, 7, 0,
+    [DL_S_ACQUIRE] = { "acquire", 2, 8, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_COUNTER] = 2 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
           [DL_ARG_LEASE_MS] = 4, [DL_ARG_EXPECT] = 5, [DL_ARG_TOKEN] = 6,
-          [DL_ARG_WAITED] = 7 } },
+          [DL_ARG_WAITED] = 7, [DL_ARG_FORM] = 8 } },
     [DL_S_ACQUIRE1] = { "acquire1", 1, 6, 0,
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
@@ -110,11 +111,12 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
     [DL_S_EXTEND] = { "extend", 1, 3, 0,
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_REQ] = 1, [DL_ARG_LEASE_MS] = 2, [DL_ARG_TOKEN] = 3 } },
-    [DL_S_FAIR_ACQUIRE] = { "fair_acquire", 3, 9, 0,
+    [DL_S_FAIR_ACQUIRE] = { "fair_acquire", 3, 10, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_COUNTER] = 2, [DL_KEY_QUEUE] = 3 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
           [DL_ARG_LEASE_MS] = 4, [DL_ARG_EXPECT] = 5, [DL_ARG_TOKEN] = 6,
-          [DL_ARG_WAITS] = 7, [DL_ARG_PUB] = 8, [DL_ARG_SECRET] = 9 } },
+          [DL_ARG_WAITS] = 7, [DL_ARG_PUB] = 8, [DL_ARG_SECRET] = 9,
+          [DL_ARG_FORM] = 10 } },
     [DL_S_FAIR_ACQUIRE1] = { "fair_acquire1", 1, 6, 0,
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
@@ -128,10 +130,11 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_COUNT] = 2, [DL_ARG_TOKEN] = 3,
           [DL_ARG_KEEP_MS] = 4, [DL_ARG_REQ] = 5, [DL_ARG_AFTER] = 6 } },
-    [DL_S_FAIR_RELEASE] = { "fair_release", 3, 6, 0,
+    [DL_S_FAIR_RELEASE] = { "fair_release", 3, 7, 0,
         { [DL_KEY_LOCK] = 1, [DL_KEY_COUNTER] = 2, [DL_KEY_QUEUE] = 3 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
-          [DL_ARG_TOKEN] = 4, [DL_ARG_KEEP_MS] = 5, [DL_ARG_PUB] = 6 } },
+          [DL_ARG_TOKEN] = 4, [DL_ARG_KEEP_MS] = 5, [DL_ARG_PUB] = 6,
+          [DL_ARG_COUNT] = 7 } },
     [DL_S_FAIR_RELEASE1] = { "fair_release1", 1, 5, 0,
         { [DL_KEY_LOCK] = 1 },
         { [DL_ARG_OWNER] = 1, [DL_ARG_REQ] = 2, [DL_ARG_SEQ] = 3,
@@ -292,7 +295,7 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
     "    f, mine, t, answer = read_request(k, of, qf, seq, 'b', 'v', 'r', 'D')\n" \
     "    shares_end = f[8]\n" \
     "  end\n" \
-    "  if answer then return answer[1] == 1 and granted(answer[2], answer[3]) or answer end\n" \
+    "  if answer then return answer end\n" \
     "  if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end\n" \
     "  local n, record, last_t = tonumber(f[1] or '0'), f[3], f[4]\n" \
     "  local busy, longest, reserve = f[5], f[6], f[7]\n" \
@@ -328,7 +331,7 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
     "    end\n" \
     "    if #done > 0 then redis.call('hdel', k, unpack(done)) end\n" \
     "    redis.call('pexpire', k, lease)\n" \
-    "    return granted(mine, t)\n" \
+    "    return {1, mine, t}\n" \
     "  end\n" \
     "  mine = redis.call('hincrby', k, of, 1)\n" \
     "  if hf then\n" \
@@ -337,7 +340,7 @@ static const dl_script_layout dl_script_layouts[DL_S_COUNT] = {
     "  end\n" \
     "  redis.call('hset', k, 'n', n + 1, qf, seq)\n" \
     "  raise_ttl(k, lease)\n" \
-    "  return granted(mine, t)\n" \
+    "  return {1, mine, t}\n" \
     "end\n"
 
 #define DL_LIB_FAIR_JOIN \
@@ -797,7 +800,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "do\n"
         "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
         "  local fresh = ARGV[5] == '0'\n"
-        "  if ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
+        "  if ARGV[2] == owner and ARGV[8] ~= 'h' and seq:byte(1) ~= 48 then\n"
         "    local v = redis.pcall('get', k)\n"
         "    if v == false and fresh and (redis.REDIS_VERSION_NUM or 0) >= 458752 then\n"
         "      local c = redis.call('incr', KEYS[2])\n"
@@ -847,16 +850,20 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "        ct = string.format('%d', c)\n"
         "        redis.call('set', KEYS[2], ct)\n"
         "      end\n"
+        "      if not t and (redis.REDIS_VERSION_NUM or 0) >= 458752 and   -- no key: the short form\n"
+        "         redis.call('set', k, '1|' .. ct .. '|' .. seq .. '|||' .. owner, 'nx', 'px', ARGV[4]) then\n"
+        "        return c\n"
+        "      end\n"
         "      redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct)\n"
         "      redis.call('pexpire', k, ARGV[4])\n"
-        "      return c\n"
+        "      return {1, 1, c}\n"
         "    end\n"
         "  end\n"
         "end\n"
         DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
         DL_LIB_MINT DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
         DL_LIB_RAISE_TTL DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
-        DL_LIB_SHARES_DUE DL_LIB_GRANTED DL_LIB_EXCLUSIVE DL_LIB_SHORT
+        DL_LIB_SHARES_DUE DL_LIB_EXCLUSIVE DL_LIB_SHORT
         "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
@@ -884,7 +891,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
         DL_LIB_MINT DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
         DL_LIB_RAISE_TTL DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
-        DL_LIB_SHARES_DUE DL_LIB_GRANTED DL_LIB_EXCLUSIVE DL_LIB_SHORT
+        DL_LIB_SHARES_DUE DL_LIB_EXCLUSIVE DL_LIB_SHORT
         "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
@@ -949,7 +956,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
     [DL_S_FAIR_ACQUIRE] =
         "do\n"
         "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
-        "  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 and\n"
+        "  if ARGV[5] == '0' and ARGV[2] == owner and ARGV[10] ~= 'h' and seq:byte(1) ~= 48 and\n"
         "     (redis.REDIS_VERSION_NUM or 0) >= 458752 then\n"
         "    local v = redis.pcall('get', k)\n"
         "    local n, t, q, kv, o\n"
@@ -986,17 +993,20 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "        ct = string.format('%d', c)\n"
         "        redis.call('set', KEYS[2], ct)\n"
         "      end\n"
+        "      if not t and (redis.REDIS_VERSION_NUM or 0) >= 458752 and   -- no key: the short form\n"
+        "         redis.call('set', k, '1|' .. ct .. '|' .. seq .. '||g|' .. owner, 'nx', 'px', ARGV[4]) then\n"
+        "        return c\n"
+        "      end\n"
         "      redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct, 'g', owner)\n"
         "      redis.call('pexpire', k, ARGV[4])\n"
-        "      return c\n"
+        "      return {1, 1, c}\n"
         "    end\n"
         "  end\n"
         "end\n"
         DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
         DL_LIB_MINT DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
         DL_LIB_RAISE_TTL DL_LIB_UNQUEUE DL_LIB_HOLDER DL_LIB_SHARES
-        DL_LIB_PASS_ON DL_LIB_SHARES_DUE DL_LIB_FAIR_JOIN DL_LIB_GRANTED
-        DL_LIB_SHORT
+        DL_LIB_PASS_ON DL_LIB_SHARES_DUE DL_LIB_FAIR_JOIN DL_LIB_SHORT
         "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
@@ -1022,7 +1032,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  f, mine, t, answer = read_request(k, of, qf, seq, 'g', hf or 'g', 'D')\n"
         "  shares_end = f[7]\n"
         "end\n"
-        "if answer then return answer[1] == 1 and granted(answer[2], answer[3]) or answer end\n"
+        "if answer then return answer end\n"
         "local now = now_ms()\n"
         "if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end\n"
         "local n, grant, own = tonumber(f[1] or '0'), f[5], f[6]\n"
@@ -1032,7 +1042,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "  if hf then share_until(k, hf, now + lease) end\n"
         "  raise_ttl(k, lease)\n"
         "  unqueue(q, req)\n"
-        "  return granted(mine, t)\n"
+        "  return {1, mine, t}\n"
         "end\n"
         "n, mine = drop_unknown(k, owner, req, expect, mine, n)\n"
         "if n <= 0 then\n"
@@ -1049,7 +1059,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "    share_until(k, hf, now + lease)\n"
         "  end\n"
         "  redis.call('pexpire', k, lease)\n"
-        "  return c\n"
+        "  return {1, 1, c}\n"
         "end\n"
         "if mine == 0 then\n"
         "  local p = redis.call('pttl', k)\n"
@@ -1062,13 +1072,13 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "end\n"
         "mine = fair_join(k, of, hf, qf, req, seq, n, lease, now, grant)\n"
         "unqueue(q, req)\n"
-        "return granted(mine, t)\n",
+        "return {1, mine, t}\n",
     /* src/redis/scripts/fair_acquire1.lua */
     [DL_S_FAIR_ACQUIRE1] =
         DL_LIB_NOW DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_UNQUEUE
         DL_LIB_HOLDER DL_LIB_HERE DL_LIB_SHORT_VIEW DL_LIB_HASH
         DL_LIB_REQUESTER DL_LIB_SHARES_DUE DL_LIB_RAISE_TTL DL_LIB_SHARES
-        DL_LIB_FAIR_JOIN DL_LIB_GRANTED DL_LIB_SHORT
+        DL_LIB_FAIR_JOIN DL_LIB_SHORT
         "unshort(KEYS[1])                 -- (lib/short.lua)\n"
         "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
         "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
@@ -1080,14 +1090,14 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "if shares_due(k, shares_end) then          -- (lib/shares_due.lua)\n"
         "  f, mine, t, answer = read_request(k, of, qf, seq, 'g', 'D')\n"
         "end\n"
-        "if answer then return answer[1] == 1 and granted(answer[2], answer[3]) or answer end\n"
+        "if answer then return answer end\n"
         "if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end\n"
         "local n, grant = tonumber(f[1] or '0'), f[5]\n"
         "if expect <= 0 or n <= 0 then return {0, 10} end\n"
         "mine = fair_join(k, of, hf, qf, req, seq, n, lease, now_ms(), grant)\n"
         "local q = here(k .. ':q')\n"
         "if q then unqueue(q, req) end\n"
-        "return granted(mine, t)\n",
+        "return {1, mine, t}\n",
     /* src/redis/scripts/fair_drop.lua */
     [DL_S_FAIR_DROP] =
         DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH
@@ -1146,7 +1156,8 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
     [DL_S_FAIR_RELEASE] =
         "do\n"
         "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
-        "  if ARGV[2] == owner and seq:byte(1) ~= 48 and (redis.REDIS_VERSION_NUM or 0) >= 458752 then\n"
+        "  if ARGV[2] == owner and ARGV[7] ~= '0' and seq:byte(1) ~= 48 and\n"
+        "     (redis.REDIS_VERSION_NUM or 0) >= 458752 then\n"
         "    local v = redis.pcall('get', k)\n"
         "    local t, q, o\n"
         "    if type(v) == 'string' then t, q, o = v:match('^1|(%d+)|(%d+)|[%de]*|g?|(.+)$') end\n"
@@ -1728,21 +1739,21 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
 /* The same scripts as one function library: each helper made once, at
  * FUNCTION LOAD; each script the function dl_script_functions[id]. */
 static const char dl_script_library[] =
-    "#!lua name=dlock_d0f57e60ec9f1d\n"
+    "#!lua name=dlock_6ee2f5236874f1\n"
     DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
     DL_LIB_MINT DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
     DL_LIB_RAISE_TTL DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
-    DL_LIB_SHARES_DUE DL_LIB_GRANTED DL_LIB_EXCLUSIVE DL_LIB_SHORT
-    DL_LIB_TAKE_OUT DL_LIB_DROP DL_LIB_ANNOUNCE DL_LIB_UNQUEUE
-    DL_LIB_PASS_ON DL_LIB_FAIR_JOIN DL_LIB_HERE DL_LIB_HAND_OVER
-    DL_LIB_RESERVE DL_LIB_RELEASE DL_LIB_CLEAR_GRANT DL_LIB_CANCEL
-    DL_LIB_LEASES DL_LIB_PERMIT DL_LIB_WAKE DL_LIB_WITHDRAW
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_acquire',\n"
+    DL_LIB_SHARES_DUE DL_LIB_EXCLUSIVE DL_LIB_SHORT DL_LIB_TAKE_OUT
+    DL_LIB_DROP DL_LIB_ANNOUNCE DL_LIB_UNQUEUE DL_LIB_PASS_ON
+    DL_LIB_FAIR_JOIN DL_LIB_HERE DL_LIB_HAND_OVER DL_LIB_RESERVE
+    DL_LIB_RELEASE DL_LIB_CLEAR_GRANT DL_LIB_CANCEL DL_LIB_LEASES
+    DL_LIB_GRANTED DL_LIB_PERMIT DL_LIB_WAKE DL_LIB_WITHDRAW
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
     "  local fresh = ARGV[5] == '0'\n"
-    "  if ARGV[2] == owner and seq:byte(1) ~= 48 then\n"
+    "  if ARGV[2] == owner and ARGV[8] ~= 'h' and seq:byte(1) ~= 48 then\n"
     "    local v = redis.pcall('get', k)\n"
     "    if v == false and fresh and (redis.REDIS_VERSION_NUM or 0) >= 458752 then\n"
     "      local c = redis.call('incr', KEYS[2])\n"
@@ -1792,9 +1803,13 @@ static const char dl_script_library[] =
     "        ct = string.format('%d', c)\n"
     "        redis.call('set', KEYS[2], ct)\n"
     "      end\n"
+    "      if not t and (redis.REDIS_VERSION_NUM or 0) >= 458752 and   -- no key: the short form\n"
+    "         redis.call('set', k, '1|' .. ct .. '|' .. seq .. '|||' .. owner, 'nx', 'px', ARGV[4]) then\n"
+    "        return c\n"
+    "      end\n"
     "      redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct)\n"
     "      redis.call('pexpire', k, ARGV[4])\n"
-    "      return c\n"
+    "      return {1, 1, c}\n"
     "    end\n"
     "  end\n"
     "end\n"
@@ -1804,7 +1819,7 @@ static const char dl_script_library[] =
     "local waited = tonumber(ARGV[7])\n"
     "return acquire_exclusive(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, waited)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1828,7 +1843,7 @@ static const char dl_script_library[] =
     "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
     "return acquire_exclusive(KEYS[1], nil, owner, req, seq, lease, expect, token, -1)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_drop',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_drop',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, token, after = KEYS[1], ARGV[1], ARGV[3], ARGV[8]\n"
@@ -1860,7 +1875,7 @@ static const char dl_script_library[] =
     "if left == 0 then announce(k, keep_ms, chan, pub, 'drop') end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_extend',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_extend',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local req, lease, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
@@ -1881,11 +1896,11 @@ static const char dl_script_library[] =
     "end\n"
     "return 0\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_fair_acquire',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_fair_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
-    "  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 and\n"
+    "  if ARGV[5] == '0' and ARGV[2] == owner and ARGV[10] ~= 'h' and seq:byte(1) ~= 48 and\n"
     "     (redis.REDIS_VERSION_NUM or 0) >= 458752 then\n"
     "    local v = redis.pcall('get', k)\n"
     "    local n, t, q, kv, o\n"
@@ -1922,9 +1937,13 @@ static const char dl_script_library[] =
     "        ct = string.format('%d', c)\n"
     "        redis.call('set', KEYS[2], ct)\n"
     "      end\n"
+    "      if not t and (redis.REDIS_VERSION_NUM or 0) >= 458752 and   -- no key: the short form\n"
+    "         redis.call('set', k, '1|' .. ct .. '|' .. seq .. '||g|' .. owner, 'nx', 'px', ARGV[4]) then\n"
+    "        return c\n"
+    "      end\n"
     "      redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct, 'g', owner)\n"
     "      redis.call('pexpire', k, ARGV[4])\n"
-    "      return c\n"
+    "      return {1, 1, c}\n"
     "    end\n"
     "  end\n"
     "end\n"
@@ -1953,7 +1972,7 @@ static const char dl_script_library[] =
     "  f, mine, t, answer = read_request(k, of, qf, seq, 'g', hf or 'g', 'D')\n"
     "  shares_end = f[7]\n"
     "end\n"
-    "if answer then return answer[1] == 1 and granted(answer[2], answer[3]) or answer end\n"
+    "if answer then return answer end\n"
     "local now = now_ms()\n"
     "if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end\n"
     "local n, grant, own = tonumber(f[1] or '0'), f[5], f[6]\n"
@@ -1963,7 +1982,7 @@ static const char dl_script_library[] =
     "  if hf then share_until(k, hf, now + lease) end\n"
     "  raise_ttl(k, lease)\n"
     "  unqueue(q, req)\n"
-    "  return granted(mine, t)\n"
+    "  return {1, mine, t}\n"
     "end\n"
     "n, mine = drop_unknown(k, owner, req, expect, mine, n)\n"
     "if n <= 0 then\n"
@@ -1980,7 +1999,7 @@ static const char dl_script_library[] =
     "    share_until(k, hf, now + lease)\n"
     "  end\n"
     "  redis.call('pexpire', k, lease)\n"
-    "  return c\n"
+    "  return {1, 1, c}\n"
     "end\n"
     "if mine == 0 then\n"
     "  local p = redis.call('pttl', k)\n"
@@ -1993,9 +2012,9 @@ static const char dl_script_library[] =
     "end\n"
     "mine = fair_join(k, of, hf, qf, req, seq, n, lease, now, grant)\n"
     "unqueue(q, req)\n"
-    "return granted(mine, t)\n"
+    "return {1, mine, t}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_fair_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_fair_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2008,16 +2027,16 @@ static const char dl_script_library[] =
     "if shares_due(k, shares_end) then          -- (lib/shares_due.lua)\n"
     "  f, mine, t, answer = read_request(k, of, qf, seq, 'g', 'D')\n"
     "end\n"
-    "if answer then return answer[1] == 1 and granted(answer[2], answer[3]) or answer end\n"
+    "if answer then return answer end\n"
     "if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end\n"
     "local n, grant = tonumber(f[1] or '0'), f[5]\n"
     "if expect <= 0 or n <= 0 then return {0, 10} end\n"
     "mine = fair_join(k, of, hf, qf, req, seq, n, lease, now_ms(), grant)\n"
     "local q = here(k .. ':q')\n"
     "if q then unqueue(q, req) end\n"
-    "return granted(mine, t)\n"
+    "return {1, mine, t}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_fair_drop',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_fair_drop',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
@@ -2031,7 +2050,7 @@ static const char dl_script_library[] =
     "if left == 0 then hand_over(k, counter, q, keep_ms, pub, nil) end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_fair_drop1',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_fair_drop1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, token, after = KEYS[1], ARGV[1], ARGV[3], ARGV[6]\n"
@@ -2067,11 +2086,12 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_fair_release',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_fair_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
-    "  if ARGV[2] == owner and seq:byte(1) ~= 48 and (redis.REDIS_VERSION_NUM or 0) >= 458752 then\n"
+    "  if ARGV[2] == owner and ARGV[7] ~= '0' and seq:byte(1) ~= 48 and\n"
+    "     (redis.REDIS_VERSION_NUM or 0) >= 458752 then\n"
     "    local v = redis.pcall('get', k)\n"
     "    local t, q, o\n"
     "    if type(v) == 'string' then t, q, o = v:match('^1|(%d+)|(%d+)|[%de]*|g?|(.+)$') end\n"
@@ -2110,7 +2130,7 @@ static const char dl_script_library[] =
     "elseif left then clear_grant(k, req) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_fair_release1',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_fair_release1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -2141,7 +2161,7 @@ static const char dl_script_library[] =
     "elseif left then clear_grant(k, req) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_fair_void',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_fair_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2156,7 +2176,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_fair_void1',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_fair_void1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2173,7 +2193,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_fence',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_fence',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[2])                 -- (lib/short.lua)\n"
     "local token, req, seq = tonumber(ARGV[1]), ARGV[2], ARGV[3]\n"
@@ -2190,7 +2210,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_force',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_force',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local req, seq, keep_ms, chan, pub = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]\n"
@@ -2217,7 +2237,7 @@ static const char dl_script_library[] =
     "redis.call('pexpire', k, keep_ms)\n"
     "return held and 1 or 0\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_guard',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_guard',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "local owner, token, cmd = ARGV[1], ARGV[2], ARGV[3]\n"
     "local k = KEYS[1]\n"
@@ -2238,7 +2258,7 @@ static const char dl_script_library[] =
     "end\n"
     "return redis.pcall(cmd, unpack(ARGV, 4))\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_inspect',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_inspect',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local chan, verb = ARGV[1], ARGV[2]\n"
     "local k, q = KEYS[1], KEYS[2]\n"
@@ -2273,7 +2293,7 @@ static const char dl_script_library[] =
     "return {1, h.t or '0', redis.call('pttl', k), owners, reqs, queued,\n"
     "        subs, h.w or ''}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_release',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq, c = KEYS[1], ARGV[1], ARGV[3], ARGV[8] or '1'\n"
@@ -2324,7 +2344,7 @@ static const char dl_script_library[] =
     "if left == 0 and waiters then redis.call(pub, chan, token) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_renew',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_renew',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local r, now = {}, nil\n"
     "for i = 1, #KEYS do\n"
@@ -2377,7 +2397,7 @@ static const char dl_script_library[] =
     "end\n"
     "return r\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_rw_acquire',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_rw_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -2478,7 +2498,7 @@ static const char dl_script_library[] =
     "end\n"
     "return granted(mine, t)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_rw_renew',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_rw_renew',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local now = now_ms()\n"
     "local r = {}\n"
@@ -2525,7 +2545,7 @@ static const char dl_script_library[] =
     "end\n"
     "return r\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_sem_acquire',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_sem_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2533,7 +2553,7 @@ static const char dl_script_library[] =
     "local permits, waits = ARGV[7], ARGV[8]\n"
     "return acquire_permit(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, permits, waits)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_sem_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_sem_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2542,7 +2562,7 @@ static const char dl_script_library[] =
     "return acquire_permit(KEYS[1], here(KEYS[1] .. ':q'), owner, req, seq, lease, expect,\n"
     "                      token, permits, waits)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_sem_free',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_sem_free',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local permits = tonumber(ARGV[1])\n"
     "local now = now_ms()\n"
@@ -2554,7 +2574,7 @@ static const char dl_script_library[] =
     "if tonumber(h.n or '0') > 0 and h.l then permits = tonumber(h.l) end\n"
     "return math.max(permits - used, 0)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_sem_release',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_sem_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
@@ -2565,7 +2585,7 @@ static const char dl_script_library[] =
     "if left then wake(k, q, pub) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_sem_release1',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_sem_release1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
@@ -2577,7 +2597,7 @@ static const char dl_script_library[] =
     "if q then wake(k, q, pub) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_sem_void',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_sem_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2591,7 +2611,7 @@ static const char dl_script_library[] =
     "if left then wake(k, q, pub) end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_ttl',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_ttl',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local k = KEYS[1]\n"
     "local n = redis.pcall('hget', k, 'n')\n"
@@ -2601,7 +2621,7 @@ static const char dl_script_library[] =
     "end\n"
     "return -2\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_d0f57e60ec9f1d_void',\n"
+    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2616,34 +2636,34 @@ static const char dl_script_library[] =
     "return 1\n"
     "end}\n";
 static const char *const dl_script_functions[DL_S_COUNT] = {
-    [DL_S_ACQUIRE] = "dlock_d0f57e60ec9f1d_acquire",
-    [DL_S_ACQUIRE1] = "dlock_d0f57e60ec9f1d_acquire1",
-    [DL_S_DROP] = "dlock_d0f57e60ec9f1d_drop",
-    [DL_S_EXTEND] = "dlock_d0f57e60ec9f1d_extend",
-    [DL_S_FAIR_ACQUIRE] = "dlock_d0f57e60ec9f1d_fair_acquire",
-    [DL_S_FAIR_ACQUIRE1] = "dlock_d0f57e60ec9f1d_fair_acquire1",
-    [DL_S_FAIR_DROP] = "dlock_d0f57e60ec9f1d_fair_drop",
-    [DL_S_FAIR_DROP1] = "dlock_d0f57e60ec9f1d_fair_drop1",
-    [DL_S_FAIR_RELEASE] = "dlock_d0f57e60ec9f1d_fair_release",
-    [DL_S_FAIR_RELEASE1] = "dlock_d0f57e60ec9f1d_fair_release1",
-    [DL_S_FAIR_VOID] = "dlock_d0f57e60ec9f1d_fair_void",
-    [DL_S_FAIR_VOID1] = "dlock_d0f57e60ec9f1d_fair_void1",
-    [DL_S_FENCE] = "dlock_d0f57e60ec9f1d_fence",
-    [DL_S_FORCE] = "dlock_d0f57e60ec9f1d_force",
-    [DL_S_GUARD] = "dlock_d0f57e60ec9f1d_guard",
-    [DL_S_INSPECT] = "dlock_d0f57e60ec9f1d_inspect",
-    [DL_S_RELEASE] = "dlock_d0f57e60ec9f1d_release",
-    [DL_S_RENEW] = "dlock_d0f57e60ec9f1d_renew",
-    [DL_S_RW_ACQUIRE] = "dlock_d0f57e60ec9f1d_rw_acquire",
-    [DL_S_RW_RENEW] = "dlock_d0f57e60ec9f1d_rw_renew",
-    [DL_S_SEM_ACQUIRE] = "dlock_d0f57e60ec9f1d_sem_acquire",
-    [DL_S_SEM_ACQUIRE1] = "dlock_d0f57e60ec9f1d_sem_acquire1",
-    [DL_S_SEM_FREE] = "dlock_d0f57e60ec9f1d_sem_free",
-    [DL_S_SEM_RELEASE] = "dlock_d0f57e60ec9f1d_sem_release",
-    [DL_S_SEM_RELEASE1] = "dlock_d0f57e60ec9f1d_sem_release1",
-    [DL_S_SEM_VOID] = "dlock_d0f57e60ec9f1d_sem_void",
-    [DL_S_TTL] = "dlock_d0f57e60ec9f1d_ttl",
-    [DL_S_VOID] = "dlock_d0f57e60ec9f1d_void",
+    [DL_S_ACQUIRE] = "dlock_6ee2f5236874f1_acquire",
+    [DL_S_ACQUIRE1] = "dlock_6ee2f5236874f1_acquire1",
+    [DL_S_DROP] = "dlock_6ee2f5236874f1_drop",
+    [DL_S_EXTEND] = "dlock_6ee2f5236874f1_extend",
+    [DL_S_FAIR_ACQUIRE] = "dlock_6ee2f5236874f1_fair_acquire",
+    [DL_S_FAIR_ACQUIRE1] = "dlock_6ee2f5236874f1_fair_acquire1",
+    [DL_S_FAIR_DROP] = "dlock_6ee2f5236874f1_fair_drop",
+    [DL_S_FAIR_DROP1] = "dlock_6ee2f5236874f1_fair_drop1",
+    [DL_S_FAIR_RELEASE] = "dlock_6ee2f5236874f1_fair_release",
+    [DL_S_FAIR_RELEASE1] = "dlock_6ee2f5236874f1_fair_release1",
+    [DL_S_FAIR_VOID] = "dlock_6ee2f5236874f1_fair_void",
+    [DL_S_FAIR_VOID1] = "dlock_6ee2f5236874f1_fair_void1",
+    [DL_S_FENCE] = "dlock_6ee2f5236874f1_fence",
+    [DL_S_FORCE] = "dlock_6ee2f5236874f1_force",
+    [DL_S_GUARD] = "dlock_6ee2f5236874f1_guard",
+    [DL_S_INSPECT] = "dlock_6ee2f5236874f1_inspect",
+    [DL_S_RELEASE] = "dlock_6ee2f5236874f1_release",
+    [DL_S_RENEW] = "dlock_6ee2f5236874f1_renew",
+    [DL_S_RW_ACQUIRE] = "dlock_6ee2f5236874f1_rw_acquire",
+    [DL_S_RW_RENEW] = "dlock_6ee2f5236874f1_rw_renew",
+    [DL_S_SEM_ACQUIRE] = "dlock_6ee2f5236874f1_sem_acquire",
+    [DL_S_SEM_ACQUIRE1] = "dlock_6ee2f5236874f1_sem_acquire1",
+    [DL_S_SEM_FREE] = "dlock_6ee2f5236874f1_sem_free",
+    [DL_S_SEM_RELEASE] = "dlock_6ee2f5236874f1_sem_release",
+    [DL_S_SEM_RELEASE1] = "dlock_6ee2f5236874f1_sem_release1",
+    [DL_S_SEM_VOID] = "dlock_6ee2f5236874f1_sem_void",
+    [DL_S_TTL] = "dlock_6ee2f5236874f1_ttl",
+    [DL_S_VOID] = "dlock_6ee2f5236874f1_void",
 };
 #endif /* DL_SCRIPT_DATA */
 

@@ -12,15 +12,18 @@
 -- ARGV[6] token: the token of the hold a reentry joins
 -- ARGV[7] waited: how long (ms) the caller has waited so far; -1: it
 --   will not wait (lib/waiter.lua)
--- returns: token, a hold of count 1 (an integer: no table to reply
---   with) | {1, count, token} | {0, wait_ms} busy (the holder's TTL, or
+-- ARGV[8] form: 'h' where its client last saw the lock as its hash: the
+--   fast path looks for that first (else, or absent, for the short form)
+-- returns: token, a hold of count 1 in the short form (an integer: no
+--   table to reply with) | {1, count, token}, a hold in the hash (so its
+--   client knows which form to look for first) | {0, wait_ms} busy (the holder's TTL, or
 --   a reservation's for another waiter) | {-1} lost (the hold
 --   the client believes in is gone, or another tenancy's) | {-2}
 --   cancelled or stale
 -- resend: finds its seq recorded once it took a hold: answers {1, count,
---   token} again (the token alone at count 1; {-1} if that hold is gone
---   since) and changes nothing; a later request's record makes it {-2};
---   a busy run leaves no record of its seq, so a copy of it tries again
+--   token} again ({-1} if that hold is gone since) and changes nothing;
+--   a later request's record makes it {-2}; a busy run leaves no record
+--   of its seq, so a copy of it tries again
 -- The fast path: a fresh hold of a free lock by an owner of one client
 -- (a coroutine's), before any helper is made and parsing no number:
 -- what acquire_exclusive (lib/exclusive.lua) does there. It takes every
@@ -30,11 +33,13 @@
 -- that is shorter, or as long and sorts before, is smaller.
 -- In the short form (README.md, THE SHORT FORM, written only where the
 -- server is Redis 7 or later) it takes a fresh hold where there is no
--- key or the owner's own last record, and a reentry of the owner's hold.
+-- key or the owner's own last record, and a reentry of the owner's hold;
+-- told the lock is a hash (form), it looks there first, and makes the
+-- short form where it finds no key.
 do
   local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]
   local fresh = ARGV[5] == '0'
-  if ARGV[2] == owner and seq:byte(1) ~= 48 then
+  if ARGV[2] == owner and ARGV[8] ~= 'h' and seq:byte(1) ~= 48 then
     local v = redis.pcall('get', k)
     if v == false and fresh and (redis.REDIS_VERSION_NUM or 0) >= 458752 then
       local c = redis.call('incr', KEYS[2])
@@ -84,9 +89,13 @@ do
         ct = string.format('%d', c)
         redis.call('set', KEYS[2], ct)
       end
+      if not t and (redis.REDIS_VERSION_NUM or 0) >= 458752 and   -- no key: the short form
+         redis.call('set', k, '1|' .. ct .. '|' .. seq .. '|||' .. owner, 'nx', 'px', ARGV[4]) then
+        return c
+      end
       redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct)
       redis.call('pexpire', k, ARGV[4])
-      return c
+      return {1, 1, c}
     end
   end
 end

@@ -18,6 +18,7 @@
 -- ARGV[8] pub: PUBLISH or SPUBLISH, for a grant to the first waiter
 -- ARGV[9] secret: 16 hex digits, new per attempt: a grant to this
 --   attempt carries it (README.md, THE SECRET); absent: an older client's
+-- ARGV[10] form: as acquire's
 -- returns: as acquire's; busy: {0, the time to come back}, at most
 --   BACK_MS for a registered waiter
 -- resend: as acquire's; a copy of a busy attempt registers the same
@@ -29,10 +30,11 @@
 -- grant to adopt, shares, a new requester on a lock with a past tenancy
 -- (which prunes). As acquire.lua's fast path compares request ids.
 -- Where the server is Redis 7 or later it writes the short form (README.md,
--- THE SHORT FORM) where there is no key or the owner's own last record.
+-- THE SHORT FORM) where there is no key or the owner's own last record;
+-- told the lock is a hash (form), it looks there first, as acquire.lua's.
 do
   local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]
-  if ARGV[5] == '0' and ARGV[2] == owner and seq:byte(1) ~= 48 and
+  if ARGV[5] == '0' and ARGV[2] == owner and ARGV[10] ~= 'h' and seq:byte(1) ~= 48 and
      (redis.REDIS_VERSION_NUM or 0) >= 458752 then
     local v = redis.pcall('get', k)
     local n, t, q, kv, o
@@ -69,9 +71,13 @@ do
         ct = string.format('%d', c)
         redis.call('set', KEYS[2], ct)
       end
+      if not t and (redis.REDIS_VERSION_NUM or 0) >= 458752 and   -- no key: the short form
+         redis.call('set', k, '1|' .. ct .. '|' .. seq .. '||g|' .. owner, 'nx', 'px', ARGV[4]) then
+        return c
+      end
       redis.call('hset', k, 'n', '1', 'o' .. owner, '1', qf, seq, 't', ct, 'g', owner)
       redis.call('pexpire', k, ARGV[4])
-      return c
+      return {1, 1, c}
     end
   end
 end
@@ -88,7 +94,6 @@ end
 --#include lib/shares.lua
 --#include lib/shares_due.lua
 --#include lib/fair_join.lua
---#include lib/granted.lua
 --#include lib/short.lua
 unshort(KEYS[1])                 -- (lib/short.lua)
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
@@ -123,7 +128,7 @@ if shares_due(k, shares_end) then          -- (lib/shares.lua)
   f, mine, t, answer = read_request(k, of, qf, seq, 'g', hf or 'g', 'D')
   shares_end = f[7]
 end
-if answer then return answer[1] == 1 and granted(answer[2], answer[3]) or answer end
+if answer then return answer end
 local now = now_ms()
 if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
 local n, grant, own = tonumber(f[1] or '0'), f[5], f[6]
@@ -136,7 +141,7 @@ if mine > 0 and expect == 0 and grant == req and t ~= tonumber(token) and
   if hf then share_until(k, hf, now + lease) end
   raise_ttl(k, lease)
   unqueue(q, req)
-  return granted(mine, t)
+  return {1, mine, t}
 end
 n, mine = drop_unknown(k, owner, req, expect, mine, n)
 if n <= 0 then
@@ -153,7 +158,7 @@ if n <= 0 then
     share_until(k, hf, now + lease)
   end
   redis.call('pexpire', k, lease)
-  return c
+  return {1, 1, c}
 end
 if mine == 0 then
   local p = redis.call('pttl', k)
@@ -166,4 +171,4 @@ if mine == 0 then
 end
 mine = fair_join(k, of, hf, qf, req, seq, n, lease, now, grant)
 unqueue(q, req)
-return granted(mine, t)
+return {1, mine, t}

@@ -23,7 +23,6 @@
 --#include lib/here.lua
 --#include lib/shares_due.lua
 --#include lib/fair_join.lua
---#include lib/granted.lua
 --#include lib/short.lua
 unshort(KEYS[1])                 -- (lib/short.lua)
 local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]
@@ -36,11 +35,11 @@ local shares_end = f[6]
 if shares_due(k, shares_end) then          -- (lib/shares_due.lua)
   f, mine, t, answer = read_request(k, of, qf, seq, 'g', 'D')
 end
-if answer then return answer[1] == 1 and granted(answer[2], answer[3]) or answer end
+if answer then return answer end
 if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
 local n, grant = tonumber(f[1] or '0'), f[5]
 if expect <= 0 or n <= 0 then return {0, 10} end
 mine = fair_join(k, of, hf, qf, req, seq, n, lease, now_ms(), grant)
 local q = here(k .. ':q')
 if q then unqueue(q, req) end
-return granted(mine, t)
+return {1, mine, t}

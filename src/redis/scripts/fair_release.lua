@@ -12,6 +12,8 @@
 -- ARGV[5] keep_ms: as release's
 -- ARGV[6] pub: PUBLISH or SPUBLISH, for the grant (a fair lock wakes its
 --   next holder only, on that one's channel: it takes no channel)
+-- ARGV[7] count: as release's (only its 0 counts: the client last saw
+--   the lock as its hash, so the short form is not looked for first)
 -- returns: as release's
 -- resend: as release's: answered from the record, nothing passed on
 --   again
@@ -25,7 +27,8 @@
 -- hold, its record kept in that form.
 do
   local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]
-  if ARGV[2] == owner and seq:byte(1) ~= 48 and (redis.REDIS_VERSION_NUM or 0) >= 458752 then
+  if ARGV[2] == owner and ARGV[7] ~= '0' and seq:byte(1) ~= 48 and
+     (redis.REDIS_VERSION_NUM or 0) >= 458752 then
     local v = redis.pcall('get', k)
     local t, q, o
     if type(v) == 'string' then t, q, o = v:match('^1|(%d+)|(%d+)|[%de]*|g?|(.+)$') end

@@ -12,8 +12,9 @@
 -- ARGV[6] chan: where a freed lock is announced, P{name}:ch
 -- ARGV[7] pub: PUBLISH or SPUBLISH (Cluster)
 -- ARGV[8] count: the owner's holds as its client counted them before
---   this release (the short form's guess; absent: 1); 0: a read-write
---   lock's hold, which its client never expects in that form
+--   this release (the short form's guess; absent: 1); 0: its client
+--   last saw the lock as its hash (a read-write lock's always), so the
+--   short form is not looked for first
 -- returns: the owner's holds left (an integer, 0 and up) | -1 lost
 -- resend: finds its seq recorded: answers the owner's holds now and
 --   changes nothing (no second announcement); once the record's TTL

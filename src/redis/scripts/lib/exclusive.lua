@@ -9,7 +9,6 @@
 --#include lib/holder.lua
 --#include lib/shares.lua
 --#include lib/shares_due.lua
---#include lib/granted.lua
 -- reserved(r, req, now): how long (ms) the freed lock stays reserved for
 -- another requester than req (field r, as read); 0 if it is not.
 local function reserved(r, req, now)
@@ -36,7 +35,7 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
     f, mine, t, answer = read_request(k, of, qf, seq, 'b', 'v', 'r', 'D')
     shares_end = f[8]
   end
-  if answer then return answer[1] == 1 and granted(answer[2], answer[3]) or answer end
+  if answer then return answer end
   if reentry_lost(k, hf, expect, token, mine, t) then return {-1} end
   local n, record, last_t = tonumber(f[1] or '0'), f[3], f[4]
   local busy, longest, reserve = f[5], f[6], f[7]
@@ -76,7 +75,7 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
     end
     if #done > 0 then redis.call('hdel', k, unpack(done)) end
     redis.call('pexpire', k, lease)
-    return granted(mine, t)
+    return {1, mine, t}
   end
   mine = redis.call('hincrby', k, of, 1)
   if hf then
@@ -85,5 +84,5 @@ local function acquire_exclusive(k, counter, owner, req, seq, lease, expect, tok
   end
   redis.call('hset', k, 'n', n + 1, qf, seq)
   raise_ttl(k, lease)
-  return granted(mine, t)
+  return {1, mine, t}
 end
