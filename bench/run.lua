@@ -143,11 +143,15 @@ local function cmdstats()
   return t
 end
 
--- The lock commands (SET, FCALL, EVALSHA, EVAL) between two cmdstats():
--- calls, usec.
-local function lock_cmds(before, after)
+-- The lock commands (FCALL, EVALSHA, EVAL, and SET for impl "plain" and
+-- "floor", which send it themselves) between two cmdstats(): calls, usec.
+-- (commandstats counts a script's own calls too, its SETs among them,
+-- whose time is its script's already: dlock's are not counted again.)
+local function lock_cmds(before, after, impl)
   local calls, usec = 0, 0
-  for _, c in ipairs({ "set", "fcall", "evalsha", "eval" }) do
+  local verbs = (impl == "plain" or impl == "floor") and { "set", "fcall", "evalsha", "eval" }
+                or { "fcall", "evalsha", "eval" }
+  for _, c in ipairs(verbs) do
     local x, y = before[c] or { calls = 0, usec = 0 }, after[c] or { calls = 0, usec = 0 }
     calls, usec = calls + y.calls - x.calls, usec + y.usec - x.usec
   end
@@ -179,14 +183,14 @@ end
 
 -- One cycle-loop slice: adds cycles, seconds, latencies and the Redis
 -- time it caused (INFO commandstats deltas) to acc.
-local function cycles(cmd, acc)
+local function cycles(cmd, acc, impl)
   local before = cmdstats()
   local n, el, p50, p99 = sh(cmd):match("(%d+) (%S+) (%S+) (%S+)")
   assert(n, "no result from: " .. cmd)
   local after = cmdstats()
   acc.n, acc.el = acc.n + tonumber(n), acc.el + tonumber(el)
   acc.p50[#acc.p50 + 1], acc.p99[#acc.p99 + 1] = tonumber(p50), tonumber(p99)
-  local calls, usec = lock_cmds(before, after)
+  local calls, usec = lock_cmds(before, after, impl)
   acc.calls, acc.usec = acc.calls + calls, acc.usec + usec
 end
 
@@ -212,7 +216,7 @@ for rep = 1, CFG.reps do
       local secs = CFG.secs / SLICES
       cycles(PIN .. (impl == "floor" and ("%s 127.0.0.1 %d %g"):format(q(FLOOR), PORT, secs)
              or ("%s %s m1 %s %s %g"):format(q(LUA), q(DIR .. "/worker.lua"), impl, URL, secs)),
-             acc[impl])
+             acc[impl], impl)
     end
   end
   for _, impl in ipairs(IMPLS) do
@@ -260,7 +264,7 @@ local function m2_run(impl, n, stepback, id, name)
   writef(go, ("%.6f %.6f"):format(start, stop))
   h:read("*a")
   h:close()
-  local cmds_used = lock_cmds(before, cmdstats())
+  local cmds_used = lock_cmds(before, cmdstats(), impl)
 
   local holds, counts = {}, {}
   for i = 1, n do
@@ -447,7 +451,7 @@ local function m7_run(impl, rep)
     n, cps = n + tonumber(c), cps + tonumber(c) / tonumber(e)
   end
   local cpu, wall = server_cpu() - c0, now() - t0
-  local calls, usec = lock_cmds(before, cmdstats())
+  local calls, usec = lock_cmds(before, cmdstats(), impl)
   admin("FLUSHALL")
   return { cps = cps, srv = calls > 0 and 2 * usec / calls or 0 / 0,
            cpu = cpu * 1e6 / n, busy = cpu / wall }
