@@ -21,16 +21,10 @@ local function rng(seed)
 end
 local function pick(r, t) return t[r(#t)] end
 
--- The hash a short form stands for, field -> value (the spec's own
+-- The hash a short form stands for, field -> value (the specs' own
 -- reading of the format, not the scripts').
 local function decode(v)
-  local n, t, q, kv, g, owner = v:match("^(%d+)|(%d+)|(%d+)|([%de]*)|(g?)|(.+)$")
-  assert(n, "not a short form: " .. v)
-  local h = { n = n, t = t, ["q" .. owner] = q }
-  if n ~= "0" then h["o" .. owner] = n end
-  if kv ~= "" then h["k" .. owner] = kv end
-  if g == "g" then h.g = owner end
-  return h
+  return assert(helper.short_fields(v), "not a short form: " .. v)
 end
 
 local function norm(v)

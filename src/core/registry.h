@@ -32,8 +32,6 @@ typedef struct dl_hold {
     int64_t pend_token;         /* a release's token */
     int64_t pend_count;         /* a release's: the holds it counted before
                                    (0: the hold is in the hash, below) */
-    int hashed;                 /* granted in the lock's hash (or by a fair
-                                   grant): its release looks there first */
     int64_t pend_ms;            /* how long Redis keeps its record */
     int64_t pend_retry_us;      /* the watchdog resends it after this */
     int64_t pend_until_us;      /* and gives up after this */
@@ -61,6 +59,8 @@ typedef struct dl_hold {
                                    thread unlinks and frees it */
     unsigned char inflight;     /* a renewal of it is on the wire */
     unsigned char dead;         /* unlinked while inflight: watchdog frees */
+    unsigned char hashed;       /* granted in the lock's hash (or by a fair
+                                   grant): its release looks there first */
 } dl_hold;
 
 enum { DL_PEND_NONE, DL_PEND_VOID, DL_PEND_RELEASE };
