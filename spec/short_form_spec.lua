@@ -199,7 +199,7 @@ describe("the short form of a lock #nocore", function()
       local reader = ({ guard = true, inspect = true, sem_free = true, ttl = true })[name]
       local keeps = ({ acquire = true, acquire1 = true, release = true, renew = true,
                        fair_acquire = true, fair_release = true, fair_release1 = true,
-                       drop = true, fair_drop1 = true })[name]
+                       drop = true, fair_drop1 = true, fair_acquire1 = true })[name]
       if reader then
         assert.equals(150, left_short)     -- a script that only reads changes nothing
       elseif keeps then

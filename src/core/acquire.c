@@ -252,7 +252,7 @@ static int plan_pass(dl_client *c, const dl_lockref *l, dl_acquire *op,
     s->at.waits = args->wait_us != 0 && (fair || dl_now_us() < op->until_us);
     s->at.secret = fair && s->at.waits ? fair_secret() : 0;
     s->at.pub = c->pubverb;
-    s->at.hashed = *dl_state_form_hint(c, l);
+    s->at.hashed = s->at.expect ? s->h->hashed : *dl_state_form_hint(c, l);
     s->at.waited_ms = (dl_now_us() - op->since_us) / 1000;
     dl_op_acquire(&s->try, l, &s->at);
     return 1;

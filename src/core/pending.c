@@ -118,7 +118,7 @@ void dl_pending_begin(dl_client *c, dl_hold *h, int kind, int64_t ms,
     /* (read by the watchdog too, in dl_lost_mark) */
     h->pend_seq = __atomic_add_fetch(&c->next_seq, 1, __ATOMIC_RELAXED);
     h->pend_token = h->token;
-    h->pend_count = h->hashed ? 0 : h->count;
+    h->pend_count = h->hashed ? 0 : dl_hold_counted(h);
     h->pend_ms = ms;
     h->pend_until_us = until_us;
     h->pend_fresh = fresh;

@@ -30,8 +30,9 @@ typedef struct dl_hold {
     int64_t retry_at_us;        /* a failed renewal: not again before */
     uint64_t pend_seq;          /* a pending request's id (pend, below) */
     int64_t pend_token;         /* a release's token */
-    int64_t pend_count;         /* a release's: the holds it counted before
-                                   (0: the hold is in the hash, below) */
+    int64_t pend_count;         /* a release's: the holds Redis counted
+                                   before it (0: the hold is in the hash,
+                                   below) */
     int64_t pend_ms;            /* how long Redis keeps its record */
     int64_t pend_retry_us;      /* the watchdog resends it after this */
     int64_t pend_until_us;      /* and gives up after this */

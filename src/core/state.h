@@ -57,8 +57,8 @@
 struct dl_watchdog;
 
 /* Locks whose form the client remembers (dl_client.hashed): a lock's key
- * picks one of these, and two that share one cost a probe, never a
- * wrong answer. */
+ * picks one of these, and two that share one cost probes (a conversion to
+ * the hash at worst), never a wrong answer. */
 #define DL_FORM_HINTS 1024
 
 typedef struct dl_client_opts {

@@ -913,10 +913,12 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "    local left = math.max(tonumber(n) - tonumber(ARGV[2]), 0)\n"
         "    local v2 = string.format('%d', left) .. '|' .. t .. '|' .. q .. '|' .. kv .. '|' .. g ..\n"
         "               '|' .. owner\n"
-        "    if left == 0 then redis.call('set', k, v2, 'px', ARGV[4])\n"
-        "    else redis.call('set', k, v2, 'keepttl') end\n"
-        "        if left == 0 then redis.call(ARGV[6], ARGV[5], 'drop') end\n"
-        "    return 1\n"
+        "    local w = left == 0 and redis.pcall('set', k, v2, 'px', ARGV[4])   -- (a pcall: as\n"
+        "              or redis.pcall('set', k, v2, 'keepttl')                    -- fair_release's)\n"
+        "    if not w.err then\n"
+        "      if left == 0 then redis.call(ARGV[6], ARGV[5], 'drop') end\n"
+        "      return 1\n"
+        "    end\n"
         "  end\n"
         "end\n"
         DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH
@@ -1075,6 +1077,26 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "return {1, mine, t}\n",
     /* src/redis/scripts/fair_acquire1.lua */
     [DL_S_FAIR_ACQUIRE1] =
+        "do\n"
+        "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
+        "  if ARGV[2] == owner and ARGV[5] ~= '0' and seq:byte(1) ~= 48 then\n"
+        "    local v = redis.pcall('get', k)\n"
+        "    local n, t, q, o\n"
+        "    if type(v) == 'string' then n, t, q, o = v:match('^(%d+)|(%d+)|(%d+)|[%de]*|g?|(.+)$') end\n"
+        "    local first = o == owner and redis.pcall('hget', k .. ':q', 'H')\n"
+        "    if o == owner and n ~= '0' and ARGV[5] == n and ARGV[6] == t and\n"
+        "       (#q < #seq or (#q == #seq and q < seq)) and (first == false or first == '') then\n"
+        "      local tm = redis.call('time')\n"
+        "      local due = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000) +\n"
+        "                  2 * tonumber(ARGV[4])\n"
+        "      local m = tonumber(n) + 1\n"
+        "      redis.call('set', k, string.format('%d', m) .. '|' .. t .. '|' .. seq .. '|' ..\n"
+        "                 string.format('%d', due) .. '||' .. owner, 'keepttl')\n"
+        "      redis.call('pexpire', k, ARGV[4], 'gt')\n"
+        "      return {1, m, tonumber(t)}\n"
+        "    end\n"
+        "  end\n"
+        "end\n"
         DL_LIB_NOW DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_UNQUEUE
         DL_LIB_HOLDER DL_LIB_HERE DL_LIB_SHORT_VIEW DL_LIB_HASH
         DL_LIB_REQUESTER DL_LIB_SHARES_DUE DL_LIB_RAISE_TTL DL_LIB_SHARES
@@ -1131,9 +1153,9 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "    end\n"
         "    local left = math.max(tonumber(n) - tonumber(ARGV[2]), 0)\n"
         "    local v2 = string.format('%d', left) .. '|' .. t .. '|' .. q .. '|' .. kv .. '||' .. owner\n"
-        "    if left == 0 then redis.call('set', k, v2, 'px', ARGV[4])\n"
-        "    else redis.call('set', k, v2, 'keepttl') end\n"
-        "    return 1\n"
+        "    local w = left == 0 and redis.pcall('set', k, v2, 'px', ARGV[4])   -- (a pcall: as\n"
+        "              or redis.pcall('set', k, v2, 'keepttl')                    -- fair_release's)\n"
+        "    if not w.err then return 1 end\n"
         "  end\n"
         "end\n"
         DL_LIB_HOLDER DL_LIB_TAKE_OUT DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH
@@ -1163,9 +1185,10 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "    if type(v) == 'string' then t, q, o = v:match('^1|(%d+)|(%d+)|[%de]*|g?|(.+)$') end\n"
         "    if o == owner and t == ARGV[4] and (#q < #seq or (#q == #seq and q < seq)) and\n"
         "       (redis.call('hget', KEYS[3], 'H') or '') == '' then\n"
-        "      redis.call('set', k, '0|' .. t .. '|' .. seq .. '|' .. ARGV[5] .. 'e99||' .. owner,\n"
-        "                 'px', ARGV[5])\n"
-        "      return 0\n"
+        "      if not redis.pcall('set', k, '0|' .. t .. '|' .. seq .. '|' .. ARGV[5] .. 'e99||' .. owner,\n"
+        "                         'px', ARGV[5]).err then\n"
+        "        return 0\n"
+        "      end\n"
         "    end\n"
         "  end\n"
         "end\n"
@@ -1209,13 +1232,10 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
         "    if type(v) == 'string' then n, t, q, o = v:match('^(%d+)|(%d+)|(%d+)|[%de]*|g?|(.+)$') end\n"
         "    if o == owner and n ~= '0' and t == ARGV[4] and (#q < #seq or (#q == #seq and q < seq)) then\n"
         "      local rest = '|' .. t .. '|' .. seq .. '|' .. ARGV[5] .. 'e99||' .. owner\n"
-        "      if n == '1' then\n"
-        "        redis.call('set', k, '0' .. rest, 'px', ARGV[5])\n"
-        "        return 0\n"
-        "      end\n"
-        "      local left = tonumber(n) - 1\n"
-        "      redis.call('set', k, string.format('%d', left) .. rest, 'keepttl')\n"
-        "      return left\n"
+        "      local left = tonumber(n) - 1      -- (a pcall: as fair_release's)\n"
+        "      local w = left == 0 and redis.pcall('set', k, '0' .. rest, 'px', ARGV[5])\n"
+        "                or redis.pcall('set', k, string.format('%d', left) .. rest, 'keepttl')\n"
+        "      if not w.err then return left end\n"
         "    end\n"
         "  end\n"
         "end\n"
@@ -1739,7 +1759,7 @@ static const char *const dl_script_texts[DL_S_COUNT] = {
 /* The same scripts as one function library: each helper made once, at
  * FUNCTION LOAD; each script the function dl_script_functions[id]. */
 static const char dl_script_library[] =
-    "#!lua name=dlock_6ee2f5236874f1\n"
+    "#!lua name=dlock_ef14833913c8e2\n"
     DL_LIB_NOW DL_LIB_SHORT_VIEW DL_LIB_HASH DL_LIB_REQUESTER DL_LIB_PRUNE
     DL_LIB_MINT DL_LIB_REQUEST DL_LIB_REENTRY_LOST DL_LIB_DROP_UNKNOWN
     DL_LIB_RAISE_TTL DL_LIB_WAITER DL_LIB_HOLDER DL_LIB_SHARES
@@ -1748,7 +1768,7 @@ static const char dl_script_library[] =
     DL_LIB_FAIR_JOIN DL_LIB_HERE DL_LIB_HAND_OVER DL_LIB_RESERVE
     DL_LIB_RELEASE DL_LIB_CLEAR_GRANT DL_LIB_CANCEL DL_LIB_LEASES
     DL_LIB_GRANTED DL_LIB_PERMIT DL_LIB_WAKE DL_LIB_WITHDRAW
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_acquire',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1819,7 +1839,7 @@ static const char dl_script_library[] =
     "local waited = tonumber(ARGV[7])\n"
     "return acquire_exclusive(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, waited)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -1843,7 +1863,7 @@ static const char dl_script_library[] =
     "local lease, expect, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]\n"
     "return acquire_exclusive(KEYS[1], nil, owner, req, seq, lease, expect, token, -1)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_drop',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_drop',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, token, after = KEYS[1], ARGV[1], ARGV[3], ARGV[8]\n"
@@ -1860,10 +1880,12 @@ static const char dl_script_library[] =
     "    local left = math.max(tonumber(n) - tonumber(ARGV[2]), 0)\n"
     "    local v2 = string.format('%d', left) .. '|' .. t .. '|' .. q .. '|' .. kv .. '|' .. g ..\n"
     "               '|' .. owner\n"
-    "    if left == 0 then redis.call('set', k, v2, 'px', ARGV[4])\n"
-    "    else redis.call('set', k, v2, 'keepttl') end\n"
-    "        if left == 0 then redis.call(ARGV[6], ARGV[5], 'drop') end\n"
-    "    return 1\n"
+    "    local w = left == 0 and redis.pcall('set', k, v2, 'px', ARGV[4])   -- (a pcall: as\n"
+    "              or redis.pcall('set', k, v2, 'keepttl')                    -- fair_release's)\n"
+    "    if not w.err then\n"
+    "      if left == 0 then redis.call(ARGV[6], ARGV[5], 'drop') end\n"
+    "      return 1\n"
+    "    end\n"
     "  end\n"
     "end\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
@@ -1875,7 +1897,7 @@ static const char dl_script_library[] =
     "if left == 0 then announce(k, keep_ms, chan, pub, 'drop') end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_extend',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_extend',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local req, lease, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
@@ -1896,7 +1918,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 0\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_fair_acquire',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_fair_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -2014,8 +2036,28 @@ static const char dl_script_library[] =
     "unqueue(q, req)\n"
     "return {1, mine, t}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_fair_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_fair_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
+    "do\n"
+    "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
+    "  if ARGV[2] == owner and ARGV[5] ~= '0' and seq:byte(1) ~= 48 then\n"
+    "    local v = redis.pcall('get', k)\n"
+    "    local n, t, q, o\n"
+    "    if type(v) == 'string' then n, t, q, o = v:match('^(%d+)|(%d+)|(%d+)|[%de]*|g?|(.+)$') end\n"
+    "    local first = o == owner and redis.pcall('hget', k .. ':q', 'H')\n"
+    "    if o == owner and n ~= '0' and ARGV[5] == n and ARGV[6] == t and\n"
+    "       (#q < #seq or (#q == #seq and q < seq)) and (first == false or first == '') then\n"
+    "      local tm = redis.call('time')\n"
+    "      local due = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000) +\n"
+    "                  2 * tonumber(ARGV[4])\n"
+    "      local m = tonumber(n) + 1\n"
+    "      redis.call('set', k, string.format('%d', m) .. '|' .. t .. '|' .. seq .. '|' ..\n"
+    "                 string.format('%d', due) .. '||' .. owner, 'keepttl')\n"
+    "      redis.call('pexpire', k, ARGV[4], 'gt')\n"
+    "      return {1, m, tonumber(t)}\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
     "local lease, expect, token = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]\n"
@@ -2036,7 +2078,7 @@ static const char dl_script_library[] =
     "if q then unqueue(q, req) end\n"
     "return {1, mine, t}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_fair_drop',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_fair_drop',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, count, token = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
@@ -2050,7 +2092,7 @@ static const char dl_script_library[] =
     "if left == 0 then hand_over(k, counter, q, keep_ms, pub, nil) end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_fair_drop1',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_fair_drop1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, token, after = KEYS[1], ARGV[1], ARGV[3], ARGV[6]\n"
@@ -2066,9 +2108,9 @@ static const char dl_script_library[] =
     "    end\n"
     "    local left = math.max(tonumber(n) - tonumber(ARGV[2]), 0)\n"
     "    local v2 = string.format('%d', left) .. '|' .. t .. '|' .. q .. '|' .. kv .. '||' .. owner\n"
-    "    if left == 0 then redis.call('set', k, v2, 'px', ARGV[4])\n"
-    "    else redis.call('set', k, v2, 'keepttl') end\n"
-    "    return 1\n"
+    "    local w = left == 0 and redis.pcall('set', k, v2, 'px', ARGV[4])   -- (a pcall: as\n"
+    "              or redis.pcall('set', k, v2, 'keepttl')                    -- fair_release's)\n"
+    "    if not w.err then return 1 end\n"
     "  end\n"
     "end\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
@@ -2086,7 +2128,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_fair_release',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_fair_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -2097,9 +2139,10 @@ static const char dl_script_library[] =
     "    if type(v) == 'string' then t, q, o = v:match('^1|(%d+)|(%d+)|[%de]*|g?|(.+)$') end\n"
     "    if o == owner and t == ARGV[4] and (#q < #seq or (#q == #seq and q < seq)) and\n"
     "       (redis.call('hget', KEYS[3], 'H') or '') == '' then\n"
-    "      redis.call('set', k, '0|' .. t .. '|' .. seq .. '|' .. ARGV[5] .. 'e99||' .. owner,\n"
-    "                 'px', ARGV[5])\n"
-    "      return 0\n"
+    "      if not redis.pcall('set', k, '0|' .. t .. '|' .. seq .. '|' .. ARGV[5] .. 'e99||' .. owner,\n"
+    "                         'px', ARGV[5]).err then\n"
+    "        return 0\n"
+    "      end\n"
     "    end\n"
     "  end\n"
     "end\n"
@@ -2130,7 +2173,7 @@ static const char dl_script_library[] =
     "elseif left then clear_grant(k, req) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_fair_release1',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_fair_release1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -2140,13 +2183,10 @@ static const char dl_script_library[] =
     "    if type(v) == 'string' then n, t, q, o = v:match('^(%d+)|(%d+)|(%d+)|[%de]*|g?|(.+)$') end\n"
     "    if o == owner and n ~= '0' and t == ARGV[4] and (#q < #seq or (#q == #seq and q < seq)) then\n"
     "      local rest = '|' .. t .. '|' .. seq .. '|' .. ARGV[5] .. 'e99||' .. owner\n"
-    "      if n == '1' then\n"
-    "        redis.call('set', k, '0' .. rest, 'px', ARGV[5])\n"
-    "        return 0\n"
-    "      end\n"
-    "      local left = tonumber(n) - 1\n"
-    "      redis.call('set', k, string.format('%d', left) .. rest, 'keepttl')\n"
-    "      return left\n"
+    "      local left = tonumber(n) - 1      -- (a pcall: as fair_release's)\n"
+    "      local w = left == 0 and redis.pcall('set', k, '0' .. rest, 'px', ARGV[5])\n"
+    "                or redis.pcall('set', k, string.format('%d', left) .. rest, 'keepttl')\n"
+    "      if not w.err then return left end\n"
     "    end\n"
     "  end\n"
     "end\n"
@@ -2161,7 +2201,7 @@ static const char dl_script_library[] =
     "elseif left then clear_grant(k, req) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_fair_void',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_fair_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2176,7 +2216,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_fair_void1',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_fair_void1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2193,7 +2233,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_fence',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_fence',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[2])                 -- (lib/short.lua)\n"
     "local token, req, seq = tonumber(ARGV[1]), ARGV[2], ARGV[3]\n"
@@ -2210,7 +2250,7 @@ static const char dl_script_library[] =
     "end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_force',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_force',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local req, seq, keep_ms, chan, pub = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]\n"
@@ -2237,7 +2277,7 @@ static const char dl_script_library[] =
     "redis.call('pexpire', k, keep_ms)\n"
     "return held and 1 or 0\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_guard',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_guard',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "local owner, token, cmd = ARGV[1], ARGV[2], ARGV[3]\n"
     "local k = KEYS[1]\n"
@@ -2258,7 +2298,7 @@ static const char dl_script_library[] =
     "end\n"
     "return redis.pcall(cmd, unpack(ARGV, 4))\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_inspect',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_inspect',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local chan, verb = ARGV[1], ARGV[2]\n"
     "local k, q = KEYS[1], KEYS[2]\n"
@@ -2293,7 +2333,7 @@ static const char dl_script_library[] =
     "return {1, h.t or '0', redis.call('pttl', k), owners, reqs, queued,\n"
     "        subs, h.w or ''}\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_release',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq, c = KEYS[1], ARGV[1], ARGV[3], ARGV[8] or '1'\n"
@@ -2344,7 +2384,7 @@ static const char dl_script_library[] =
     "if left == 0 and waiters then redis.call(pub, chan, token) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_renew',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_renew',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local r, now = {}, nil\n"
     "for i = 1, #KEYS do\n"
@@ -2397,7 +2437,7 @@ static const char dl_script_library[] =
     "end\n"
     "return r\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_rw_acquire',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_rw_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "do\n"
     "  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]\n"
@@ -2498,7 +2538,7 @@ static const char dl_script_library[] =
     "end\n"
     "return granted(mine, t)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_rw_renew',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_rw_renew',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "local now = now_ms()\n"
     "local r = {}\n"
@@ -2545,7 +2585,7 @@ static const char dl_script_library[] =
     "end\n"
     "return r\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_sem_acquire',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_sem_acquire',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2553,7 +2593,7 @@ static const char dl_script_library[] =
     "local permits, waits = ARGV[7], ARGV[8]\n"
     "return acquire_permit(KEYS[1], KEYS[2], owner, req, seq, lease, expect, token, permits, waits)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_sem_acquire1',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_sem_acquire1',\n"
     "  flags = {}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2562,7 +2602,7 @@ static const char dl_script_library[] =
     "return acquire_permit(KEYS[1], here(KEYS[1] .. ':q'), owner, req, seq, lease, expect,\n"
     "                      token, permits, waits)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_sem_free',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_sem_free',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local permits = tonumber(ARGV[1])\n"
     "local now = now_ms()\n"
@@ -2574,7 +2614,7 @@ static const char dl_script_library[] =
     "if tonumber(h.n or '0') > 0 and h.l then permits = tonumber(h.l) end\n"
     "return math.max(permits - used, 0)\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_sem_release',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_sem_release',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
@@ -2585,7 +2625,7 @@ static const char dl_script_library[] =
     "if left then wake(k, q, pub) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_sem_release1',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_sem_release1',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
@@ -2597,7 +2637,7 @@ static const char dl_script_library[] =
     "if q then wake(k, q, pub) end\n"
     "return reply\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_sem_void',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_sem_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2611,7 +2651,7 @@ static const char dl_script_library[] =
     "if left then wake(k, q, pub) end\n"
     "return 1\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_ttl',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_ttl',\n"
     "  flags = {'no-writes'}, callback = function(KEYS, ARGV)\n"
     "local k = KEYS[1]\n"
     "local n = redis.pcall('hget', k, 'n')\n"
@@ -2621,7 +2661,7 @@ static const char dl_script_library[] =
     "end\n"
     "return -2\n"
     "end}\n"
-    "redis.register_function{function_name = 'dlock_6ee2f5236874f1_void',\n"
+    "redis.register_function{function_name = 'dlock_ef14833913c8e2_void',\n"
     "  flags = {'allow-oom'}, callback = function(KEYS, ARGV)\n"
     "unshort(KEYS[1])                 -- (lib/short.lua)\n"
     "local owner, req, seq = ARGV[1], ARGV[2], ARGV[3]\n"
@@ -2636,34 +2676,34 @@ static const char dl_script_library[] =
     "return 1\n"
     "end}\n";
 static const char *const dl_script_functions[DL_S_COUNT] = {
-    [DL_S_ACQUIRE] = "dlock_6ee2f5236874f1_acquire",
-    [DL_S_ACQUIRE1] = "dlock_6ee2f5236874f1_acquire1",
-    [DL_S_DROP] = "dlock_6ee2f5236874f1_drop",
-    [DL_S_EXTEND] = "dlock_6ee2f5236874f1_extend",
-    [DL_S_FAIR_ACQUIRE] = "dlock_6ee2f5236874f1_fair_acquire",
-    [DL_S_FAIR_ACQUIRE1] = "dlock_6ee2f5236874f1_fair_acquire1",
-    [DL_S_FAIR_DROP] = "dlock_6ee2f5236874f1_fair_drop",
-    [DL_S_FAIR_DROP1] = "dlock_6ee2f5236874f1_fair_drop1",
-    [DL_S_FAIR_RELEASE] = "dlock_6ee2f5236874f1_fair_release",
-    [DL_S_FAIR_RELEASE1] = "dlock_6ee2f5236874f1_fair_release1",
-    [DL_S_FAIR_VOID] = "dlock_6ee2f5236874f1_fair_void",
-    [DL_S_FAIR_VOID1] = "dlock_6ee2f5236874f1_fair_void1",
-    [DL_S_FENCE] = "dlock_6ee2f5236874f1_fence",
-    [DL_S_FORCE] = "dlock_6ee2f5236874f1_force",
-    [DL_S_GUARD] = "dlock_6ee2f5236874f1_guard",
-    [DL_S_INSPECT] = "dlock_6ee2f5236874f1_inspect",
-    [DL_S_RELEASE] = "dlock_6ee2f5236874f1_release",
-    [DL_S_RENEW] = "dlock_6ee2f5236874f1_renew",
-    [DL_S_RW_ACQUIRE] = "dlock_6ee2f5236874f1_rw_acquire",
-    [DL_S_RW_RENEW] = "dlock_6ee2f5236874f1_rw_renew",
-    [DL_S_SEM_ACQUIRE] = "dlock_6ee2f5236874f1_sem_acquire",
-    [DL_S_SEM_ACQUIRE1] = "dlock_6ee2f5236874f1_sem_acquire1",
-    [DL_S_SEM_FREE] = "dlock_6ee2f5236874f1_sem_free",
-    [DL_S_SEM_RELEASE] = "dlock_6ee2f5236874f1_sem_release",
-    [DL_S_SEM_RELEASE1] = "dlock_6ee2f5236874f1_sem_release1",
-    [DL_S_SEM_VOID] = "dlock_6ee2f5236874f1_sem_void",
-    [DL_S_TTL] = "dlock_6ee2f5236874f1_ttl",
-    [DL_S_VOID] = "dlock_6ee2f5236874f1_void",
+    [DL_S_ACQUIRE] = "dlock_ef14833913c8e2_acquire",
+    [DL_S_ACQUIRE1] = "dlock_ef14833913c8e2_acquire1",
+    [DL_S_DROP] = "dlock_ef14833913c8e2_drop",
+    [DL_S_EXTEND] = "dlock_ef14833913c8e2_extend",
+    [DL_S_FAIR_ACQUIRE] = "dlock_ef14833913c8e2_fair_acquire",
+    [DL_S_FAIR_ACQUIRE1] = "dlock_ef14833913c8e2_fair_acquire1",
+    [DL_S_FAIR_DROP] = "dlock_ef14833913c8e2_fair_drop",
+    [DL_S_FAIR_DROP1] = "dlock_ef14833913c8e2_fair_drop1",
+    [DL_S_FAIR_RELEASE] = "dlock_ef14833913c8e2_fair_release",
+    [DL_S_FAIR_RELEASE1] = "dlock_ef14833913c8e2_fair_release1",
+    [DL_S_FAIR_VOID] = "dlock_ef14833913c8e2_fair_void",
+    [DL_S_FAIR_VOID1] = "dlock_ef14833913c8e2_fair_void1",
+    [DL_S_FENCE] = "dlock_ef14833913c8e2_fence",
+    [DL_S_FORCE] = "dlock_ef14833913c8e2_force",
+    [DL_S_GUARD] = "dlock_ef14833913c8e2_guard",
+    [DL_S_INSPECT] = "dlock_ef14833913c8e2_inspect",
+    [DL_S_RELEASE] = "dlock_ef14833913c8e2_release",
+    [DL_S_RENEW] = "dlock_ef14833913c8e2_renew",
+    [DL_S_RW_ACQUIRE] = "dlock_ef14833913c8e2_rw_acquire",
+    [DL_S_RW_RENEW] = "dlock_ef14833913c8e2_rw_renew",
+    [DL_S_SEM_ACQUIRE] = "dlock_ef14833913c8e2_sem_acquire",
+    [DL_S_SEM_ACQUIRE1] = "dlock_ef14833913c8e2_sem_acquire1",
+    [DL_S_SEM_FREE] = "dlock_ef14833913c8e2_sem_free",
+    [DL_S_SEM_RELEASE] = "dlock_ef14833913c8e2_sem_release",
+    [DL_S_SEM_RELEASE1] = "dlock_ef14833913c8e2_sem_release1",
+    [DL_S_SEM_VOID] = "dlock_ef14833913c8e2_sem_void",
+    [DL_S_TTL] = "dlock_ef14833913c8e2_ttl",
+    [DL_S_VOID] = "dlock_ef14833913c8e2_void",
 };
 #endif /* DL_SCRIPT_DATA */
 

@@ -15,8 +15,9 @@
 -- ARGV[8] form: 'h' where its client last saw the lock as its hash: the
 --   fast path looks for that first (else, or absent, for the short form)
 -- returns: token, a hold of count 1 in the short form (an integer: no
---   table to reply with) | {1, count, token}, a hold in the hash (so its
---   client knows which form to look for first) | {0, wait_ms} busy (the holder's TTL, or
+--   table to reply with) | {1, count, token} (at count 1: a hold in the
+--   hash, so its client knows which form to look for first) | {0,
+--   wait_ms} busy (the holder's TTL, or
 --   a reservation's for another waiter) | {-1} lost (the hold
 --   the client believes in is gone, or another tenancy's) | {-2}
 --   cancelled or stale

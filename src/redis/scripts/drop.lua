@@ -37,10 +37,12 @@ do
     local left = math.max(tonumber(n) - tonumber(ARGV[2]), 0)
     local v2 = string.format('%d', left) .. '|' .. t .. '|' .. q .. '|' .. kv .. '|' .. g ..
                '|' .. owner
-    if left == 0 then redis.call('set', k, v2, 'px', ARGV[4])
-    else redis.call('set', k, v2, 'keepttl') end
-        if left == 0 then redis.call(ARGV[6], ARGV[5], 'drop') end
-    return 1
+    local w = left == 0 and redis.pcall('set', k, v2, 'px', ARGV[4])   -- (a pcall: as
+              or redis.pcall('set', k, v2, 'keepttl')                    -- fair_release's)
+    if not w.err then
+      if left == 0 then redis.call(ARGV[6], ARGV[5], 'drop') end
+      return 1
+    end
   end
 end
 --#include lib/drop.lua

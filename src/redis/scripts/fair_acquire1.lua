@@ -15,6 +15,31 @@
 -- ARGV[6] token: as acquire's
 -- returns: as acquire's; {0, 10} for a fresh acquire
 -- resend: as acquire's
+-- The fast path: a reentry of a lock in its short form (README.md, THE
+-- SHORT FORM) with no queue here, which stays in that form, as fair_join
+-- (lib/fair_join.lua) does it on the hash: the rest would make the hash
+-- first, which a slot mid-migration refuses (lib/short.lua). (A queue
+-- that is elsewhere mid-migration errs under the pcall: the rest.)
+do
+  local k, owner, seq = KEYS[1], ARGV[1], ARGV[3]
+  if ARGV[2] == owner and ARGV[5] ~= '0' and seq:byte(1) ~= 48 then
+    local v = redis.pcall('get', k)
+    local n, t, q, o
+    if type(v) == 'string' then n, t, q, o = v:match('^(%d+)|(%d+)|(%d+)|[%de]*|g?|(.+)$') end
+    local first = o == owner and redis.pcall('hget', k .. ':q', 'H')
+    if o == owner and n ~= '0' and ARGV[5] == n and ARGV[6] == t and
+       (#q < #seq or (#q == #seq and q < seq)) and (first == false or first == '') then
+      local tm = redis.call('time')
+      local due = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000) +
+                  2 * tonumber(ARGV[4])
+      local m = tonumber(n) + 1
+      redis.call('set', k, string.format('%d', m) .. '|' .. t .. '|' .. seq .. '|' ..
+                 string.format('%d', due) .. '||' .. owner, 'keepttl')
+      redis.call('pexpire', k, ARGV[4], 'gt')
+      return {1, m, tonumber(t)}
+    end
+  end
+end
 --#include lib/now.lua
 --#include lib/request.lua
 --#include lib/reentry_lost.lua

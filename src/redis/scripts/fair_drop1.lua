@@ -31,9 +31,9 @@ do
     end
     local left = math.max(tonumber(n) - tonumber(ARGV[2]), 0)
     local v2 = string.format('%d', left) .. '|' .. t .. '|' .. q .. '|' .. kv .. '||' .. owner
-    if left == 0 then redis.call('set', k, v2, 'px', ARGV[4])
-    else redis.call('set', k, v2, 'keepttl') end
-    return 1
+    local w = left == 0 and redis.pcall('set', k, v2, 'px', ARGV[4])   -- (a pcall: as
+              or redis.pcall('set', k, v2, 'keepttl')                    -- fair_release's)
+    if not w.err then return 1 end
   end
 end
 --#include lib/drop.lua

@@ -34,9 +34,12 @@ do
     if type(v) == 'string' then t, q, o = v:match('^1|(%d+)|(%d+)|[%de]*|g?|(.+)$') end
     if o == owner and t == ARGV[4] and (#q < #seq or (#q == #seq and q < seq)) and
        (redis.call('hget', KEYS[3], 'H') or '') == '' then
-      redis.call('set', k, '0|' .. t .. '|' .. seq .. '|' .. ARGV[5] .. 'e99||' .. owner,
-                 'px', ARGV[5])
-      return 0
+      -- (a pcall: out of memory, EVALSHA refuses a script's first write
+      -- that may grow the data; the rest then deletes first)
+      if not redis.pcall('set', k, '0|' .. t .. '|' .. seq .. '|' .. ARGV[5] .. 'e99||' .. owner,
+                         'px', ARGV[5]).err then
+        return 0
+      end
     end
   end
 end

@@ -29,13 +29,10 @@ do
     if type(v) == 'string' then n, t, q, o = v:match('^(%d+)|(%d+)|(%d+)|[%de]*|g?|(.+)$') end
     if o == owner and n ~= '0' and t == ARGV[4] and (#q < #seq or (#q == #seq and q < seq)) then
       local rest = '|' .. t .. '|' .. seq .. '|' .. ARGV[5] .. 'e99||' .. owner
-      if n == '1' then
-        redis.call('set', k, '0' .. rest, 'px', ARGV[5])
-        return 0
-      end
-      local left = tonumber(n) - 1
-      redis.call('set', k, string.format('%d', left) .. rest, 'keepttl')
-      return left
+      local left = tonumber(n) - 1      -- (a pcall: as fair_release's)
+      local w = left == 0 and redis.pcall('set', k, '0' .. rest, 'px', ARGV[5])
+                or redis.pcall('set', k, string.format('%d', left) .. rest, 'keepttl')
+      if not w.err then return left end
     end
   end
 end

@@ -29,7 +29,8 @@
 -- In the short form (README.md, THE SHORT FORM) it takes any hold of the
 -- owner's, its record kept in that form, in one call where the lock is
 -- as its client counted (SET GET: the value it had comes back, and goes
--- back if it was not that); only Redis 7 and later has it.
+-- back if it was not that), where the server is Redis 7 or later, as
+-- everywhere the short form is written.
 do
   local k, owner, seq, c = KEYS[1], ARGV[1], ARGV[3], ARGV[8] or '1'
   if ARGV[2] == owner and c ~= '0' and seq:byte(1) ~= 48 and

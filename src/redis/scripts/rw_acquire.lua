@@ -19,7 +19,8 @@
 -- ARGV[7] kind: 'r' a reader, 'w' a writer, 'W' a writer that will wait
 -- ARGV[8] writer: a reader's owner's write-hold owner ('' if none): a
 --   downgrade, which writers never keep out
--- returns: as acquire's
+-- returns: as acquire's, but a hold of count 1 is its token alone (a
+--   read-write lock has no short form)
 -- resend: as acquire's
 -- The fast path: a fresh hold of a free lock, with no waiting writer's
 -- claim and no writer's field (a reader) or no lease left by the owner's
